@@ -1,0 +1,104 @@
+// RunConfig: everything a deck (inputs/*.yaml) sets, validated once; every size comes from here.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace minimllm {
+
+// Invalid user input (deck or command line): the program prints what() and exits with code 2.
+// what() is one line naming the file, the key, the value and what would be valid.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Largest head dimension (width / heads) the attention kernels support.
+inline constexpr int kMaxHeadDim = 128;
+
+struct EncoderConfig {
+  int width = 32;         // model.encoder.width
+  int heads = 2;          // model.encoder.heads (width % heads == 0)
+  int layers = 1;         // model.encoder.layers (>= 0)
+  int mlp_ratio = 4;      // model.encoder.mlp_ratio
+  int patch = 4;          // model.encoder.patch: square patch side in pixels
+  int channels = 3;       // model.encoder.channels
+};
+
+struct LlmConfig {
+  int width = 64;         // model.llm.width
+  int heads = 4;          // model.llm.heads (width % heads == 0)
+  int layers = 2;         // model.llm.layers (>= 1)
+  int mlp_ratio = 4;      // model.llm.mlp_ratio
+  int vocab = 64;         // model.llm.vocab (>= 8)
+};
+
+struct ModelConfig {
+  EncoderConfig encoder;
+  LlmConfig llm;
+  float init_std = 0.02f;  // model.init_std
+};
+
+// Text length distribution: lognormal with the given median and sigma, clamped to [min, max].
+struct TextConfig {
+  int median = 48;        // data.text.median
+  double sigma = 0.8;     // data.text.sigma (>= 0; larger = longer tail)
+  int min = 4;            // data.text.min (>= 2)
+  int max = 256;          // data.text.max (>= min): the cap
+};
+
+// Images per sample ~ Poisson(mean) capped at max; side lengths drawn uniformly from
+// {min_side, min_side + patch, ..., max_side}, each a multiple of the patch size.
+struct ImageConfig {
+  double mean_per_sample = 1.0;  // data.images.mean_per_sample (>= 0)
+  int max_per_sample = 4;        // data.images.max_per_sample (>= 0; 0 = text only)
+  int min_side = 8;              // data.images.min_side (multiple of model.encoder.patch)
+  int max_side = 32;             // data.images.max_side (>= min_side, multiple of patch)
+  int classes = 4;               // data.images.classes: hidden image classes the text depends on
+};
+
+struct DataConfig {
+  int global_batch = 8;   // data.global_batch: samples per step over all ranks
+  TextConfig text;
+  ImageConfig images;
+  // data.incoherence in [0, 1]: probability that a sample is extreme — half of those image-heavy
+  // (max_per_sample images, min text), half text-heavy (no image, text drawn from the upper tail).
+  double incoherence = 0.0;
+  double noise = 0.1;     // data.noise in [0, 1): probability a text token ignores the hidden rule
+};
+
+struct OptimizerConfig {
+  float lr = 3e-3f;             // optimizer.lr (> 0)
+  float beta1 = 0.9f;           // optimizer.beta1 in [0, 1)
+  float beta2 = 0.95f;          // optimizer.beta2 in [0, 1)
+  float eps = 1e-8f;            // optimizer.eps (> 0)
+  float weight_decay = 0.0f;    // optimizer.weight_decay (>= 0)
+  int warmup_steps = 0;         // optimizer.warmup_steps (>= 0): linear warm-up of lr
+};
+
+struct RuntimeConfig {
+  // runtime.peak_gflops_per_rank: dense fp32 peak per rank used for MFU; 0 = measure the BLAS
+  // sgemm rate at start-up.
+  double peak_gflops_per_rank = 0.0;
+  int blas_threads = 1;         // runtime.blas_threads: BLAS threads per rank (>= 1)
+};
+
+struct RunConfig {
+  std::string name;             // name: short identifier used in output names
+  std::string deck_path;        // where the deck was read from ("<embedded>" for built-ins)
+  std::string deck_text;        // the deck's full text, stored in the HDF5 output
+  std::uint64_t seed = 1234;    // seed
+  int steps = 10;               // steps (>= 1)
+  ModelConfig model;
+  DataConfig data;
+  OptimizerConfig optimizer;
+  RuntimeConfig runtime;
+};
+
+// Parses and validates a deck; throws InputError naming path, key, value and what is valid.
+// Unknown keys are errors (a typo must not silently fall back to a default).
+RunConfig load_run_config(const std::string& path);
+RunConfig parse_run_config(const std::string& yaml_text, const std::string& origin);
+
+}  // namespace minimllm

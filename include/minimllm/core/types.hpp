@@ -1,0 +1,32 @@
+// View typedefs shared by every module: one place decides memory space and layout.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+namespace minimllm {
+
+using ExecSpace = Kokkos::DefaultExecutionSpace;
+using MemSpace = ExecSpace::memory_space;
+using HostSpace = Kokkos::HostSpace;
+
+// Matrices are row-major [rows, cols]; activations are [tokens, features], weights [in, out].
+using t_mat = Kokkos::View<float**, Kokkos::LayoutRight, MemSpace>;
+using t_vec = Kokkos::View<float*, MemSpace>;
+using t_ivec = Kokkos::View<int*, MemSpace>;
+using t_mat_const = Kokkos::View<const float**, Kokkos::LayoutRight, MemSpace>;
+using t_vec_const = Kokkos::View<const float*, MemSpace>;
+using t_ivec_const = Kokkos::View<const int*, MemSpace>;
+
+// Unmanaged views into the contiguous parameter / gradient buffers.
+using t_mat_um = Kokkos::View<float**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryUnmanaged>;
+using t_vec_um = Kokkos::View<float*, MemSpace, Kokkos::MemoryUnmanaged>;
+
+using t_mat_host = t_mat::HostMirror;
+using t_vec_host = t_vec::HostMirror;
+using t_ivec_host = t_ivec::HostMirror;
+
+// True when host code may dereference pointers of MemSpace (Serial, OpenMP; not CUDA device memory).
+inline constexpr bool kMemSpaceIsHostAccessible =
+    Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+
+}  // namespace minimllm

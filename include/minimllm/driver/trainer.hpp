@@ -1,0 +1,36 @@
+// The training loop: one step reads top to bottom in train() (sample, pack, encoder forward, LLM
+// forward+backward, encoder backward, gradient sync, AdamW, metrics).
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "minimllm/config/run_config.hpp"
+#include "minimllm/driver/world.hpp"
+#include "minimllm/metrics/step_record.hpp"
+
+namespace minimllm {
+
+struct TrainOptions {
+  std::string out_path;    // HDF5 output; empty = none
+  bool overwrite = false;  // replace out_path if it exists
+  std::ostream* log = nullptr;  // progress lines on rank 0; null = silent
+};
+
+struct TrainResult {
+  std::vector<StepRecord> steps;        // identical on every rank
+  double peak_gflops_per_rank = 0.0;    // used for MFU
+  std::string peak_source;              // "measured ..." or "deck ..."
+  double memory_estimate_mib = 0.0;     // analytic, per rank (max over ranks)
+  double peak_resident_mib = 0.0;       // max over ranks
+};
+
+// Trains for config.steps steps on world. Throws InputError for invalid input (e.g. the output file
+// exists without overwrite) before any step runs; std::runtime_error for runtime failures.
+TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options);
+
+// Samples [first, last) of a global batch of n dealt in order to `rank` of `ranks` (static layout).
+std::pair<int, int> static_share(int n, int rank, int ranks);
+
+}  // namespace minimllm

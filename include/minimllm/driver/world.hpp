@@ -1,0 +1,24 @@
+// The ranks a run uses and facts about where it runs (for the banner and the HDF5 provenance).
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace minimllm {
+
+struct World {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  int rank = 0;
+  int size = 1;
+
+  static World of(MPI_Comm comm);
+  bool is_root() const { return rank == 0; }
+};
+
+std::string kokkos_description();   // e.g. "Kokkos 3.4.1, OpenMP (2 threads)"
+std::string mpi_library_version();  // first line of MPI_Get_library_version
+std::string host_name();
+double peak_resident_mib();         // peak resident set size of this process
+
+}  // namespace minimllm

@@ -1,0 +1,44 @@
+// Variable-length multi-head attention over packed sequences, forward and backward, with memory
+// linear in tokens: online-softmax tiling keeps only O and the row log-sum-exp, never tokens x tokens.
+#pragma once
+
+#include "minimllm/core/types.hpp"
+
+namespace minimllm {
+
+using t_mat_strided = Kokkos::View<float**, Kokkos::LayoutStride, MemSpace>;
+using t_mat_strided_const = Kokkos::View<const float**, Kokkos::LayoutStride, MemSpace>;
+
+// Segment s lets query rows [q_start, q_start+q_len) attend to key rows [k_start, k_start+k_len).
+// With causal masking, query i (0-based in its segment) sees keys j <= i + causal_offset; the offset
+// places a query chunk inside a longer key sequence (context parallelism); 0 for a plain packed batch.
+struct AttentionSegments {
+  t_ivec q_start, q_len, k_start, k_len, causal_offset;
+  bool causal = true;
+  int count() const { return static_cast<int>(q_start.extent(0)); }
+};
+
+// Builds segments from host lengths for the common case: queries and keys are the same rows.
+AttentionSegments make_self_segments(const std::vector<int>& lengths, bool causal);
+
+struct AttentionShape {
+  int heads = 1;
+  int head_dim = 1;
+};
+
+// q, k, v: [rows, heads*head_dim]; out: [q rows, heads*head_dim]; lse: [q rows, heads].
+void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& k, const t_mat_strided_const& v,
+                       const AttentionSegments& segs, AttentionShape shape, const t_mat_strided& out,
+                       const t_mat& lse);
+
+// Overwrites dq, dk, dv (keys named by no segment get zero gradient). Deterministic.
+void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_const& q,
+                        const t_mat_strided_const& k, const t_mat_strided_const& v,
+                        const t_mat_strided_const& out, const t_mat_const& lse, const AttentionSegments& segs,
+                        AttentionShape shape, const t_mat_strided& dq, const t_mat_strided& dk,
+                        const t_mat_strided& dv);
+
+// Model FLOPs of one forward (2 GEMM-like products per visible query-key pair); backward counts 2x this.
+double attention_forward_flops(const std::vector<int>& lengths, bool causal, AttentionShape shape);
+
+}  // namespace minimllm

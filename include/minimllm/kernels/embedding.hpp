@@ -1,0 +1,19 @@
+// Token embedding and row routing (splicing image embeddings into packed sequences).
+#pragma once
+
+#include "minimllm/core/types.hpp"
+
+namespace minimllm {
+
+// out(rows(i), :) = table(ids(i), :)
+void embedding_forward(const t_ivec_const& ids, const t_ivec_const& rows, const t_mat_const& table,
+                       const t_mat& out);
+// dtable(ids(i), :) += dout(rows(i), :). Deterministic (no atomics): independent of thread count.
+void embedding_backward(const t_ivec_const& ids, const t_ivec_const& rows, const t_mat_const& dout,
+                        const t_mat& dtable);
+
+// dst(dst_rows(i), :) = src(src_rows(i), :) for every i; rows of dst named at most once.
+void copy_rows(const t_mat_const& src, const t_ivec_const& src_rows, const t_mat& dst,
+               const t_ivec_const& dst_rows);
+
+}  // namespace minimllm

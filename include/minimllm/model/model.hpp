@@ -1,0 +1,85 @@
+// The multimodal transformer: vision encoder (patch embedding, pre-norm blocks with attention inside
+// each image, projector MLP) and decoder LLM (token embedding, pre-norm causal blocks over packed
+// samples, final norm, LM head). Parameters and gradients each live in one contiguous buffer; the
+// named tensors are unmanaged views into them, so one all-reduce syncs and one loop updates everything.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "minimllm/config/run_config.hpp"
+#include "minimllm/data/packed_batch.hpp"
+
+namespace minimllm {
+
+struct BlockWeights {
+  t_vec_um norm1, norm2;   // [width]
+  t_mat_um qkv;            // [width, 3*width]
+  t_mat_um attn_out;       // [width, width]
+  t_mat_um mlp_in;         // [width, mlp_ratio*width]
+  t_mat_um mlp_out;        // [mlp_ratio*width, width]
+};
+
+struct ModelTensors {
+  t_mat_um patch_embed;               // [channels*patch*patch, enc width]
+  std::vector<BlockWeights> encoder;
+  t_vec_um encoder_norm;              // [enc width]
+  t_mat_um projector_in;              // [enc width, llm width]
+  t_mat_um projector_out;             // [llm width, llm width]
+  t_mat_um token_embed;               // [vocab, llm width]
+  std::vector<BlockWeights> llm;
+  t_vec_um final_norm;                // [llm width]
+  t_mat_um lm_head;                   // [llm width, vocab]
+};
+
+// Saved activations of one transformer block (what backward needs).
+struct BlockActivations {
+  t_mat x_in, norm1, qkv, attn, lse, x_mid, norm2, mlp_pre, mlp_act;
+  t_vec rstd1, rstd2;
+};
+
+struct EncoderActivations {
+  std::vector<BlockActivations> blocks;
+  t_mat x_final, normed, proj_pre, proj_act;
+  t_vec rstd;
+  t_mat embeddings;  // [patches, llm width]: the encoder's output
+};
+
+class Model {
+ public:
+  Model(const ModelConfig& config, std::uint64_t seed);
+
+  const ModelConfig& config() const { return config_; }
+  std::size_t parameter_count() const { return params_.extent(0); }
+  // Parameters [0, decayed_count()) are matrices (weight decay applies), the rest norm weights.
+  std::size_t decayed_count() const { return decayed_count_; }
+  const t_vec& params() const { return params_; }
+  const t_vec& grads() const { return grads_; }
+  const ModelTensors& weights() const { return weights_; }
+  const ModelTensors& weight_grads() const { return weight_grads_; }
+  void zero_grads();
+
+  // Encoder forward over packed images; acts.embeddings holds the image embeddings at LLM width.
+  void encoder_forward(const EncoderInput& input, EncoderActivations& acts) const;
+  // Accumulates parameter gradients from d_embeddings [patches, llm width].
+  void encoder_backward(const EncoderInput& input, const EncoderActivations& acts, const t_mat& d_embeddings);
+
+  // LLM forward and backward over the packed sequences with image embeddings spliced in.
+  // Loss gradients are scaled by grad_scale (1 / loss targets of the global batch). Returns the sum of
+  // the per-target losses; writes the embeddings' gradient into d_image_embeddings [patches, llm width].
+  double llm_forward_backward(const LlmInput& input, const t_mat_const& image_embeddings, float grad_scale,
+                              const t_mat& d_image_embeddings);
+
+  // Analytic FLOPs of one forward+backward over this input (GEMMs and attention; what MFU counts).
+  double step_flops(const EncoderInput& enc, const LlmInput& llm) const;
+  // Bytes of activations saved for backward per LLM token and per encoder patch (memory estimate).
+  double activation_bytes(std::int64_t llm_tokens, std::int64_t patches) const;
+
+ private:
+  ModelConfig config_;
+  std::size_t decayed_count_ = 0;
+  t_vec params_, grads_;
+  ModelTensors weights_, weight_grads_;
+};
+
+}  // namespace minimllm

@@ -1,0 +1,340 @@
+// Variable-length attention, FlashAttention-style on the host: each work item streams key tiles and
+// keeps a running max and sum per query row (online softmax), so memory is linear in tokens.
+// Tiles live in per-thread arrays whose sizes are compile-time constants, which lets the compiler
+// keep rows in vector registers; the head dimension is a template parameter for the same reason.
+#include "minimllm/kernels/attention.hpp"
+
+#include <math.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "minimllm/config/run_config.hpp"
+
+namespace minimllm {
+namespace {
+
+constexpr int kTileQ = 32;  // query rows per tile
+constexpr int kTileK = 32;  // key rows per tile
+
+struct SegmentView {
+  t_ivec_const q_start, q_len, k_start, k_len, causal_offset;
+};
+
+SegmentView view_of(const AttentionSegments& s) {
+  return {s.q_start, s.q_len, s.k_start, s.k_len, s.causal_offset};
+}
+
+// Number of keys (from the segment's first key) visible to query row q_row of the segment.
+KOKKOS_INLINE_FUNCTION int visible_keys(bool causal, int q_row, int offset, int k_len) {
+  if (!causal) return k_len;
+  const int n = q_row + offset + 1;
+  return n < 0 ? 0 : (n < k_len ? n : k_len);
+}
+
+// D is the head dimension the loops run to; when kExact it equals DMax and is known at compile time.
+template <int DMax, bool kExact>
+struct HeadDim {
+  int runtime;
+  KOKKOS_INLINE_FUNCTION int get() const { return kExact ? DMax : runtime; }
+};
+
+template <int DMax, bool kExact>
+struct ForwardTile {
+  t_mat_strided_const q, k, v;
+  t_mat_strided out;
+  t_mat lse;
+  SegmentView segs;
+  Kokkos::View<const int* [3], MemSpace> work;  // (segment, first query row in segment, head)
+  HeadDim<DMax, kExact> dim;
+  float scale;
+  bool causal;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const int w) const {
+    const int D = dim.get();
+    const int s = work(w, 0), q_first = work(w, 1), h = work(w, 2);
+    const int q_len = segs.q_len(s), k_len = segs.k_len(s), offset = segs.causal_offset(s);
+    const int q0 = segs.q_start(s) + q_first, k0 = segs.k_start(s);
+    const int nq = q_len - q_first < kTileQ ? q_len - q_first : kTileQ;
+    const int col = h * D;
+    const int k_end = visible_keys(causal, q_first + nq - 1, offset, k_len);
+
+    float tq[kTileQ][DMax], acc[kTileQ][DMax], row_max[kTileQ], row_sum[kTileQ];
+    for (int i = 0; i < kTileQ; ++i) {
+      for (int d = 0; d < D; ++d) {
+        tq[i][d] = i < nq ? q(q0 + i, col + d) * scale : 0.0f;
+        acc[i][d] = 0.0f;
+      }
+      row_max[i] = -INFINITY;
+      row_sum[i] = 0.0f;
+    }
+    for (int kb = 0; kb < k_end; kb += kTileK) {
+      const int nk = k_end - kb < kTileK ? k_end - kb : kTileK;
+      float tkt[DMax][kTileK], tv[kTileK][DMax], score[kTileK];
+      for (int j = 0; j < kTileK; ++j)
+        for (int d = 0; d < D; ++d) {
+          tkt[d][j] = j < nk ? k(k0 + kb + j, col + d) : 0.0f;
+          tv[j][d] = j < nk ? v(k0 + kb + j, col + d) : 0.0f;
+        }
+      for (int i = 0; i < nq; ++i) {
+        const int seen = visible_keys(causal, q_first + i, offset, k_len) - kb;
+        if (seen <= 0) continue;
+        const int nj = seen < nk ? seen : nk;
+        for (int j = 0; j < kTileK; ++j) score[j] = 0.0f;
+        for (int d = 0; d < D; ++d) {
+          const float qd = tq[i][d];
+          for (int j = 0; j < kTileK; ++j) score[j] += qd * tkt[d][j];
+        }
+        float m = row_max[i];
+        for (int j = 0; j < nj; ++j) m = score[j] > m ? score[j] : m;
+        const float correction = expf(row_max[i] - m);
+        float sum = 0.0f;
+        for (int j = 0; j < kTileK; ++j) {
+          score[j] = j < nj ? expf(score[j] - m) : 0.0f;
+          sum += score[j];
+        }
+        row_sum[i] = row_sum[i] * correction + sum;
+        row_max[i] = m;
+        float o[DMax];
+        for (int d = 0; d < D; ++d) o[d] = acc[i][d] * correction;
+        for (int j = 0; j < nj; ++j) {
+          const float p = score[j];
+          for (int d = 0; d < D; ++d) o[d] += p * tv[j][d];
+        }
+        for (int d = 0; d < D; ++d) acc[i][d] = o[d];
+      }
+    }
+    for (int i = 0; i < nq; ++i) {
+      const bool any = row_sum[i] > 0.0f;
+      const float inv = any ? 1.0f / row_sum[i] : 0.0f;
+      for (int d = 0; d < D; ++d) out(q0 + i, col + d) = acc[i][d] * inv;
+      // A row that sees no key gets zero output and a log-sum-exp that makes every P zero in backward.
+      lse(q0 + i, h) = any ? row_max[i] + logf(row_sum[i]) : INFINITY;
+    }
+  }
+};
+
+template <int DMax, bool kExact>
+struct BackwardSegment {
+  t_mat_strided_const dout, q, k, v;
+  t_mat_const lse, delta;  // delta(row, head) = sum_d dout * out
+  t_mat_strided dq, dk, dv;
+  SegmentView segs;
+  Kokkos::View<const int* [2], MemSpace> work;  // (segment, head)
+  HeadDim<DMax, kExact> dim;
+  float scale;
+  bool causal;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const int w) const {
+    const int D = dim.get();
+    const int s = work(w, 0), h = work(w, 1);
+    const int q_len = segs.q_len(s), k_len = segs.k_len(s), offset = segs.causal_offset(s);
+    const int q0 = segs.q_start(s), k0 = segs.k_start(s);
+    const int col = h * D;
+
+    for (int kb = 0; kb < k_len; kb += kTileK) {
+      const int nk = k_len - kb < kTileK ? k_len - kb : kTileK;
+      float tk[kTileK][DMax], tkt[DMax][kTileK], tvt[DMax][kTileK];
+      float dk_acc[kTileK][DMax], dv_acc[kTileK][DMax];
+      for (int j = 0; j < kTileK; ++j)
+        for (int d = 0; d < D; ++d) {
+          const float kv = j < nk ? k(k0 + kb + j, col + d) : 0.0f;
+          tk[j][d] = kv;
+          tkt[d][j] = kv;
+          tvt[d][j] = j < nk ? v(k0 + kb + j, col + d) : 0.0f;
+          dk_acc[j][d] = 0.0f;
+          dv_acc[j][d] = 0.0f;
+        }
+      // Only queries at or after this tile's first key (shifted by the causal offset) see it.
+      int q_begin = causal ? kb - offset : 0;
+      q_begin = q_begin < 0 ? 0 : q_begin;
+      for (int qb = q_begin; qb < q_len; qb += kTileQ) {
+        const int nq = q_len - qb < kTileQ ? q_len - qb : kTileQ;
+        float tq[kTileQ][DMax], tdo[kTileQ][DMax], p[kTileQ][kTileK], ds[kTileQ][kTileK];
+        for (int i = 0; i < kTileQ; ++i)
+          for (int d = 0; d < D; ++d) {
+            tq[i][d] = i < nq ? q(q0 + qb + i, col + d) * scale : 0.0f;
+            tdo[i][d] = i < nq ? dout(q0 + qb + i, col + d) : 0.0f;
+          }
+        for (int i = 0; i < kTileQ; ++i) {
+          float score[kTileK], dp[kTileK];
+          for (int j = 0; j < kTileK; ++j) score[j] = dp[j] = 0.0f;
+          if (i < nq) {
+            for (int d = 0; d < D; ++d) {
+              const float qd = tq[i][d], gd = tdo[i][d];
+              for (int j = 0; j < kTileK; ++j) {
+                score[j] += qd * tkt[d][j];
+                dp[j] += gd * tvt[d][j];
+              }
+            }
+          }
+          const int seen = i < nq ? visible_keys(causal, qb + i, offset, k_len) - kb : 0;
+          const float row_lse = i < nq ? lse(q0 + qb + i, h) : 0.0f;
+          const float row_delta = i < nq ? delta(q0 + qb + i, h) : 0.0f;
+          for (int j = 0; j < kTileK; ++j) {
+            const float pij = j < seen && j < nk ? expf(score[j] - row_lse) : 0.0f;
+            p[i][j] = pij;
+            ds[i][j] = pij * (dp[j] - row_delta);
+          }
+        }
+        for (int j = 0; j < nk; ++j) {
+          float gk[DMax], gv[DMax];
+          for (int d = 0; d < D; ++d) gk[d] = dk_acc[j][d], gv[d] = dv_acc[j][d];
+          for (int i = 0; i < nq; ++i) {
+            const float pij = p[i][j], dsij = ds[i][j];
+            for (int d = 0; d < D; ++d) {
+              gv[d] += pij * tdo[i][d];
+              gk[d] += dsij * tq[i][d];
+            }
+          }
+          for (int d = 0; d < D; ++d) dk_acc[j][d] = gk[d], dv_acc[j][d] = gv[d];
+        }
+        for (int i = 0; i < nq; ++i) {
+          float gq[DMax];
+          for (int d = 0; d < D; ++d) gq[d] = 0.0f;
+          for (int j = 0; j < nk; ++j) {
+            const float dsij = ds[i][j];
+            for (int d = 0; d < D; ++d) gq[d] += dsij * tk[j][d];
+          }
+          for (int d = 0; d < D; ++d) dq(q0 + qb + i, col + d) += scale * gq[d];
+        }
+      }
+      // tq was pre-scaled, so dk_acc already carries the softmax scale.
+      for (int j = 0; j < nk; ++j)
+        for (int d = 0; d < D; ++d) {
+          dk(k0 + kb + j, col + d) = dk_acc[j][d];
+          dv(k0 + kb + j, col + d) = dv_acc[j][d];
+        }
+    }
+  }
+};
+
+void check_shapes(const t_mat_strided_const& q, const t_mat_strided_const& k, const t_mat_strided_const& v,
+                  AttentionShape shape) {
+  const size_t width = static_cast<size_t>(shape.heads) * shape.head_dim;
+  if (shape.heads < 1 || shape.head_dim < 1 || shape.head_dim > kMaxHeadDim)
+    throw std::invalid_argument("attention: head_dim " + std::to_string(shape.head_dim) + " with " +
+                                std::to_string(shape.heads) + " heads; valid: heads >= 1, 1 <= head_dim <= " +
+                                std::to_string(kMaxHeadDim));
+  if (q.extent(1) != width || k.extent(1) != width || v.extent(1) != width || k.extent(0) != v.extent(0))
+    throw std::invalid_argument("attention: q/k/v widths must equal heads*head_dim = " + std::to_string(width));
+}
+
+// Calls f(std::integral_constant<int, DMax>, std::bool_constant<exact>) for the head dimension.
+template <class F>
+void dispatch_head_dim(int head_dim, F&& f) {
+  switch (head_dim) {
+    case 16: return f(std::integral_constant<int, 16>(), std::true_type());
+    case 32: return f(std::integral_constant<int, 32>(), std::true_type());
+    case 64: return f(std::integral_constant<int, 64>(), std::true_type());
+    case 128: return f(std::integral_constant<int, 128>(), std::true_type());
+    default:
+      if (head_dim < 32) return f(std::integral_constant<int, 32>(), std::false_type());
+      if (head_dim < 64) return f(std::integral_constant<int, 64>(), std::false_type());
+      return f(std::integral_constant<int, 128>(), std::false_type());
+  }
+}
+
+}  // namespace
+
+AttentionSegments make_self_segments(const std::vector<int>& lengths, bool causal) {
+  const int n = static_cast<int>(lengths.size());
+  AttentionSegments segs;
+  segs.causal = causal;
+  segs.q_start = t_ivec("attention::q_start", n);
+  segs.q_len = t_ivec("attention::q_len", n);
+  segs.causal_offset = t_ivec("attention::causal_offset", n);
+  auto start = Kokkos::create_mirror_view(segs.q_start);
+  auto len = Kokkos::create_mirror_view(segs.q_len);
+  int row = 0;
+  for (int s = 0; s < n; ++s) {
+    start(s) = row;
+    len(s) = lengths[s];
+    row += lengths[s];
+  }
+  Kokkos::deep_copy(segs.q_start, start);
+  Kokkos::deep_copy(segs.q_len, len);
+  Kokkos::deep_copy(segs.causal_offset, 0);
+  segs.k_start = segs.q_start;
+  segs.k_len = segs.q_len;
+  return segs;
+}
+
+void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& k, const t_mat_strided_const& v,
+                       const AttentionSegments& segs, AttentionShape shape, const t_mat_strided& out,
+                       const t_mat& lse) {
+  check_shapes(q, k, v, shape);
+  // Work list: one item per (segment, query tile, head), built on the host from the segment lengths.
+  auto q_len = Kokkos::create_mirror_view_and_copy(HostSpace(), segs.q_len);
+  int items = 0;
+  for (int s = 0; s < segs.count(); ++s) items += (q_len(s) + kTileQ - 1) / kTileQ * shape.heads;
+  Kokkos::View<int* [3], MemSpace> work("attention::forward_work", items);
+  auto work_host = Kokkos::create_mirror_view(work);
+  int w = 0;
+  for (int s = 0; s < segs.count(); ++s)
+    for (int qf = 0; qf < q_len(s); qf += kTileQ)
+      for (int h = 0; h < shape.heads; ++h) {
+        work_host(w, 0) = s, work_host(w, 1) = qf, work_host(w, 2) = h;
+        ++w;
+      }
+  Kokkos::deep_copy(work, work_host);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
+    using Functor = ForwardTile<decltype(dmax)::value, decltype(exact)::value>;
+    Functor f{q, k, v, out, lse, view_of(segs), work, {shape.head_dim}, scale, segs.causal};
+    Kokkos::parallel_for("minimllm::attention_forward",
+                         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
+  });
+}
+
+namespace {
+// delta(row, h) = sum_d dout(row, h*D+d) * out(row, h*D+d): the softmax backward's row term.
+t_mat attention_delta(const t_mat_strided_const& dout, const t_mat_strided_const& out, AttentionShape shape) {
+  t_mat delta("attention::delta", out.extent(0), shape.heads);
+  const int D = shape.head_dim;
+  Kokkos::parallel_for(
+      "minimllm::attention_delta",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {static_cast<int>(out.extent(0)), shape.heads}),
+      KOKKOS_LAMBDA(const int row, const int h) {
+        float sum = 0.0f;
+        for (int d = 0; d < D; ++d) sum += dout(row, h * D + d) * out(row, h * D + d);
+        delta(row, h) = sum;
+      });
+  return delta;
+}
+}  // namespace
+
+void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_const& q,
+                        const t_mat_strided_const& k, const t_mat_strided_const& v,
+                        const t_mat_strided_const& out, const t_mat_const& lse, const AttentionSegments& segs,
+                        AttentionShape shape, const t_mat_strided& dq, const t_mat_strided& dk,
+                        const t_mat_strided& dv) {
+  check_shapes(q, k, v, shape);
+  const t_mat delta = attention_delta(dout, out, shape);
+  Kokkos::deep_copy(dq, 0.0f);
+  Kokkos::deep_copy(dk, 0.0f);
+  Kokkos::deep_copy(dv, 0.0f);
+  // One item per (segment, head): it owns that segment's dk/dv/dq columns, so no atomics are needed.
+  const int items = segs.count() * shape.heads;
+  Kokkos::View<int* [2], MemSpace> work("attention::backward_work", items);
+  auto work_host = Kokkos::create_mirror_view(work);
+  for (int s = 0; s < segs.count(); ++s)
+    for (int h = 0; h < shape.heads; ++h) work_host(s * shape.heads + h, 0) = s, work_host(s * shape.heads + h, 1) = h;
+  Kokkos::deep_copy(work, work_host);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
+    using Functor = BackwardSegment<decltype(dmax)::value, decltype(exact)::value>;
+    Functor f{dout, q, k, v, lse, delta, dq, dk, dv, view_of(segs), work, {shape.head_dim}, scale, segs.causal};
+    Kokkos::parallel_for("minimllm::attention_backward",
+                         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
+  });
+}
+
+double attention_forward_flops(const std::vector<int>& lengths, bool causal, AttentionShape shape) {
+  double pairs = 0.0;
+  for (int n : lengths) pairs += causal ? 0.5 * n * (n + 1.0) : static_cast<double>(n) * n;
+  return 4.0 * pairs * shape.head_dim * shape.heads;
+}
+
+}  // namespace minimllm

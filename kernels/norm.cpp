@@ -1,0 +1,93 @@
+#include "minimllm/kernels/norm.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace minimllm {
+namespace {
+
+using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
+using TeamMember = TeamPolicy::member_type;
+
+constexpr bool kHostExec = std::is_same<ExecSpace, Kokkos::DefaultHostExecutionSpace>::value;
+// Host teams have one thread, so a row's reduction order never depends on the thread count.
+TeamPolicy teams(int league_size) {
+  return kHostExec ? TeamPolicy(league_size, 1) : TeamPolicy(league_size, Kokkos::AUTO);
+}
+
+// Rows of a dweight partial sum; fixed so the summation order is independent of the thread count.
+constexpr int kRowsPerChunk = 32;
+
+void check_shapes(const t_mat_const& x, const t_vec_const& weight, const t_mat_const& other,
+                  const char* what) {
+  if (weight.extent(0) != x.extent(1) || other.extent(0) != x.extent(0) || other.extent(1) != x.extent(1))
+    throw std::invalid_argument(std::string(what) + ": x, weight and outputs do not conform");
+}
+
+}  // namespace
+
+void rmsnorm_forward(const t_mat_const& x, const t_vec_const& weight, const t_mat& y, const t_vec& rstd) {
+  check_shapes(x, weight, y, "rmsnorm_forward");
+  if (rstd.extent(0) != x.extent(0))
+    throw std::invalid_argument("rmsnorm_forward: rstd needs one entry per row");
+  const int cols = static_cast<int>(x.extent(1));
+  const float eps = kRmsNormEps;
+  Kokkos::parallel_for(
+      "minimllm::rmsnorm_forward", teams(static_cast<int>(x.extent(0))),
+      KOKKOS_LAMBDA(const TeamMember& team) {
+        const int row = team.league_rank();
+        float sum_sq = 0.0f;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, cols), [&](int j, float& acc) { acc += x(row, j) * x(row, j); },
+            sum_sq);
+        const float row_rstd = 1.0f / sqrtf(sum_sq / static_cast<float>(cols) + eps);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols),
+                             [&](int j) { y(row, j) = x(row, j) * row_rstd * weight(j); });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { rstd(row) = row_rstd; });
+      });
+}
+
+// With u = dy * weight and r = rstd: dx = r * u - (r^3 / cols) * x * sum(u * x); dweight = sum_rows(dy * x *
+// r). One team per chunk of rows writes dx and that chunk's dweight partial; a second pass sums the chunks in
+// order.
+void rmsnorm_backward(const t_mat_const& dy, const t_mat_const& x, const t_vec_const& weight,
+                      const t_vec_const& rstd, const t_mat& dx, const t_vec& dweight) {
+  check_shapes(x, weight, dy, "rmsnorm_backward");
+  check_shapes(x, weight, dx, "rmsnorm_backward");
+  if (rstd.extent(0) != x.extent(0) || dweight.extent(0) != x.extent(1))
+    throw std::invalid_argument("rmsnorm_backward: rstd or dweight has the wrong length");
+  const int rows = static_cast<int>(x.extent(0));
+  const int cols = static_cast<int>(x.extent(1));
+  const int chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  const t_mat partial(Kokkos::view_alloc(Kokkos::WithoutInitializing, "minimllm::rmsnorm_dweight_partial"),
+                      chunks, cols);
+  Kokkos::parallel_for(
+      "minimllm::rmsnorm_backward", teams(chunks), KOKKOS_LAMBDA(const TeamMember& team) {
+        const int chunk = team.league_rank();
+        const int row_begin = chunk * kRowsPerChunk;
+        const int row_end = row_begin + kRowsPerChunk < rows ? row_begin + kRowsPerChunk : rows;
+        for (int row = row_begin; row < row_end; ++row) {
+          float dot = 0.0f;
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(team, cols),
+              [&](int j, float& acc) { acc += dy(row, j) * weight(j) * x(row, j); }, dot);
+          const float r = rstd(row);
+          const float x_coeff = r * r * r * dot / static_cast<float>(cols);
+          // Each j stays with one thread across rows, so partial(chunk, j) needs no synchronisation.
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols), [&](int j) {
+            dx(row, j) += r * dy(row, j) * weight(j) - x_coeff * x(row, j);
+            const float dw = dy(row, j) * x(row, j) * r;
+            partial(chunk, j) = row == row_begin ? dw : partial(chunk, j) + dw;
+          });
+        }
+      });
+  Kokkos::parallel_for(
+      "minimllm::rmsnorm_backward_dweight", Kokkos::RangePolicy<ExecSpace>(0, cols), KOKKOS_LAMBDA(int j) {
+        float total = 0.0f;
+        for (int chunk = 0; chunk < chunks; ++chunk) total += partial(chunk, j);
+        dweight(j) += total;
+      });
+}
+
+}  // namespace minimllm

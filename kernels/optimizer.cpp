@@ -1,0 +1,32 @@
+#include "minimllm/kernels/optimizer.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace minimllm {
+
+// Same arithmetic order as torch.optim.AdamW: decay first, then the bias-corrected Adam step.
+void adamw_update(const t_vec& params, const t_vec_const& grads, const t_vec& m, const t_vec& v,
+                  const AdamWHyper& hyper, int step) {
+  const std::size_t n = params.extent(0);
+  if (grads.extent(0) != n || m.extent(0) != n || v.extent(0) != n)
+    throw std::invalid_argument("adamw_update: params, grads, m and v differ in length");
+  if (step < 1) throw std::invalid_argument("adamw_update: step counts from 1");
+  const float beta1 = hyper.beta1;
+  const float beta2 = hyper.beta2;
+  const float eps = hyper.eps;
+  const float decay = 1.0f - hyper.lr * hyper.weight_decay;
+  const float step_size = hyper.lr / static_cast<float>(1.0 - std::pow(double(beta1), step));
+  const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(double(beta2), step)));
+  Kokkos::parallel_for(
+      "minimllm::adamw_update", Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(int i) {
+        const float g = grads(i);
+        const float m_new = beta1 * m(i) + (1.0f - beta1) * g;
+        const float v_new = beta2 * v(i) + (1.0f - beta2) * g * g;
+        m(i) = m_new;
+        v(i) = v_new;
+        params(i) = params(i) * decay - step_size * m_new / (sqrtf(v_new) * inv_sqrt_bias2 + eps);
+      });
+}
+
+}  // namespace minimllm

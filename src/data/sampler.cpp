@@ -1,0 +1,180 @@
+#include "minimllm/data/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "minimllm/data/random.hpp"
+
+namespace minimllm {
+namespace {
+
+// Independent streams of the counter-based generator.
+enum Stream : std::uint64_t { kMeta = 1, kText = 2, kPixels = 3, kLanguage = 4, kPrototype = 5 };
+
+constexpr float kPixelNoise = 0.5f;
+
+}  // namespace
+
+int SampleMeta::image_tokens() const {
+  int n = 0;
+  for (const auto& im : images) n += im.patches;
+  return n;
+}
+
+int SampleMeta::loss_targets() const {
+  // Every text token is a target except one at fused position 0 (nothing precedes it).
+  const bool starts_with_text = images.empty() || images.front().text_pos > 0;
+  return text_len - (starts_with_text && text_len > 0 ? 1 : 0);
+}
+
+std::int64_t GlobalBatch::text_tokens() const {
+  std::int64_t n = 0;
+  for (const auto& s : samples) n += s.text_len;
+  return n;
+}
+std::int64_t GlobalBatch::image_tokens() const {
+  std::int64_t n = 0;
+  for (const auto& s : samples) n += s.image_tokens();
+  return n;
+}
+std::int64_t GlobalBatch::loss_targets() const {
+  std::int64_t n = 0;
+  for (const auto& s : samples) n += s.loss_targets();
+  return n;
+}
+
+FusedLayout fused_layout(const SampleMeta& sample) {
+  FusedLayout layout;
+  layout.text_rows.resize(sample.text_len);
+  layout.image_first_row.resize(sample.images.size());
+  int row = 0;
+  size_t next_image = 0;
+  for (int t = 0; t <= sample.text_len; ++t) {
+    while (next_image < sample.images.size() && sample.images[next_image].text_pos == t) {
+      layout.image_first_row[next_image] = row;
+      row += sample.images[next_image++].patches;
+    }
+    if (t < sample.text_len) layout.text_rows[t] = row++;
+  }
+  return layout;
+}
+
+Sampler::Sampler(const RunConfig& config)
+    : data_(config.data),
+      seed_(config.seed),
+      vocab_(config.model.llm.vocab),
+      patch_(config.model.encoder.patch),
+      channels_(config.model.encoder.channels) {
+  // The hidden "language": a seeded permutation (Fisher-Yates on counter-based draws).
+  successor_perm_.resize(vocab_);
+  for (int i = 0; i < vocab_; ++i) successor_perm_[i] = i;
+  for (int i = vocab_ - 1; i > 0; --i) {
+    const int j = static_cast<int>(hash_coords({seed_, kLanguage, static_cast<std::uint64_t>(i)}) % (i + 1));
+    std::swap(successor_perm_[i], successor_perm_[j]);
+  }
+  class_prototype_.resize(static_cast<size_t>(data_.images.classes) * patch_dim());
+  for (size_t i = 0; i < class_prototype_.size(); ++i)
+    class_prototype_[i] = static_cast<float>(2.0 * uniform01(hash_coords({seed_, kPrototype, i})) - 1.0);
+}
+
+int Sampler::shift_of_class(int klass) const {
+  const int stride = std::max(1, vocab_ / (data_.images.classes + 1));
+  return (klass + 1) * stride % vocab_;
+}
+
+SampleMeta Sampler::sample_meta(int step, int id) const {
+  const auto draw = [&](std::uint64_t what) {
+    return hash_coords({seed_, kMeta, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(id), what});
+  };
+  const TextConfig& text = data_.text;
+  const ImageConfig& img = data_.images;
+  SampleMeta s;
+  s.id = id;
+  s.klass = static_cast<int>(draw(0) % static_cast<std::uint64_t>(img.classes));
+
+  // Modality mix: an "incoherent" sample is either all image (max images, shortest text) or all text.
+  const double kind = uniform01(draw(1));
+  const bool image_heavy = kind < 0.5 * data_.incoherence;
+  const bool text_heavy = !image_heavy && kind < data_.incoherence;
+
+  double z = standard_normal(draw(2), draw(3));
+  if (text_heavy) z = std::abs(z) + 1.0;  // upper tail of the length distribution
+  const double len = text.median * std::exp(text.sigma * z);
+  s.text_len = image_heavy ? text.min : static_cast<int>(std::clamp(std::lround(len), long(text.min), long(text.max)));
+
+  int n_images = 0;
+  if (image_heavy) {
+    n_images = img.max_per_sample;
+  } else if (!text_heavy && img.mean_per_sample > 0.0) {
+    // Poisson by inversion of the cumulative distribution; capped at max_per_sample.
+    const double u = uniform01(draw(4));
+    double p = std::exp(-img.mean_per_sample), cdf = p;
+    while (u > cdf && n_images < img.max_per_sample) {
+      ++n_images;
+      p *= img.mean_per_sample / n_images;
+      cdf += p;
+    }
+  }
+  const int side_choices = (img.max_side - img.min_side) / patch_ + 1;
+  for (int i = 0; i < n_images; ++i) {
+    ImageMeta im;
+    const auto ui = static_cast<std::uint64_t>(i);
+    im.height = img.min_side + patch_ * static_cast<int>(draw(100 + 3 * ui) % side_choices);
+    im.width = img.min_side + patch_ * static_cast<int>(draw(101 + 3 * ui) % side_choices);
+    im.patches = (im.height / patch_) * (im.width / patch_);
+    im.text_pos = static_cast<int>(draw(102 + 3 * ui) % static_cast<std::uint64_t>(s.text_len + 1));
+    s.images.push_back(im);
+  }
+  std::stable_sort(s.images.begin(), s.images.end(),
+                   [](const ImageMeta& a, const ImageMeta& b) { return a.text_pos < b.text_pos; });
+  return s;
+}
+
+GlobalBatch Sampler::batch(int step) const {
+  GlobalBatch b;
+  b.step = step;
+  b.samples.reserve(data_.global_batch);
+  for (int id = 0; id < data_.global_batch; ++id) b.samples.push_back(sample_meta(step, id));
+  return b;
+}
+
+std::vector<int> Sampler::text_tokens(int step, const SampleMeta& sample) const {
+  std::vector<int> tokens(sample.text_len);
+  const int first_image_pos = sample.images.empty() ? sample.text_len + 1 : sample.images.front().text_pos;
+  const auto draw = [&](int t, std::uint64_t what) {
+    return hash_coords({seed_, kText, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(sample.id),
+                        static_cast<std::uint64_t>(t), what});
+  };
+  int prev = 0;  // the rule's predecessor of the first token
+  for (int t = 0; t < sample.text_len; ++t) {
+    const bool seen_image = t >= first_image_pos;
+    int token;
+    if (uniform01(draw(t, 0)) < data_.noise || (t == 0 && !seen_image)) {
+      token = static_cast<int>(draw(t, 1) % static_cast<std::uint64_t>(vocab_));
+    } else {
+      const int shift = seen_image ? shift_of_class(sample.klass) : 0;
+      token = successor_perm_[(prev + shift) % vocab_];
+    }
+    tokens[t] = prev = token;
+  }
+  return tokens;
+}
+
+void Sampler::append_image_patches(int step, const SampleMeta& sample, int image,
+                                   std::vector<float>& out) const {
+  const ImageMeta& im = sample.images[image];
+  const int pd = patch_dim();
+  const float* proto = &class_prototype_[static_cast<size_t>(sample.klass) * pd];
+  const size_t base = out.size();
+  out.resize(base + static_cast<size_t>(im.patches) * pd);
+  for (int p = 0; p < im.patches; ++p)
+    for (int e = 0; e < pd; ++e) {
+      const auto idx = static_cast<std::uint64_t>(p) * pd + e;
+      const auto c = {seed_, std::uint64_t(kPixels), static_cast<std::uint64_t>(step),
+                      static_cast<std::uint64_t>(sample.id), static_cast<std::uint64_t>(image), idx};
+      const double noise = 2.0 * uniform01(hash_coords(c)) - 1.0;
+      out[base + idx] = proto[e] + kPixelNoise * static_cast<float>(noise);
+    }
+}
+
+}  // namespace minimllm

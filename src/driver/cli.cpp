@@ -1,0 +1,46 @@
+#include "minimllm/driver/cli.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <ostream>
+
+#include "embedded_decks.hpp"
+
+#ifndef MINIMLLM_VERSION
+#define MINIMLLM_VERSION "unknown"
+#endif
+
+namespace minimllm {
+
+const char* embedded_quickstart_deck() { return kQuickstartDeck; }
+
+CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{
+      "minimllm: a multimodal LLM training mini-app (vision encoder + LLM, handwritten forward and backward)\n"
+      "on heterogeneous batches, with per-step metrics in HDF5. Exit codes: 0 success, 1 runtime failure,\n"
+      "2 invalid input (deck or command line).",
+      "minimllm"};
+  app.set_version_flag("--version", std::string("minimllm ") + MINIMLLM_VERSION);
+  app.require_subcommand(1);
+
+  RunRequest request;
+  int steps = 0;
+  CLI::App* run = app.add_subcommand("run", "Train on a deck (YAML input; see docs/INPUT.md) and write HDF5 metrics");
+  run->add_option("deck", request.deck, "Input deck (default: the embedded quickstart deck)")
+      ->check(CLI::ExistingFile);
+  run->add_option("--out,-o", request.out,
+                  "HDF5 output file (default: <deck name>-<UTC date-time>.h5 in the working directory)");
+  run->add_option("--steps", steps, "Number of steps, overriding the deck's `steps`")->check(CLI::PositiveNumber);
+  run->add_flag("--overwrite", request.overwrite, "Replace the output file if it exists");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e, out, err);
+    return {std::nullopt, code == 0 ? 0 : 2};
+  }
+  if (run->count("--steps")) request.steps = steps;
+  return {request, 0};
+}
+
+}  // namespace minimllm

@@ -1,0 +1,47 @@
+#include "minimllm/driver/world.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <Kokkos_Core.hpp>
+#include <sstream>
+
+namespace minimllm {
+
+World World::of(MPI_Comm comm) {
+  World w;
+  w.comm = comm;
+  MPI_Comm_rank(comm, &w.rank);
+  MPI_Comm_size(comm, &w.size);
+  return w;
+}
+
+std::string kokkos_description() {
+  std::ostringstream out;
+  out << "Kokkos " << KOKKOS_VERSION / 10000 << "." << KOKKOS_VERSION / 100 % 100 << "." << KOKKOS_VERSION % 100
+      << ", " << Kokkos::DefaultExecutionSpace::name() << " ("
+      << Kokkos::DefaultExecutionSpace().concurrency() << " threads)";
+  return out.str();
+}
+
+std::string mpi_library_version() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  std::string s(version, length);
+  return s.substr(0, s.find('\n'));
+}
+
+std::string host_name() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+double peak_resident_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;  // Linux reports kilobytes
+}
+
+}  // namespace minimllm

@@ -1,0 +1,64 @@
+// minimllm entry point: MPI and Kokkos set-up, the command line, and exit codes
+// (0 success, 1 runtime failure, 2 invalid input with one line naming what is wrong).
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <ctime>
+#include <iostream>
+#include <sstream>
+
+#include "minimllm/config/run_config.hpp"
+#include "minimllm/driver/cli.hpp"
+#include "minimllm/driver/trainer.hpp"
+
+namespace {
+
+std::string default_output_name(const std::string& run_name) {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::gmtime(&now));
+  return run_name + "-" + stamp + ".h5";
+}
+
+int run(const minimllm::RunRequest& request, const minimllm::World& world) {
+  minimllm::RunConfig config = request.deck.empty()
+                                   ? minimllm::parse_run_config(minimllm::embedded_quickstart_deck(),
+                                                                "<embedded quickstart deck>")
+                                   : minimllm::load_run_config(request.deck);
+  if (request.steps) config.steps = *request.steps;
+  minimllm::TrainOptions options;
+  options.out_path = request.out.empty() ? default_output_name(config.name) : request.out;
+  options.overwrite = request.overwrite;
+  options.log = &std::cout;
+  minimllm::train(config, world, options);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  const minimllm::World world = minimllm::World::of(MPI_COMM_WORLD);
+  std::ostringstream discard;
+  std::ostream& out = world.is_root() ? std::cout : discard;
+  std::ostream& err = world.is_root() ? std::cerr : discard;
+
+  const minimllm::CliOutcome cli = minimllm::parse_command_line(argc, argv, out, err);
+  int code = cli.exit_code;
+  if (cli.run) {
+    Kokkos::initialize();
+    try {
+      code = run(*cli.run, world);
+    } catch (const minimllm::InputError& e) {
+      // Every rank reads the same input and fails alike, so all return 2 without aborting.
+      err << "minimllm: error: " << e.what() << std::endl;
+      code = 2;
+    } catch (const std::exception& e) {
+      std::cerr << "minimllm: rank " << world.rank << ": runtime failure: " << e.what() << std::endl;
+      MPI_Abort(world.comm, 1);
+    }
+    Kokkos::finalize();
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,230 @@
+// Hdf5RunWriter: one HDF5 file per run with /run attributes and an extendible /steps table.
+// Schema and reading recipes: docs/HDF5.md. Every append is followed by H5Fflush so a killed
+// process leaves a readable file holding every appended row.
+#include "minimllm/metrics/hdf5_writer.hpp"
+
+#include <fmt/format.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <vector>
+
+#include "minimllm/config/run_config.hpp"
+
+namespace minimllm {
+namespace {
+
+constexpr hsize_t kRowsPerChunk = 64;
+constexpr long long kSchemaVersion = 1;
+
+// The native HDF5 type of a StepRecord member, picked from its C++ type.
+template <typename T>
+hid_t native_type() {
+  if constexpr (std::is_same_v<T, std::int32_t>) {
+    return H5T_NATIVE_INT32;
+  } else if constexpr (std::is_same_v<T, std::int64_t>) {
+    return H5T_NATIVE_INT64;
+  } else {
+    static_assert(std::is_same_v<T, double>, "add an HDF5 type for this StepRecord member type");
+    return H5T_NATIVE_DOUBLE;
+  }
+}
+
+struct Field {
+  const char* name;
+  std::size_t offset;
+  hid_t type;
+  const char* unit;  // "1" = dimensionless
+};
+
+template <typename T>
+Field field(const char* name, std::size_t offset, const char* unit) {
+  return {name, offset, native_type<T>(), unit};
+}
+#define MINIMLLM_FIELD(member, unit) \
+  field<decltype(StepRecord::member)>(#member, offsetof(StepRecord, member), unit)
+
+// The /steps columns, in file order. Adding a StepRecord field is one line here (and docs/HDF5.md).
+std::vector<Field> step_fields() {
+  return {
+      MINIMLLM_FIELD(step, "1"),
+      MINIMLLM_FIELD(loss, "nat"),
+      MINIMLLM_FIELD(text_tokens, "token"),
+      MINIMLLM_FIELD(image_tokens, "token"),
+      MINIMLLM_FIELD(loss_targets, "token"),
+      MINIMLLM_FIELD(samples, "sample"),
+      MINIMLLM_FIELD(step_seconds, "s"),
+      MINIMLLM_FIELD(data_seconds, "s"),
+      MINIMLLM_FIELD(encoder_seconds, "s"),
+      MINIMLLM_FIELD(llm_seconds, "s"),
+      MINIMLLM_FIELD(grad_sync_seconds, "s"),
+      MINIMLLM_FIELD(optimizer_seconds, "s"),
+      MINIMLLM_FIELD(tokens_per_second, "token/s"),
+      MINIMLLM_FIELD(model_flops, "FLOP"),
+      MINIMLLM_FIELD(mfu, "1"),
+  };
+}
+#undef MINIMLLM_FIELD
+
+// Why a file could not be created, judged from its directory (HDF5's own stack is silenced).
+std::string create_failure_reason(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return fmt::format("directory {} does not exist", dir.string());
+  if (::access(dir.c_str(), W_OK) != 0) return fmt::format("directory {} is not writable", dir.string());
+  return "HDF5 could not create it";
+}
+
+}  // namespace
+
+// Every id the writer owns; closed in reverse order of creation, also when the constructor throws.
+struct Hdf5RunWriter::Handles {
+  hid_t file = H5I_INVALID_HID;
+  hid_t run = H5I_INVALID_HID;
+  hid_t steps = H5I_INVALID_HID;
+  hid_t mem_type = H5I_INVALID_HID;  // compound laid out like StepRecord
+  hsize_t rows = 0;
+
+  ~Handles() {
+    if (mem_type >= 0) H5Tclose(mem_type);
+    if (steps >= 0) H5Dclose(steps);
+    if (run >= 0) H5Gclose(run);
+    if (file >= 0) H5Fclose(file);
+  }
+};
+
+namespace {
+
+// Throws std::runtime_error naming the file and the operation when an HDF5 call failed.
+template <typename Id>
+Id check(Id result, const std::string& path, const char* what) {
+  if (result < 0) throw std::runtime_error(fmt::format("{}: HDF5 failed to {}", path, what));
+  return result;
+}
+
+// Closes an HDF5 id with the matching function at the end of a scope.
+class Scoped {
+ public:
+  Scoped(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Scoped() {
+    if (id_ >= 0) close_(id_);
+  }
+  Scoped(const Scoped&) = delete;
+  Scoped& operator=(const Scoped&) = delete;
+  hid_t get() const { return id_; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+// Writes a scalar attribute on obj, replacing an existing one of that name.
+void write_attribute(hid_t obj, const std::string& name, hid_t file_type, hid_t mem_type, const void* value,
+                     const std::string& path) {
+  const std::string what = fmt::format("write attribute '{}'", name);
+  if (check(H5Aexists(obj, name.c_str()), path, what.c_str()) > 0) {
+    check(H5Adelete(obj, name.c_str()), path, what.c_str());
+  }
+  Scoped space(check(H5Screate(H5S_SCALAR), path, what.c_str()), H5Sclose);
+  Scoped attr(check(H5Acreate2(obj, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), path,
+                    what.c_str()),
+              H5Aclose);
+  check(H5Awrite(attr.get(), mem_type, value), path, what.c_str());
+}
+
+void write_string_attribute(hid_t obj, const std::string& name, const std::string& value,
+                            const std::string& path) {
+  // Variable-length UTF-8: h5py returns it as str.
+  Scoped type(check(H5Tcopy(H5T_C_S1), path, "create a string type"), H5Tclose);
+  check(H5Tset_size(type.get(), H5T_VARIABLE), path, "create a string type");
+  check(H5Tset_cset(type.get(), H5T_CSET_UTF8), path, "create a string type");
+  const char* data = value.c_str();
+  write_attribute(obj, name, type.get(), type.get(), &data, path);
+}
+
+}  // namespace
+
+Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
+    : path_(path), h_(std::make_unique<Handles>()) {
+  std::error_code ec;
+  if (!overwrite && std::filesystem::exists(path, ec)) {
+    throw InputError(
+        fmt::format("{}: output file exists; pass --overwrite to replace it or choose another --out", path));
+  }
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures surface only as our exceptions
+
+  // Default (serial) access: only rank 0 writes. EXCL closes the race with a file appearing now.
+  h_->file = H5Fcreate(path.c_str(), overwrite ? H5F_ACC_TRUNC : H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+  if (h_->file < 0) {
+    throw std::runtime_error(
+        fmt::format("{}: cannot create HDF5 output file: {}", path, create_failure_reason(path)));
+  }
+  write_attribute(h_->file, "schema_version", H5T_STD_I64LE, H5T_NATIVE_LLONG, &kSchemaVersion, path);
+  h_->run = check(H5Gcreate2(h_->file, "run", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path, "create /run");
+
+  // Memory type mirrors StepRecord; the file type is the same members packed without padding.
+  const std::vector<Field> fields = step_fields();
+  h_->mem_type = check(H5Tcreate(H5T_COMPOUND, sizeof(StepRecord)), path, "create the step type");
+  std::string units;
+  for (const Field& f : fields) {
+    check(H5Tinsert(h_->mem_type, f.name, f.offset, f.type), path, "create the step type");
+    units += fmt::format("{}{}: {}", units.empty() ? "" : ", ", f.name, f.unit);
+  }
+  Scoped file_type(check(H5Tcopy(h_->mem_type), path, "create the step type"), H5Tclose);
+  check(H5Tpack(file_type.get()), path, "create the step type");
+
+  const hsize_t dims[1] = {0};
+  const hsize_t max_dims[1] = {H5S_UNLIMITED};
+  const hsize_t chunk[1] = {kRowsPerChunk};
+  Scoped space(check(H5Screate_simple(1, dims, max_dims), path, "create /steps"), H5Sclose);
+  Scoped dcpl(check(H5Pcreate(H5P_DATASET_CREATE), path, "create /steps"), H5Pclose);
+  check(H5Pset_chunk(dcpl.get(), 1, chunk), path, "create /steps");
+  h_->steps =
+      check(H5Dcreate2(h_->file, "steps", file_type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+            path, "create /steps");
+  write_string_attribute(h_->steps, "units", units, path);
+  check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path, "flush");
+}
+
+Hdf5RunWriter::~Hdf5RunWriter() = default;  // Handles closes every id
+
+void Hdf5RunWriter::set_run_attribute(const std::string& name, const std::string& value) {
+  write_string_attribute(h_->run, name, value, path_);
+  check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path_, "flush");
+}
+
+void Hdf5RunWriter::set_run_attribute(const std::string& name, double value) {
+  write_attribute(h_->run, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value, path_);
+  check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path_, "flush");
+}
+
+void Hdf5RunWriter::set_run_attribute(const std::string& name, long long value) {
+  write_attribute(h_->run, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &value, path_);
+  check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path_, "flush");
+}
+
+void Hdf5RunWriter::append_step(const StepRecord& record) {
+  const hsize_t new_rows[1] = {h_->rows + 1};
+  check(H5Dset_extent(h_->steps, new_rows), path_, "extend /steps");
+  Scoped file_space(check(H5Dget_space(h_->steps), path_, "append to /steps"), H5Sclose);
+  const hsize_t start[1] = {h_->rows};
+  const hsize_t count[1] = {1};
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path_,
+        "append to /steps");
+  Scoped mem_space(check(H5Screate_simple(1, count, nullptr), path_, "append to /steps"), H5Sclose);
+  check(H5Dwrite(h_->steps, h_->mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, &record), path_,
+        "append to /steps");
+  h_->rows += 1;
+  check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path_, "flush");
+}
+
+}  // namespace minimllm

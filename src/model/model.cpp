@@ -1,0 +1,314 @@
+#include "minimllm/model/model.hpp"
+
+#include <cmath>
+
+#include "minimllm/data/random.hpp"
+#include "minimllm/kernels/activation.hpp"
+#include "minimllm/kernels/embedding.hpp"
+#include "minimllm/kernels/gemm.hpp"
+#include "minimllm/kernels/loss.hpp"
+#include "minimllm/kernels/norm.hpp"
+
+namespace minimllm {
+namespace {
+
+constexpr std::uint64_t kInitStream = 0x1a17;
+
+// Places tensors in one buffer: matrices first (weight-decayed), then vectors. A counting pass (no
+// buffer) measures both regions; a binding pass hands out views and records how to initialise them.
+class TensorBinder {
+ public:
+  struct Init {
+    std::size_t offset, count;
+    float std;  // 0: a norm weight, initialised to 1
+  };
+
+  TensorBinder() = default;  // counting pass
+  TensorBinder(float* base, std::size_t vector_region) : base_(base), vector_next_(vector_region) {}
+
+  t_mat_um matrix(int rows, int cols, float std) {
+    const std::size_t n = static_cast<std::size_t>(rows) * cols;
+    inits_.push_back({matrix_next_, n, std});
+    matrix_next_ += n;
+    return base_ ? t_mat_um(base_ + matrix_next_ - n, rows, cols) : t_mat_um();
+  }
+  t_vec_um vector(int n) {
+    inits_.push_back({vector_next_, static_cast<std::size_t>(n), 0.0f});
+    vector_next_ += n;
+    return base_ ? t_vec_um(base_ + vector_next_ - n, n) : t_vec_um();
+  }
+  std::size_t matrix_elements() const { return matrix_next_; }
+  std::size_t vector_elements() const { return vector_next_; }
+  const std::vector<Init>& inits() const { return inits_; }
+
+ private:
+  float* base_ = nullptr;
+  std::size_t matrix_next_ = 0, vector_next_ = 0;
+  std::vector<Init> inits_;
+};
+
+BlockWeights bind_block(TensorBinder& b, int width, int hidden, float std, float out_std) {
+  BlockWeights w;
+  w.norm1 = b.vector(width);
+  w.norm2 = b.vector(width);
+  w.qkv = b.matrix(width, 3 * width, std);
+  w.attn_out = b.matrix(width, width, out_std);
+  w.mlp_in = b.matrix(width, hidden, std);
+  w.mlp_out = b.matrix(hidden, width, out_std);
+  return w;
+}
+
+// The one place that says which tensors the model has, in buffer order.
+ModelTensors bind_tensors(const ModelConfig& c, TensorBinder& b) {
+  const EncoderConfig& e = c.encoder;
+  const LlmConfig& l = c.llm;
+  const float std = c.init_std;
+  ModelTensors t;
+  t.patch_embed = b.matrix(e.channels * e.patch * e.patch, e.width, std);
+  // Residual-branch outputs are scaled down by depth (GPT-2) so the residual stream starts stable.
+  const float enc_out_std = std / std::sqrt(2.0f * std::max(1, e.layers));
+  for (int i = 0; i < e.layers; ++i) t.encoder.push_back(bind_block(b, e.width, e.mlp_ratio * e.width, std, enc_out_std));
+  t.encoder_norm = b.vector(e.width);
+  t.projector_in = b.matrix(e.width, l.width, std);
+  t.projector_out = b.matrix(l.width, l.width, std);
+  t.token_embed = b.matrix(l.vocab, l.width, std);
+  const float llm_out_std = std / std::sqrt(2.0f * l.layers);
+  for (int i = 0; i < l.layers; ++i) t.llm.push_back(bind_block(b, l.width, l.mlp_ratio * l.width, std, llm_out_std));
+  t.final_norm = b.vector(l.width);
+  t.lm_head = b.matrix(l.width, l.vocab, std);
+  return t;
+}
+
+t_mat uninitialized(const char* label, int rows, int cols) {
+  return t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), rows, cols);
+}
+t_vec uninitialized(const char* label, int n) {
+  return t_vec(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
+}
+
+t_mat_strided columns(const t_mat& m, int first, int count) {
+  return Kokkos::subview(m, Kokkos::ALL, Kokkos::make_pair(first, first + count));
+}
+
+BlockActivations allocate_block(int rows, int width, int hidden, int heads) {
+  BlockActivations a;
+  a.x_in = uninitialized("act::x_in", rows, width);
+  a.norm1 = uninitialized("act::norm1", rows, width);
+  a.qkv = uninitialized("act::qkv", rows, 3 * width);
+  a.attn = uninitialized("act::attn", rows, width);
+  a.lse = uninitialized("act::lse", rows, heads);
+  a.x_mid = uninitialized("act::x_mid", rows, width);
+  a.norm2 = uninitialized("act::norm2", rows, width);
+  a.mlp_pre = uninitialized("act::mlp_pre", rows, hidden);
+  a.mlp_act = uninitialized("act::mlp_act", rows, hidden);
+  a.rstd1 = uninitialized("act::rstd1", rows);
+  a.rstd2 = uninitialized("act::rstd2", rows);
+  return a;
+}
+
+// Workspace for one backward pass through a stack of blocks (reused by every block).
+struct BlockScratch {
+  t_mat d_hidden, d_norm, d_attn, d_qkv;
+  BlockScratch(int rows, int width, int hidden)
+      : d_hidden(uninitialized("grad::d_hidden", rows, hidden)),
+        d_norm(uninitialized("grad::d_norm", rows, width)),
+        d_attn(uninitialized("grad::d_attn", rows, width)),
+        d_qkv(uninitialized("grad::d_qkv", rows, 3 * width)) {}
+};
+
+// x_out = x_in + attn(norm1(x_in)) + mlp(norm2(...)): pre-norm transformer block.
+void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_out, const AttentionSegments& segs,
+                   AttentionShape shape) {
+  const int width = shape.heads * shape.head_dim;
+  rmsnorm_forward(a.x_in, w.norm1, a.norm1, a.rstd1);
+  gemm(Trans::no, Trans::no, 1.0f, a.norm1, w.qkv, 0.0f, a.qkv);
+  attention_forward(columns(a.qkv, 0, width), columns(a.qkv, width, width), columns(a.qkv, 2 * width, width), segs,
+                    shape, a.attn, a.lse);
+  Kokkos::deep_copy(a.x_mid, a.x_in);
+  gemm(Trans::no, Trans::no, 1.0f, a.attn, w.attn_out, 1.0f, a.x_mid);
+  rmsnorm_forward(a.x_mid, w.norm2, a.norm2, a.rstd2);
+  gemm(Trans::no, Trans::no, 1.0f, a.norm2, w.mlp_in, 0.0f, a.mlp_pre);
+  gelu_forward(a.mlp_pre, a.mlp_act);
+  Kokkos::deep_copy(x_out, a.x_mid);
+  gemm(Trans::no, Trans::no, 1.0f, a.mlp_act, w.mlp_out, 1.0f, x_out);
+}
+
+// On entry dx is the gradient of the block's output; on exit, of its input. Weight gradients accumulate.
+void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockActivations& a, const t_mat& dx,
+                    const AttentionSegments& segs, AttentionShape shape, BlockScratch& s) {
+  const int width = shape.heads * shape.head_dim;
+  gemm(Trans::no, Trans::yes, 1.0f, dx, w.mlp_out, 0.0f, s.d_hidden);
+  gemm(Trans::yes, Trans::no, 1.0f, a.mlp_act, dx, 1.0f, g.mlp_out);
+  gelu_backward(s.d_hidden, a.mlp_pre, s.d_hidden);
+  gemm(Trans::yes, Trans::no, 1.0f, a.norm2, s.d_hidden, 1.0f, g.mlp_in);
+  gemm(Trans::no, Trans::yes, 1.0f, s.d_hidden, w.mlp_in, 0.0f, s.d_norm);
+  rmsnorm_backward(s.d_norm, a.x_mid, w.norm2, a.rstd2, dx, g.norm2);
+
+  gemm(Trans::no, Trans::yes, 1.0f, dx, w.attn_out, 0.0f, s.d_attn);
+  gemm(Trans::yes, Trans::no, 1.0f, a.attn, dx, 1.0f, g.attn_out);
+  attention_backward(s.d_attn, columns(a.qkv, 0, width), columns(a.qkv, width, width),
+                     columns(a.qkv, 2 * width, width), a.attn, a.lse, segs, shape, columns(s.d_qkv, 0, width),
+                     columns(s.d_qkv, width, width), columns(s.d_qkv, 2 * width, width));
+  gemm(Trans::yes, Trans::no, 1.0f, a.norm1, s.d_qkv, 1.0f, g.qkv);
+  gemm(Trans::no, Trans::yes, 1.0f, s.d_qkv, w.qkv, 0.0f, s.d_norm);
+  rmsnorm_backward(s.d_norm, a.x_in, w.norm1, a.rstd1, dx, g.norm1);
+}
+
+t_ivec iota(int n) {
+  t_ivec v("iota", n);
+  Kokkos::parallel_for("minimllm::iota", Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(const int i) { v(i) = i; });
+  return v;
+}
+
+// Forward+backward FLOPs of a linear layer [in, out] applied to `rows` rows (dX and dW in backward).
+double linear_flops(double rows, int in, int out) { return 6.0 * rows * in * out; }
+
+double block_flops(double rows, int width, int hidden) {
+  return linear_flops(rows, width, 3 * width) + linear_flops(rows, width, width) + linear_flops(rows, width, hidden) +
+         linear_flops(rows, hidden, width);
+}
+
+}  // namespace
+
+Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(config) {
+  TensorBinder counter;
+  bind_tensors(config_, counter);
+  decayed_count_ = counter.matrix_elements();
+  const std::size_t total = counter.matrix_elements() + counter.vector_elements();
+  params_ = t_vec("model::params", total);
+  grads_ = t_vec("model::grads", total);
+  TensorBinder param_binder(params_.data(), decayed_count_), grad_binder(grads_.data(), decayed_count_);
+  weights_ = bind_tensors(config_, param_binder);
+  weight_grads_ = bind_tensors(config_, grad_binder);
+
+  // Initial values depend only on (seed, tensor, element): identical on every rank.
+  auto host = Kokkos::create_mirror_view(params_);
+  const auto& inits = param_binder.inits();
+  for (std::size_t t = 0; t < inits.size(); ++t)
+    for (std::size_t i = 0; i < inits[t].count; ++i) {
+      const std::uint64_t h = hash_coords({seed, kInitStream, t, i});
+      host(inits[t].offset + i) = inits[t].std == 0.0f
+                                      ? 1.0f
+                                      : inits[t].std * static_cast<float>(standard_normal(h, splitmix64(h)));
+    }
+  Kokkos::deep_copy(params_, host);
+}
+
+void Model::zero_grads() { Kokkos::deep_copy(grads_, 0.0f); }
+
+void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts) const {
+  const EncoderConfig& e = config_.encoder;
+  const int rows = input.patches, width = e.width, hidden = e.mlp_ratio * e.width;
+  const AttentionShape shape{e.heads, e.width / e.heads};
+  acts.blocks.clear();
+  for (int l = 0; l < e.layers; ++l) acts.blocks.push_back(allocate_block(rows, width, hidden, e.heads));
+  acts.x_final = uninitialized("enc::x_final", rows, width);
+  acts.normed = uninitialized("enc::normed", rows, width);
+  acts.rstd = uninitialized("enc::rstd", rows);
+  acts.proj_pre = uninitialized("enc::proj_pre", rows, config_.llm.width);
+  acts.proj_act = uninitialized("enc::proj_act", rows, config_.llm.width);
+  acts.embeddings = uninitialized("enc::embeddings", rows, config_.llm.width);
+  if (rows == 0) return;
+
+  const ModelTensors& w = weights_;
+  gemm(Trans::no, Trans::no, 1.0f, input.pixels, w.patch_embed, 0.0f, e.layers ? acts.blocks[0].x_in : acts.x_final);
+  for (int l = 0; l < e.layers; ++l)
+    block_forward(w.encoder[l], acts.blocks[l], l + 1 < e.layers ? acts.blocks[l + 1].x_in : acts.x_final,
+                  input.segments, shape);
+  rmsnorm_forward(acts.x_final, w.encoder_norm, acts.normed, acts.rstd);
+  gemm(Trans::no, Trans::no, 1.0f, acts.normed, w.projector_in, 0.0f, acts.proj_pre);
+  gelu_forward(acts.proj_pre, acts.proj_act);
+  gemm(Trans::no, Trans::no, 1.0f, acts.proj_act, w.projector_out, 0.0f, acts.embeddings);
+}
+
+void Model::encoder_backward(const EncoderInput& input, const EncoderActivations& acts, const t_mat& d_embeddings) {
+  const EncoderConfig& e = config_.encoder;
+  const int rows = input.patches, width = e.width, hidden = e.mlp_ratio * e.width;
+  if (rows == 0) return;
+  const AttentionShape shape{e.heads, e.width / e.heads};
+  const ModelTensors &w = weights_, &g = weight_grads_;
+
+  t_mat d_proj = uninitialized("enc::d_proj", rows, config_.llm.width);
+  gemm(Trans::no, Trans::yes, 1.0f, d_embeddings, w.projector_out, 0.0f, d_proj);
+  gemm(Trans::yes, Trans::no, 1.0f, acts.proj_act, d_embeddings, 1.0f, g.projector_out);
+  gelu_backward(d_proj, acts.proj_pre, d_proj);
+  gemm(Trans::yes, Trans::no, 1.0f, acts.normed, d_proj, 1.0f, g.projector_in);
+  t_mat d_normed = uninitialized("enc::d_normed", rows, width);
+  gemm(Trans::no, Trans::yes, 1.0f, d_proj, w.projector_in, 0.0f, d_normed);
+  t_mat dx("enc::dx", rows, width);
+  rmsnorm_backward(d_normed, acts.x_final, w.encoder_norm, acts.rstd, dx, g.encoder_norm);
+  BlockScratch scratch(rows, width, hidden);
+  for (int l = e.layers - 1; l >= 0; --l)
+    block_backward(w.encoder[l], g.encoder[l], acts.blocks[l], dx, input.segments, shape, scratch);
+  // The pixels need no gradient: only the patch embedding's weights.
+  gemm(Trans::yes, Trans::no, 1.0f, input.pixels, dx, 1.0f, g.patch_embed);
+}
+
+double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& image_embeddings, float grad_scale,
+                                   const t_mat& d_image_embeddings) {
+  const LlmConfig& c = config_.llm;
+  const int rows = input.tokens, width = c.width, hidden = c.mlp_ratio * c.width;
+  if (rows == 0) return 0.0;
+  const AttentionShape shape{c.heads, c.width / c.heads};
+  const ModelTensors &w = weights_, &g = weight_grads_;
+  const int patches = static_cast<int>(input.image_rows.extent(0));
+  const t_ivec patch_index = iota(patches);
+
+  std::vector<BlockActivations> blocks;
+  for (int l = 0; l < c.layers; ++l) blocks.push_back(allocate_block(rows, width, hidden, c.heads));
+  t_mat x_final = uninitialized("llm::x_final", rows, width);
+  embedding_forward(input.text_ids, input.text_rows, w.token_embed, blocks[0].x_in);
+  copy_rows(image_embeddings, patch_index, blocks[0].x_in, input.image_rows);
+  for (int l = 0; l < c.layers; ++l)
+    block_forward(w.llm[l], blocks[l], l + 1 < c.layers ? blocks[l + 1].x_in : x_final, input.segments, shape);
+  t_mat normed = uninitialized("llm::normed", rows, width);
+  t_vec rstd = uninitialized("llm::rstd", rows);
+  rmsnorm_forward(x_final, w.final_norm, normed, rstd);
+  t_mat logits = uninitialized("llm::logits", rows, c.vocab);
+  gemm(Trans::no, Trans::no, 1.0f, normed, w.lm_head, 0.0f, logits);
+  t_vec losses = uninitialized("llm::losses", rows);
+  softmax_xent_forward_backward(logits, input.targets, grad_scale, losses, logits);  // logits become dlogits
+  const double loss_sum = sum(losses);
+
+  gemm(Trans::yes, Trans::no, 1.0f, normed, logits, 1.0f, g.lm_head);
+  t_mat d_normed = uninitialized("llm::d_normed", rows, width);
+  gemm(Trans::no, Trans::yes, 1.0f, logits, w.lm_head, 0.0f, d_normed);
+  t_mat dx("llm::dx", rows, width);
+  rmsnorm_backward(d_normed, x_final, w.final_norm, rstd, dx, g.final_norm);
+  BlockScratch scratch(rows, width, hidden);
+  for (int l = c.layers - 1; l >= 0; --l) block_backward(w.llm[l], g.llm[l], blocks[l], dx, input.segments, shape, scratch);
+  embedding_backward(input.text_ids, input.text_rows, dx, g.token_embed);
+  copy_rows(dx, input.image_rows, d_image_embeddings, patch_index);
+  return loss_sum;
+}
+
+double Model::step_flops(const EncoderInput& enc, const LlmInput& llm) const {
+  const EncoderConfig& e = config_.encoder;
+  const LlmConfig& c = config_.llm;
+  const double p = enc.patches, t = llm.tokens;
+  double flops = 4.0 * p * e.channels * e.patch * e.patch * e.width;  // patch embedding: no pixel gradient
+  flops += e.layers * block_flops(p, e.width, e.mlp_ratio * e.width);
+  flops += e.layers * 3.0 * attention_forward_flops(enc.image_patches, false, {e.heads, e.width / e.heads});
+  flops += linear_flops(p, e.width, c.width) + linear_flops(p, c.width, c.width);
+  flops += c.layers * block_flops(t, c.width, c.mlp_ratio * c.width);
+  flops += c.layers * 3.0 * attention_forward_flops(llm.sample_tokens, true, {c.heads, c.width / c.heads});
+  flops += linear_flops(t, c.width, c.vocab);
+  return flops;
+}
+
+double Model::activation_bytes(std::int64_t llm_tokens, std::int64_t patches) const {
+  const auto saved_per_row = [](int width, int hidden, int heads, int layers) {
+    const double block = 8.0 * width + 2.0 * hidden + heads + 2.0;
+    const double backward_scratch = hidden + 6.0 * width;  // BlockScratch + dx
+    return layers * block + backward_scratch;
+  };
+  const EncoderConfig& e = config_.encoder;
+  const LlmConfig& c = config_.llm;
+  const double llm_row = saved_per_row(c.width, c.mlp_ratio * c.width, c.heads, c.layers) + 3.0 * c.width +
+                         c.vocab + 2.0 /* x_final, normed, d_normed, logits, rstd, loss */ + 2.0 /* ids */;
+  const double enc_row = saved_per_row(e.width, e.mlp_ratio * e.width, e.heads, e.layers) + 3.0 * e.width +
+                         5.0 * c.width + e.channels * e.patch * e.patch + 1.0;
+  return 4.0 * (llm_row * llm_tokens + enc_row * patches);
+}
+
+}  // namespace minimllm

@@ -1,0 +1,385 @@
+// Hdf5RunWriter: files read back through the HDF5 C API, refusal to clobber, clear errors, no leaked
+// ids, and crash safety (a SIGKILLed writer leaves every appended row readable).
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "minimllm/config/run_config.hpp"
+#include "minimllm/metrics/hdf5_writer.hpp"
+
+namespace fs = std::filesystem;
+using minimllm::Hdf5RunWriter;
+using minimllm::StepRecord;
+
+namespace {
+
+// A fresh directory per test, removed afterwards.
+class Hdf5WriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("minimllm_h5_" + std::to_string(::getpid()) + "_" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+// Every field distinct per row, so a swapped or missing column is caught.
+StepRecord make_record(int i) {
+  StepRecord r;
+  r.step = i;
+  r.loss = 4.25 - 0.5 * i;
+  r.text_tokens = 1000 + i;
+  r.image_tokens = (std::int64_t{1} << 40) + i;  // needs 64 bits
+  r.loss_targets = 900 + i;
+  r.samples = 8 + i;
+  r.step_seconds = 0.125 + i;
+  r.encoder_seconds = 0.03125 + i;
+  r.llm_seconds = 0.0625 + i;
+  r.grad_sync_seconds = 0.015625 + i;
+  r.optimizer_seconds = 0.0078125 + i;
+  r.tokens_per_second = 12345.5 + i;
+  r.model_flops = 3.5e12 + i;
+  r.mfu = 0.375 + 0.001 * i;
+  return r;
+}
+
+void expect_record_eq(const StepRecord& a, const StepRecord& b, std::size_t row) {
+  SCOPED_TRACE("row " + std::to_string(row));
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.text_tokens, b.text_tokens);
+  EXPECT_EQ(a.image_tokens, b.image_tokens);
+  EXPECT_EQ(a.loss_targets, b.loss_targets);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.step_seconds, b.step_seconds);
+  EXPECT_EQ(a.encoder_seconds, b.encoder_seconds);
+  EXPECT_EQ(a.llm_seconds, b.llm_seconds);
+  EXPECT_EQ(a.grad_sync_seconds, b.grad_sync_seconds);
+  EXPECT_EQ(a.optimizer_seconds, b.optimizer_seconds);
+  EXPECT_EQ(a.tokens_per_second, b.tokens_per_second);
+  EXPECT_EQ(a.model_flops, b.model_flops);
+  EXPECT_EQ(a.mfu, b.mfu);
+}
+
+// The reader's own view of the schema, written independently of the writer's table.
+struct Member {
+  const char* name;
+  std::size_t offset;
+  hid_t type;
+};
+std::vector<Member> expected_members() {
+  return {{"step", offsetof(StepRecord, step), H5T_NATIVE_INT32},
+          {"loss", offsetof(StepRecord, loss), H5T_NATIVE_DOUBLE},
+          {"text_tokens", offsetof(StepRecord, text_tokens), H5T_NATIVE_INT64},
+          {"image_tokens", offsetof(StepRecord, image_tokens), H5T_NATIVE_INT64},
+          {"loss_targets", offsetof(StepRecord, loss_targets), H5T_NATIVE_INT64},
+          {"samples", offsetof(StepRecord, samples), H5T_NATIVE_INT32},
+          {"step_seconds", offsetof(StepRecord, step_seconds), H5T_NATIVE_DOUBLE},
+          {"encoder_seconds", offsetof(StepRecord, encoder_seconds), H5T_NATIVE_DOUBLE},
+          {"llm_seconds", offsetof(StepRecord, llm_seconds), H5T_NATIVE_DOUBLE},
+          {"grad_sync_seconds", offsetof(StepRecord, grad_sync_seconds), H5T_NATIVE_DOUBLE},
+          {"optimizer_seconds", offsetof(StepRecord, optimizer_seconds), H5T_NATIVE_DOUBLE},
+          {"tokens_per_second", offsetof(StepRecord, tokens_per_second), H5T_NATIVE_DOUBLE},
+          {"model_flops", offsetof(StepRecord, model_flops), H5T_NATIVE_DOUBLE},
+          {"mfu", offsetof(StepRecord, mfu), H5T_NATIVE_DOUBLE}};
+}
+
+// Reads /steps after checking that the file's compound type has exactly the expected members,
+// each with the expected class and size.
+std::vector<StepRecord> read_steps(const std::string& path) {
+  std::vector<StepRecord> rows;
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(file, 0) << path;
+  if (file < 0) return rows;
+  hid_t dset = H5Dopen2(file, "/steps", H5P_DEFAULT);
+  EXPECT_GE(dset, 0);
+  hid_t ftype = H5Dget_type(dset);
+  const auto members = expected_members();
+  EXPECT_EQ(H5Tget_class(ftype), H5T_COMPOUND);
+  EXPECT_EQ(H5Tget_nmembers(ftype), static_cast<int>(members.size()));
+  hid_t mtype = H5Tcreate(H5T_COMPOUND, sizeof(StepRecord));
+  for (const Member& m : members) {
+    const int idx = H5Tget_member_index(ftype, m.name);
+    EXPECT_GE(idx, 0) << "missing member " << m.name;
+    if (idx >= 0) {
+      hid_t mt = H5Tget_member_type(ftype, static_cast<unsigned>(idx));
+      EXPECT_EQ(H5Tget_class(mt), H5Tget_class(m.type)) << m.name;
+      EXPECT_EQ(H5Tget_size(mt), H5Tget_size(m.type)) << m.name;
+      H5Tclose(mt);
+    }
+    H5Tinsert(mtype, m.name, m.offset, m.type);
+  }
+  hid_t space = H5Dget_space(dset);
+  EXPECT_EQ(H5Sget_simple_extent_ndims(space), 1);
+  hsize_t dims[1] = {0}, max_dims[1] = {0};
+  H5Sget_simple_extent_dims(space, dims, max_dims);
+  EXPECT_EQ(max_dims[0], H5S_UNLIMITED);
+  rows.resize(dims[0]);
+  if (dims[0] > 0) {
+    EXPECT_GE(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), 0);
+  }
+  H5Sclose(space);
+  H5Tclose(mtype);
+  H5Tclose(ftype);
+  H5Dclose(dset);
+  H5Fclose(file);
+  return rows;
+}
+
+std::string read_string_attr(hid_t obj, const char* name) {
+  hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
+  EXPECT_GE(attr, 0) << name;
+  if (attr < 0) return {};
+  hid_t ftype = H5Aget_type(attr);
+  EXPECT_EQ(H5Tget_class(ftype), H5T_STRING) << name;
+  EXPECT_TRUE(H5Tis_variable_str(ftype)) << name;
+  EXPECT_EQ(H5Tget_cset(ftype), H5T_CSET_UTF8) << name;
+  hid_t mtype = H5Tcopy(H5T_C_S1);
+  H5Tset_size(mtype, H5T_VARIABLE);
+  H5Tset_cset(mtype, H5T_CSET_UTF8);
+  char* data = nullptr;
+  EXPECT_GE(H5Aread(attr, mtype, &data), 0);
+  std::string value = data ? data : "";
+  hid_t space = H5Aget_space(attr);
+  H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &data);
+  H5Sclose(space);
+  H5Tclose(mtype);
+  H5Tclose(ftype);
+  H5Aclose(attr);
+  return value;
+}
+
+template <typename T>
+T read_numeric_attr(hid_t obj, const char* name, hid_t mem_type, H5T_class_t expected_class) {
+  T value{};
+  hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
+  EXPECT_GE(attr, 0) << name;
+  if (attr < 0) return value;
+  hid_t ftype = H5Aget_type(attr);
+  EXPECT_EQ(H5Tget_class(ftype), expected_class) << name;
+  EXPECT_EQ(H5Tget_size(ftype), 8u) << name;
+  EXPECT_GE(H5Aread(attr, mem_type, &value), 0);
+  H5Tclose(ftype);
+  H5Aclose(attr);
+  return value;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Open HDF5 ids by kind: files, datasets, groups, datatypes (with H5F_OBJ_ALL as the file this
+// counts transient types too), attributes.
+std::vector<ssize_t> open_object_counts() {
+  std::vector<ssize_t> counts;
+  for (unsigned kind : {H5F_OBJ_FILE, H5F_OBJ_DATASET, H5F_OBJ_GROUP, H5F_OBJ_DATATYPE, H5F_OBJ_ATTR}) {
+    counts.push_back(H5Fget_obj_count(H5F_OBJ_ALL, kind));
+  }
+  return counts;
+}
+
+bool have_h5dump() { return std::system("command -v h5dump > /dev/null 2>&1") == 0; }
+
+}  // namespace
+
+TEST_F(Hdf5WriterTest, WritesStepsAndAttributesReadableThroughCApi) {
+  const std::string path = file("run.h5");
+  {
+    Hdf5RunWriter w(path, false);
+    EXPECT_EQ(w.path(), path);
+    w.set_run_attribute("name", std::string("tiny — ünïcode"));
+    w.set_run_attribute("peak_gflops_per_rank", 123.456);
+    w.set_run_attribute("seed", 9007199254740993LL);  // > 2^53: must not pass through a double
+    for (int i = 0; i < 3; ++i) w.append_step(make_record(i));
+  }
+  const auto rows = read_steps(path);
+  ASSERT_EQ(rows.size(), 3u);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    expect_record_eq(rows[i], make_record(static_cast<int>(i)), i);
+
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  hid_t run = H5Gopen2(file, "/run", H5P_DEFAULT);
+  ASSERT_GE(run, 0);
+  EXPECT_EQ(read_string_attr(run, "name"), "tiny — ünïcode");
+  EXPECT_EQ(read_numeric_attr<double>(run, "peak_gflops_per_rank", H5T_NATIVE_DOUBLE, H5T_FLOAT), 123.456);
+  EXPECT_EQ(read_numeric_attr<long long>(run, "seed", H5T_NATIVE_LLONG, H5T_INTEGER), 9007199254740993LL);
+  EXPECT_EQ(read_numeric_attr<long long>(file, "schema_version", H5T_NATIVE_LLONG, H5T_INTEGER), 1);
+  hid_t steps = H5Dopen2(file, "/steps", H5P_DEFAULT);
+  ASSERT_GE(steps, 0);
+  const std::string units = read_string_attr(steps, "units");
+  EXPECT_NE(units.find("step_seconds: s"), std::string::npos) << units;
+  EXPECT_NE(units.find("tokens_per_second: token/s"), std::string::npos) << units;
+  EXPECT_NE(units.find("model_flops: FLOP"), std::string::npos) << units;
+  for (const Member& m : expected_members()) {
+    EXPECT_NE(units.find(std::string(m.name) + ": "), std::string::npos) << "no unit for " << m.name;
+  }
+  hid_t dcpl = H5Dget_create_plist(steps);
+  EXPECT_EQ(H5Pget_layout(dcpl), H5D_CHUNKED);
+  H5Pclose(dcpl);
+  H5Dclose(steps);
+  H5Gclose(run);
+  H5Fclose(file);
+}
+
+TEST_F(Hdf5WriterTest, ClosesEveryIdItOpens) {
+  const std::vector<ssize_t> none(5, 0);
+  ASSERT_EQ(open_object_counts(), none);
+  const std::string path = file("ids.h5");
+  {
+    Hdf5RunWriter w(path, false);
+    w.set_run_attribute("s", std::string("x"));
+    w.set_run_attribute("d", 1.0);
+    w.set_run_attribute("i", 1LL);
+    w.set_run_attribute("i", 2LL);
+    w.append_step(make_record(0));
+    // The writer holds the file, /run, /steps and its memory compound type; no attribute.
+    EXPECT_EQ(open_object_counts(), (std::vector<ssize_t>{1, 1, 1, 1, 0}));
+  }
+  EXPECT_EQ(open_object_counts(), none);
+  // A constructor that throws leaks nothing either.
+  EXPECT_THROW(Hdf5RunWriter(path, false), minimllm::InputError);
+  EXPECT_THROW(Hdf5RunWriter(file("no-such-dir/x.h5"), false), std::runtime_error);
+  EXPECT_EQ(open_object_counts(), none);
+}
+
+TEST_F(Hdf5WriterTest, RefusesExistingFileWithoutOverwriteAndReplacesWithIt) {
+  const std::string path = file("exists.h5");
+  {
+    Hdf5RunWriter w(path, false);
+    w.set_run_attribute("name", std::string("first"));
+    for (int i = 0; i < 3; ++i) w.append_step(make_record(i));
+  }
+  const std::string before = file_bytes(path);
+  ASSERT_FALSE(before.empty());
+  try {
+    Hdf5RunWriter w(path, false);
+    FAIL() << "expected InputError";
+  } catch (const minimllm::InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--overwrite"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  EXPECT_EQ(file_bytes(path), before);
+
+  {
+    Hdf5RunWriter w(path, true);
+    w.append_step(make_record(7));
+  }
+  const auto rows = read_steps(path);
+  ASSERT_EQ(rows.size(), 1u);
+  expect_record_eq(rows[0], make_record(7), 0);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  EXPECT_EQ(H5Aexists_by_name(f, "/run", "name", H5P_DEFAULT), 0);  // old attribute gone
+  H5Fclose(f);
+
+  // Overwrite also replaces a file that is not HDF5 at all.
+  const std::string junk = file("junk.h5");
+  std::ofstream(junk) << "not an hdf5 file\n";
+  { Hdf5RunWriter w(junk, true); }
+  EXPECT_EQ(read_steps(junk).size(), 0u);
+}
+
+TEST_F(Hdf5WriterTest, UnwritablePathIsARuntimeErrorNamingThePath) {
+  const std::string path = "/nonexistent-minimllm-dir/x.h5";
+  try {
+    Hdf5RunWriter w(path, false);
+    FAIL() << "expected std::runtime_error";
+  } catch (const minimllm::InputError& e) {
+    FAIL() << "an unwritable path is not an InputError: " << e.what();
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST_F(Hdf5WriterTest, RunAttributeSetTwiceIsReplaced) {
+  const std::string path = file("attr.h5");
+  {
+    Hdf5RunWriter w(path, false);
+    w.set_run_attribute("name", std::string("a much longer first value"));
+    w.set_run_attribute("name", std::string("second"));
+    w.set_run_attribute("lr", 1.0);
+    w.set_run_attribute("lr", 2.5);
+    w.set_run_attribute("steps", 10LL);
+    w.set_run_attribute("steps", 20LL);
+    w.set_run_attribute("changes_type", 3LL);
+    w.set_run_attribute("changes_type", std::string("now a string"));
+  }
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t run = H5Gopen2(f, "/run", H5P_DEFAULT);
+  ASSERT_GE(run, 0);
+  H5O_info_t info;
+  ASSERT_GE(H5Oget_info2(run, &info, H5O_INFO_NUM_ATTRS), 0);
+  EXPECT_EQ(info.num_attrs, 4u);
+  EXPECT_EQ(read_string_attr(run, "name"), "second");
+  EXPECT_EQ(read_numeric_attr<double>(run, "lr", H5T_NATIVE_DOUBLE, H5T_FLOAT), 2.5);
+  EXPECT_EQ(read_numeric_attr<long long>(run, "steps", H5T_NATIVE_LLONG, H5T_INTEGER), 20);
+  EXPECT_EQ(read_string_attr(run, "changes_type"), "now a string");
+  H5Gclose(run);
+  H5Fclose(f);
+}
+
+// The child writes 5 steps then SIGKILLs itself with the writer still open: nothing runs after the
+// last append_step, so every row must already be on disk. The child touches no MPI, only the writer.
+TEST_F(Hdf5WriterTest, SigkilledWriterLeavesEveryAppendedRowReadable) {
+  const std::string path = file("killed.h5");
+  const pid_t pid = ::fork();
+  ASSERT_NE(pid, -1);
+  if (pid == 0) {
+    try {
+      auto* w = new Hdf5RunWriter(path, false);  // deliberately never destroyed
+      w->set_run_attribute("name", std::string("killed"));
+      for (int i = 0; i < 5; ++i) w->append_step(make_record(i));
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::raise(SIGKILL);
+    ::_exit(4);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "child exited with code " << WEXITSTATUS(status);
+  ASSERT_EQ(WTERMSIG(status), SIGKILL);
+
+  const auto rows = read_steps(path);
+  ASSERT_EQ(rows.size(), 5u);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    expect_record_eq(rows[i], make_record(static_cast<int>(i)), i);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t run = H5Gopen2(f, "/run", H5P_DEFAULT);
+  EXPECT_EQ(read_string_attr(run, "name"), "killed");
+  H5Gclose(run);
+  H5Fclose(f);
+
+  if (have_h5dump()) {
+    const std::string cmd = "h5dump '" + path + "' > /dev/null 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+}
