@@ -36,6 +36,22 @@ BENCHMARK(BM_AttentionForwardBackward)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+void BM_AttentionForward(benchmark::State& state) {
+  const int tokens = static_cast<int>(state.range(0));
+  const AttentionShape shape{static_cast<int>(state.range(1)), 64};
+  const int width = shape.heads * shape.head_dim;
+  const auto segs = make_self_segments({tokens}, true);
+  t_mat q("q", tokens, width), out("out", tokens, width), lse("lse", tokens, shape.heads);
+  Kokkos::deep_copy(q, 0.1f);
+  for (auto _ : state) {
+    attention_forward(q, q, q, segs, shape, out, lse);
+    Kokkos::fence();
+  }
+  const double flops = attention_forward_flops({tokens}, true, shape);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionForward)->ArgNames({"tokens", "heads"})->Args({4096, 4})->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void BM_SgemmReference(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   t_mat a("a", n, n), b("b", n, n), c("c", n, n);

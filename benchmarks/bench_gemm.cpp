@@ -31,7 +31,7 @@ void BM_Gemm(benchmark::State& state) {
     Kokkos::fence();
   }
   state.SetLabel(to_string(backend));
-  state.counters["GFLOP/s"] =
+  state.counters["GFLOP"] =
       benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 

@@ -53,8 +53,8 @@ void add_inplace(const t_mat& y, const t_mat_const& x) {
 
 void scale_inplace(const t_vec& v, float factor) {
   Kokkos::parallel_for(
-      "minimllm::scale_inplace", Kokkos::RangePolicy<ExecSpace>(0, v.extent(0)),
-      KOKKOS_LAMBDA(int i) { v(i) *= factor; });
+      "minimllm::scale_inplace", Kokkos::RangePolicy<ExecSpace>(0, static_cast<int64_t>(v.extent(0))),
+      KOKKOS_LAMBDA(int64_t i) { v(i) *= factor; });
 }
 
 }  // namespace minimllm

@@ -1,7 +1,8 @@
 // Variable-length attention, FlashAttention-style on the host: each work item streams key tiles and
 // keeps a running max and sum per query row (online softmax), so memory is linear in tokens.
-// Tiles live in per-thread arrays whose sizes are compile-time constants, which lets the compiler
-// keep rows in vector registers; the head dimension is a template parameter for the same reason.
+// Q, K, V are first repacked per head (rows and transposed) so every inner loop reads contiguous
+// memory; accumulators are per-thread arrays of compile-time size, which lets the compiler keep them
+// in vector registers (the head dimension is a template parameter for the same reason).
 #include "minimllm/kernels/attention.hpp"
 
 #include <math.h>
@@ -26,6 +27,27 @@ SegmentView view_of(const AttentionSegments& s) {
   return {s.q_start, s.q_len, s.k_start, s.k_len, s.causal_offset};
 }
 
+// exp(x) for x <= ~88 in a form the compiler vectorises (libm's expf is a scalar call): Cody-Waite
+// reduction x = n ln2 + r, |r| <= ln2/2, then a degree-6 Taylor polynomial (relative error < 2e-7).
+KOKKOS_INLINE_FUNCTION float exp_vectorizable(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  const float n = floorf(x * 1.44269504f + 0.5f);
+  const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  union {
+    int i;
+    float f;
+  } two_to_n;
+  two_to_n.i = (static_cast<int>(n) + 127) << 23;
+  return p * two_to_n.f;
+}
+
 // Number of keys (from the segment's first key) visible to query row q_row of the segment.
 KOKKOS_INLINE_FUNCTION int visible_keys(bool causal, int q_row, int offset, int k_len) {
   if (!causal) return k_len;
@@ -40,15 +62,46 @@ struct HeadDim {
   KOKKOS_INLINE_FUNCTION int get() const { return kExact ? DMax : runtime; }
 };
 
+using t_heads = Kokkos::View<float***, Kokkos::LayoutRight, MemSpace>;
+
+// Per-head copies in the layouts the inner loops read contiguously: rows [head][row][d] and transposed
+// [head][d][row + kTileK] (zero padding lets a key tile run its full, compile-time trip count).
+t_heads pack_rows(const t_mat_strided_const& src, int heads, int head_dim, float scale, const char* label) {
+  const int rows = static_cast<int>(src.extent(0));
+  t_heads dst(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), heads, rows, head_dim);
+  Kokkos::parallel_for(
+      "minimllm::attention_pack_rows",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {rows, heads * head_dim}),
+      KOKKOS_LAMBDA(const int r, const int c) { dst(c / head_dim, r, c % head_dim) = src(r, c) * scale; });
+  return dst;
+}
+
+t_heads pack_transposed(const t_mat_strided_const& src, int heads, int head_dim, const char* label) {
+  const int rows = static_cast<int>(src.extent(0));
+  t_heads dst(std::string(label), heads, head_dim, rows + kTileK);
+  Kokkos::parallel_for(
+      "minimllm::attention_pack_transposed",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {heads * head_dim, rows}),
+      KOKKOS_LAMBDA(const int c, const int r) { dst(c / head_dim, c % head_dim, r) = src(r, c); });
+  return dst;
+}
+
+void unpack_rows(const t_heads& src, const t_mat_strided& dst) {
+  const int rows = static_cast<int>(src.extent(1)), head_dim = static_cast<int>(src.extent(2));
+  Kokkos::parallel_for(
+      "minimllm::attention_unpack_rows",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {rows, static_cast<int>(dst.extent(1))}),
+      KOKKOS_LAMBDA(const int r, const int c) { dst(r, c) = src(c / head_dim, r, c % head_dim); });
+}
+
 template <int DMax, bool kExact>
 struct ForwardTile {
-  t_mat_strided_const q, k, v;
+  t_heads q, kt, v;  // q pre-scaled [h][row][d]; kt [h][d][row]; v [h][row][d]
   t_mat_strided out;
   t_mat lse;
   SegmentView segs;
   Kokkos::View<const int* [3], MemSpace> work;  // (segment, first query row in segment, head)
   HeadDim<DMax, kExact> dim;
-  float scale;
   bool causal;
 
   KOKKOS_INLINE_FUNCTION void operator()(const int w) const {
@@ -57,41 +110,37 @@ struct ForwardTile {
     const int q_len = segs.q_len(s), k_len = segs.k_len(s), offset = segs.causal_offset(s);
     const int q0 = segs.q_start(s) + q_first, k0 = segs.k_start(s);
     const int nq = q_len - q_first < kTileQ ? q_len - q_first : kTileQ;
-    const int col = h * D;
     const int k_end = visible_keys(causal, q_first + nq - 1, offset, k_len);
+    const int ldk = static_cast<int>(kt.extent(2));
+    const float* kt_head = &kt(h, 0, 0);
 
-    float tq[kTileQ][DMax], acc[kTileQ][DMax], row_max[kTileQ], row_sum[kTileQ];
+    float acc[kTileQ][DMax], row_max[kTileQ], row_sum[kTileQ];
     for (int i = 0; i < kTileQ; ++i) {
-      for (int d = 0; d < D; ++d) {
-        tq[i][d] = i < nq ? q(q0 + i, col + d) * scale : 0.0f;
-        acc[i][d] = 0.0f;
-      }
+      for (int d = 0; d < D; ++d) acc[i][d] = 0.0f;
       row_max[i] = -INFINITY;
       row_sum[i] = 0.0f;
     }
     for (int kb = 0; kb < k_end; kb += kTileK) {
       const int nk = k_end - kb < kTileK ? k_end - kb : kTileK;
-      float tkt[DMax][kTileK], tv[kTileK][DMax], score[kTileK];
-      for (int j = 0; j < kTileK; ++j)
-        for (int d = 0; d < D; ++d) {
-          tkt[d][j] = j < nk ? k(k0 + kb + j, col + d) : 0.0f;
-          tv[j][d] = j < nk ? v(k0 + kb + j, col + d) : 0.0f;
-        }
+      const float* kt_tile = kt_head + k0 + kb;
       for (int i = 0; i < nq; ++i) {
         const int seen = visible_keys(causal, q_first + i, offset, k_len) - kb;
         if (seen <= 0) continue;
         const int nj = seen < nk ? seen : nk;
+        const float* q_row = &q(h, q0 + i, 0);
+        float score[kTileK];
         for (int j = 0; j < kTileK; ++j) score[j] = 0.0f;
         for (int d = 0; d < D; ++d) {
-          const float qd = tq[i][d];
-          for (int j = 0; j < kTileK; ++j) score[j] += qd * tkt[d][j];
+          const float qd = q_row[d];
+          const float* kt_d = kt_tile + d * ldk;
+          for (int j = 0; j < kTileK; ++j) score[j] += qd * kt_d[j];
         }
         float m = row_max[i];
         for (int j = 0; j < nj; ++j) m = score[j] > m ? score[j] : m;
         const float correction = expf(row_max[i] - m);
         float sum = 0.0f;
         for (int j = 0; j < kTileK; ++j) {
-          score[j] = j < nj ? expf(score[j] - m) : 0.0f;
+          score[j] = j < nj ? exp_vectorizable(score[j] - m) : 0.0f;
           sum += score[j];
         }
         row_sum[i] = row_sum[i] * correction + sum;
@@ -100,7 +149,8 @@ struct ForwardTile {
         for (int d = 0; d < D; ++d) o[d] = acc[i][d] * correction;
         for (int j = 0; j < nj; ++j) {
           const float p = score[j];
-          for (int d = 0; d < D; ++d) o[d] += p * tv[j][d];
+          const float* v_row = &v(h, k0 + kb + j, 0);
+          for (int d = 0; d < D; ++d) o[d] += p * v_row[d];
         }
         for (int d = 0; d < D; ++d) acc[i][d] = o[d];
       }
@@ -108,7 +158,7 @@ struct ForwardTile {
     for (int i = 0; i < nq; ++i) {
       const bool any = row_sum[i] > 0.0f;
       const float inv = any ? 1.0f / row_sum[i] : 0.0f;
-      for (int d = 0; d < D; ++d) out(q0 + i, col + d) = acc[i][d] * inv;
+      for (int d = 0; d < D; ++d) out(q0 + i, h * D + d) = acc[i][d] * inv;
       // A row that sees no key gets zero output and a log-sum-exp that makes every P zero in backward.
       lse(q0 + i, h) = any ? row_max[i] + logf(row_sum[i]) : INFINITY;
     }
@@ -117,9 +167,10 @@ struct ForwardTile {
 
 template <int DMax, bool kExact>
 struct BackwardSegment {
-  t_mat_strided_const dout, q, k, v;
-  t_mat_const lse, delta;  // delta(row, head) = sum_d dout * out
-  t_mat_strided dq, dk, dv;
+  t_heads q, dout, k, kt, vt;  // q pre-scaled; rows [h][row][d], transposed [h][d][row]
+  t_mat_const lse, delta;      // delta(row, head) = sum_d dout * out
+  t_heads dq;                  // [h][row][d], accumulated here, unpacked afterwards
+  t_mat_strided dk, dv;
   SegmentView segs;
   Kokkos::View<const int* [2], MemSpace> work;  // (segment, head)
   HeadDim<DMax, kExact> dim;
@@ -131,49 +182,37 @@ struct BackwardSegment {
     const int s = work(w, 0), h = work(w, 1);
     const int q_len = segs.q_len(s), k_len = segs.k_len(s), offset = segs.causal_offset(s);
     const int q0 = segs.q_start(s), k0 = segs.k_start(s);
-    const int col = h * D;
+    const int ldk = static_cast<int>(kt.extent(2));
 
     for (int kb = 0; kb < k_len; kb += kTileK) {
       const int nk = k_len - kb < kTileK ? k_len - kb : kTileK;
-      float tk[kTileK][DMax], tkt[DMax][kTileK], tvt[DMax][kTileK];
+      const float* kt_tile = &kt(h, 0, k0 + kb);
+      const float* vt_tile = &vt(h, 0, k0 + kb);
       float dk_acc[kTileK][DMax], dv_acc[kTileK][DMax];
       for (int j = 0; j < kTileK; ++j)
-        for (int d = 0; d < D; ++d) {
-          const float kv = j < nk ? k(k0 + kb + j, col + d) : 0.0f;
-          tk[j][d] = kv;
-          tkt[d][j] = kv;
-          tvt[d][j] = j < nk ? v(k0 + kb + j, col + d) : 0.0f;
-          dk_acc[j][d] = 0.0f;
-          dv_acc[j][d] = 0.0f;
-        }
+        for (int d = 0; d < D; ++d) dk_acc[j][d] = dv_acc[j][d] = 0.0f;
       // Only queries at or after this tile's first key (shifted by the causal offset) see it.
       int q_begin = causal ? kb - offset : 0;
       q_begin = q_begin < 0 ? 0 : q_begin;
       for (int qb = q_begin; qb < q_len; qb += kTileQ) {
         const int nq = q_len - qb < kTileQ ? q_len - qb : kTileQ;
-        float tq[kTileQ][DMax], tdo[kTileQ][DMax], p[kTileQ][kTileK], ds[kTileQ][kTileK];
-        for (int i = 0; i < kTileQ; ++i)
-          for (int d = 0; d < D; ++d) {
-            tq[i][d] = i < nq ? q(q0 + qb + i, col + d) * scale : 0.0f;
-            tdo[i][d] = i < nq ? dout(q0 + qb + i, col + d) : 0.0f;
-          }
-        for (int i = 0; i < kTileQ; ++i) {
+        float p[kTileQ][kTileK], ds[kTileQ][kTileK];
+        for (int i = 0; i < nq; ++i) {
+          const float* q_row = &q(h, q0 + qb + i, 0);
+          const float* do_row = &dout(h, q0 + qb + i, 0);
           float score[kTileK], dp[kTileK];
           for (int j = 0; j < kTileK; ++j) score[j] = dp[j] = 0.0f;
-          if (i < nq) {
-            for (int d = 0; d < D; ++d) {
-              const float qd = tq[i][d], gd = tdo[i][d];
-              for (int j = 0; j < kTileK; ++j) {
-                score[j] += qd * tkt[d][j];
-                dp[j] += gd * tvt[d][j];
-              }
+          for (int d = 0; d < D; ++d) {
+            const float qd = q_row[d], gd = do_row[d];
+            for (int j = 0; j < kTileK; ++j) {
+              score[j] += qd * kt_tile[d * ldk + j];
+              dp[j] += gd * vt_tile[d * ldk + j];
             }
           }
-          const int seen = i < nq ? visible_keys(causal, qb + i, offset, k_len) - kb : 0;
-          const float row_lse = i < nq ? lse(q0 + qb + i, h) : 0.0f;
-          const float row_delta = i < nq ? delta(q0 + qb + i, h) : 0.0f;
+          const int seen = visible_keys(causal, qb + i, offset, k_len) - kb;
+          const float row_lse = lse(q0 + qb + i, h), row_delta = delta(q0 + qb + i, h);
           for (int j = 0; j < kTileK; ++j) {
-            const float pij = j < seen && j < nk ? expf(score[j] - row_lse) : 0.0f;
+            const float pij = j < seen && j < nk ? exp_vectorizable(score[j] - row_lse) : 0.0f;
             p[i][j] = pij;
             ds[i][j] = pij * (dp[j] - row_delta);
           }
@@ -183,9 +222,11 @@ struct BackwardSegment {
           for (int d = 0; d < D; ++d) gk[d] = dk_acc[j][d], gv[d] = dv_acc[j][d];
           for (int i = 0; i < nq; ++i) {
             const float pij = p[i][j], dsij = ds[i][j];
+            const float* q_row = &q(h, q0 + qb + i, 0);
+            const float* do_row = &dout(h, q0 + qb + i, 0);
             for (int d = 0; d < D; ++d) {
-              gv[d] += pij * tdo[i][d];
-              gk[d] += dsij * tq[i][d];
+              gv[d] += pij * do_row[d];
+              gk[d] += dsij * q_row[d];
             }
           }
           for (int d = 0; d < D; ++d) dk_acc[j][d] = gk[d], dv_acc[j][d] = gv[d];
@@ -195,16 +236,18 @@ struct BackwardSegment {
           for (int d = 0; d < D; ++d) gq[d] = 0.0f;
           for (int j = 0; j < nk; ++j) {
             const float dsij = ds[i][j];
-            for (int d = 0; d < D; ++d) gq[d] += dsij * tk[j][d];
+            const float* k_row = &k(h, k0 + kb + j, 0);
+            for (int d = 0; d < D; ++d) gq[d] += dsij * k_row[d];
           }
-          for (int d = 0; d < D; ++d) dq(q0 + qb + i, col + d) += scale * gq[d];
+          float* dq_row = &dq(h, q0 + qb + i, 0);
+          for (int d = 0; d < D; ++d) dq_row[d] += scale * gq[d];
         }
       }
-      // tq was pre-scaled, so dk_acc already carries the softmax scale.
+      // q was pre-scaled, so dk_acc already carries the softmax scale.
       for (int j = 0; j < nk; ++j)
         for (int d = 0; d < D; ++d) {
-          dk(k0 + kb + j, col + d) = dk_acc[j][d];
-          dv(k0 + kb + j, col + d) = dv_acc[j][d];
+          dk(k0 + kb + j, h * D + d) = dk_acc[j][d];
+          dv(k0 + kb + j, h * D + d) = dv_acc[j][d];
         }
     }
   }
@@ -280,9 +323,12 @@ void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& 
       }
   Kokkos::deep_copy(work, work_host);
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  const int H = shape.heads, D = shape.head_dim;
+  const t_heads qh = pack_rows(q, H, D, scale, "attention::q"), kth = pack_transposed(k, H, D, "attention::kt");
+  const t_heads vh = pack_rows(v, H, D, 1.0f, "attention::v");
   dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
     using Functor = ForwardTile<decltype(dmax)::value, decltype(exact)::value>;
-    Functor f{q, k, v, out, lse, view_of(segs), work, {shape.head_dim}, scale, segs.causal};
+    Functor f{qh, kth, vh, out, lse, view_of(segs), work, {shape.head_dim}, segs.causal};
     Kokkos::parallel_for("minimllm::attention_forward",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
   });
@@ -312,7 +358,6 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
                         const t_mat_strided& dv) {
   check_shapes(q, k, v, shape);
   const t_mat delta = attention_delta(dout, out, shape);
-  Kokkos::deep_copy(dq, 0.0f);
   Kokkos::deep_copy(dk, 0.0f);
   Kokkos::deep_copy(dv, 0.0f);
   // One item per (segment, head): it owns that segment's dk/dv/dq columns, so no atomics are needed.
@@ -323,12 +368,18 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
     for (int h = 0; h < shape.heads; ++h) work_host(s * shape.heads + h, 0) = s, work_host(s * shape.heads + h, 1) = h;
   Kokkos::deep_copy(work, work_host);
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  const int H = shape.heads, D = shape.head_dim;
+  const t_heads qh = pack_rows(q, H, D, scale, "attention::q"), doh = pack_rows(dout, H, D, 1.0f, "attention::do");
+  const t_heads kh = pack_rows(k, H, D, 1.0f, "attention::k"), kth = pack_transposed(k, H, D, "attention::kt");
+  const t_heads vth = pack_transposed(v, H, D, "attention::vt");
+  const t_heads dqh("attention::dq", H, q.extent(0), D);
   dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
     using Functor = BackwardSegment<decltype(dmax)::value, decltype(exact)::value>;
-    Functor f{dout, q, k, v, lse, delta, dq, dk, dv, view_of(segs), work, {shape.head_dim}, scale, segs.causal};
+    Functor f{qh, doh, kh, kth, vth, lse, delta, dqh, dk, dv, view_of(segs), work, {shape.head_dim}, scale, segs.causal};
     Kokkos::parallel_for("minimllm::attention_backward",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
   });
+  unpack_rows(dqh, dq);
 }
 
 double attention_forward_flops(const std::vector<int>& lengths, bool causal, AttentionShape shape) {

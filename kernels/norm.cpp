@@ -48,9 +48,9 @@ void rmsnorm_forward(const t_mat_const& x, const t_vec_const& weight, const t_ma
       });
 }
 
-// With u = dy * weight and r = rstd: dx = r * u - (r^3 / cols) * x * sum(u * x); dweight = sum_rows(dy * x *
-// r). One team per chunk of rows writes dx and that chunk's dweight partial; a second pass sums the chunks in
-// order.
+// With u = dy * weight and r = rstd(row): dx = r u - (r^3 / cols) sum(u x) x and dweight = sum over rows of
+// dy x r. One team per row chunk adds dx and writes the chunk's dweight partial; a second pass sums the
+// partials in chunk order.
 void rmsnorm_backward(const t_mat_const& dy, const t_mat_const& x, const t_vec_const& weight,
                       const t_vec_const& rstd, const t_mat& dx, const t_vec& dweight) {
   check_shapes(x, weight, dy, "rmsnorm_backward");

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -228,7 +229,7 @@ TEST(Gemm, MatchesDoubleReferenceForAllTransposesStridesAndBetas) {
     for (const Trans trans_a : {Trans::no, Trans::yes})
       for (const Trans trans_b : {Trans::no, Trans::yes})
         for (const auto& [m, n, k] : shapes)
-          for (const float beta : {0.0f, 1.0f}) check_gemm(backend, trans_a, trans_b, m, n, k, beta);
+          for (const float beta : {0.0f, 1.0f, -0.5f}) check_gemm(backend, trans_a, trans_b, m, n, k, beta);
 }
 
 TEST(Gemm, RejectsNonConformingShapesNamingThem) {

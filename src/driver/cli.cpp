@@ -22,6 +22,11 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       "minimllm"};
   app.set_version_flag("--version", std::string("minimllm ") + MINIMLLM_VERSION);
   app.require_subcommand(1);
+  // One line per error, as for every other invalid input.
+  const auto one_line = [](const CLI::App*, const CLI::Error& e) {
+    return std::string("minimllm: error: ") + e.what() + " (see minimllm --help)\n";
+  };
+  app.failure_message(one_line);
 
   RunRequest request;
   int steps = 0;
@@ -30,8 +35,9 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       ->check(CLI::ExistingFile);
   run->add_option("--out,-o", request.out,
                   "HDF5 output file (default: <deck name>-<UTC date-time>.h5 in the working directory)");
-  run->add_option("--steps", steps, "Number of steps, overriding the deck's `steps`")->check(CLI::PositiveNumber);
+  run->add_option("--steps", steps, "Number of steps, overriding the deck's `steps`")->check(CLI::Range(1, 1 << 30));
   run->add_flag("--overwrite", request.overwrite, "Replace the output file if it exists");
+  run->failure_message(one_line);
 
   try {
     app.parse(argc, argv);
