@@ -7,10 +7,12 @@
 #include <string>
 #include <type_traits>
 
+#include "team_policy.hpp"
+
 namespace minimllm {
 namespace {
 
-constexpr bool kHostExec = std::is_same<ExecSpace, Kokkos::DefaultHostExecutionSpace>::value;
+using kernels_detail::kHostExec;
 
 // Host: one thread per team walks the whole C tile, keeping an 8x32 block in vector registers while the
 // A and B panels stay in L1/L2. Device: 16x16 threads, each owning a 4x4 block of a 64x64 tile.
@@ -121,7 +123,9 @@ struct PortableGemmKernel {
   KOKKOS_INLINE_FUNCTION void operator()(const TeamMember& team) const {
     const int row0 = (team.league_rank() / tiles_n) * Tiles::m;
     const int col0 = (team.league_rank() % tiles_n) * Tiles::n;
-    ScratchFloats scratch(team.team_scratch(Tiles::scratch_level), kScratchFloats);
+    // A local copy: team_scratch takes a const reference, which device code cannot bind to a static member.
+    const int scratch_level = Tiles::scratch_level;
+    ScratchFloats scratch(team.team_scratch(scratch_level), kScratchFloats);
     float* const a_panel = scratch.data();
     float* const b_panel = a_panel + kPanelA;
     float* const c_tile = b_panel + kPanelB;

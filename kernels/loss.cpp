@@ -1,19 +1,14 @@
 #include "minimllm/kernels/loss.hpp"
 
 #include <stdexcept>
-#include <type_traits>
+
+#include "team_policy.hpp"
 
 namespace minimllm {
 namespace {
 
-using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
-using TeamMember = TeamPolicy::member_type;
-
-constexpr bool kHostExec = std::is_same<ExecSpace, Kokkos::DefaultHostExecutionSpace>::value;
-// Host teams have one thread, so a row's reduction order never depends on the thread count.
-TeamPolicy teams(int league_size) {
-  return kHostExec ? TeamPolicy(league_size, 1) : TeamPolicy(league_size, Kokkos::AUTO);
-}
+using kernels_detail::TeamMember;
+using kernels_detail::TeamPolicy;
 
 // Elements per partial sum in sum(); fixed so the summation order is independent of the thread count.
 constexpr int kSumChunk = 4096;
@@ -29,7 +24,7 @@ void softmax_xent_forward_backward(const t_mat_const& logits, const t_ivec_const
         "softmax_xent_forward_backward: logits, targets, losses and dlogits do not conform");
   const int cols = static_cast<int>(logits.extent(1));
   Kokkos::parallel_for(
-      "minimllm::softmax_xent_forward_backward", teams(static_cast<int>(rows)),
+      "minimllm::softmax_xent_forward_backward", kernels_detail::row_teams(static_cast<int>(rows)),
       KOKKOS_LAMBDA(const TeamMember& team) {
         const int row = team.league_rank();
         const int target = targets(row);

@@ -2,19 +2,14 @@
 
 #include <stdexcept>
 #include <string>
-#include <type_traits>
+
+#include "team_policy.hpp"
 
 namespace minimllm {
 namespace {
 
-using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
-using TeamMember = TeamPolicy::member_type;
-
-constexpr bool kHostExec = std::is_same<ExecSpace, Kokkos::DefaultHostExecutionSpace>::value;
-// Host teams have one thread, so a row's reduction order never depends on the thread count.
-TeamPolicy teams(int league_size) {
-  return kHostExec ? TeamPolicy(league_size, 1) : TeamPolicy(league_size, Kokkos::AUTO);
-}
+using kernels_detail::TeamMember;
+using kernels_detail::TeamPolicy;
 
 // Rows of a dweight partial sum; fixed so the summation order is independent of the thread count.
 constexpr int kRowsPerChunk = 32;
@@ -34,7 +29,7 @@ void rmsnorm_forward(const t_mat_const& x, const t_vec_const& weight, const t_ma
   const int cols = static_cast<int>(x.extent(1));
   const float eps = kRmsNormEps;
   Kokkos::parallel_for(
-      "minimllm::rmsnorm_forward", teams(static_cast<int>(x.extent(0))),
+      "minimllm::rmsnorm_forward", kernels_detail::row_teams(static_cast<int>(x.extent(0))),
       KOKKOS_LAMBDA(const TeamMember& team) {
         const int row = team.league_rank();
         float sum_sq = 0.0f;
@@ -63,7 +58,7 @@ void rmsnorm_backward(const t_mat_const& dy, const t_mat_const& x, const t_vec_c
   const t_mat partial(Kokkos::view_alloc(Kokkos::WithoutInitializing, "minimllm::rmsnorm_dweight_partial"),
                       chunks, cols);
   Kokkos::parallel_for(
-      "minimllm::rmsnorm_backward", teams(chunks), KOKKOS_LAMBDA(const TeamMember& team) {
+      "minimllm::rmsnorm_backward", kernels_detail::row_teams(chunks), KOKKOS_LAMBDA(const TeamMember& team) {
         const int chunk = team.league_rank();
         const int row_begin = chunk * kRowsPerChunk;
         const int row_end = row_begin + kRowsPerChunk < rows ? row_begin + kRowsPerChunk : rows;
