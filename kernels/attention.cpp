@@ -281,27 +281,30 @@ void dispatch_head_dim(int head_dim, F&& f) {
 
 }  // namespace
 
-AttentionSegments make_self_segments(const std::vector<int>& lengths, bool causal) {
-  const int n = static_cast<int>(lengths.size());
+AttentionSegments make_segments(const SegmentTable& table, bool causal) {
+  const auto to_device = [](const std::vector<int>& host, const char* label) {
+    t_ivec v(std::string(label), host.size());
+    Kokkos::deep_copy(v, Kokkos::View<const int*, HostSpace, Kokkos::MemoryUnmanaged>(host.data(), host.size()));
+    return v;
+  };
   AttentionSegments segs;
   segs.causal = causal;
-  segs.q_start = t_ivec("attention::q_start", n);
-  segs.q_len = t_ivec("attention::q_len", n);
-  segs.causal_offset = t_ivec("attention::causal_offset", n);
-  auto start = Kokkos::create_mirror_view(segs.q_start);
-  auto len = Kokkos::create_mirror_view(segs.q_len);
-  int row = 0;
-  for (int s = 0; s < n; ++s) {
-    start(s) = row;
-    len(s) = lengths[s];
-    row += lengths[s];
-  }
-  Kokkos::deep_copy(segs.q_start, start);
-  Kokkos::deep_copy(segs.q_len, len);
-  Kokkos::deep_copy(segs.causal_offset, 0);
-  segs.k_start = segs.q_start;
-  segs.k_len = segs.q_len;
+  segs.q_start = to_device(table.q_start, "attention::q_start");
+  segs.q_len = to_device(table.q_len, "attention::q_len");
+  segs.k_start = to_device(table.k_start, "attention::k_start");
+  segs.k_len = to_device(table.k_len, "attention::k_len");
+  segs.causal_offset = to_device(table.causal_offset, "attention::causal_offset");
   return segs;
+}
+
+AttentionSegments make_self_segments(const std::vector<int>& lengths, bool causal) {
+  SegmentTable table;
+  int row = 0;
+  for (int n : lengths) {
+    table.add(row, n, row, n, 0);
+    row += n;
+  }
+  return make_segments(table, causal);
 }
 
 void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& k, const t_mat_strided_const& v,

@@ -59,8 +59,8 @@ RunConfig make_config(const DeckKnobs& k) {
                            "data:\n"
                            "  global_batch: " +
                            s(k.global_batch) + "\n  text: {median: " + s(k.text_median) +
-                           ", sigma: " + s(k.text_sigma) + ", min: " + s(k.text_min) + ", max: " + s(k.text_max) +
-                           "}\n  images: {mean_per_sample: " + s(k.mean_images) +
+                           ", sigma: " + s(k.text_sigma) + ", min: " + s(k.text_min) +
+                           ", max: " + s(k.text_max) + "}\n  images: {mean_per_sample: " + s(k.mean_images) +
                            ", max_per_sample: " + s(k.max_images) + ", min_side: " + s(k.min_side) +
                            ", max_side: " + s(k.max_side) + ", classes: " + s(k.classes) +
                            "}\n  incoherence: " + s(k.incoherence) + "\n  noise: " + s(k.noise) + "\n";
@@ -169,8 +169,9 @@ TEST(Sampler, DifferentSeedOrStepGivesDifferentData) {
 
   // Tokens and pixels of the very same SampleMeta depend on step and seed too.
   const GlobalBatch batch = a.batch(0);
-  const auto with_image = std::find_if(batch.samples.begin(), batch.samples.end(),
-                                       [](const SampleMeta& s) { return !s.images.empty() && s.text_len >= 8; });
+  const auto with_image = std::find_if(batch.samples.begin(), batch.samples.end(), [](const SampleMeta& s) {
+    return !s.images.empty() && s.text_len >= 8;
+  });
   ASSERT_NE(with_image, batch.samples.end());
   const SampleMeta& s = *with_image;
   const auto tokens = a.text_tokens(0, s);
@@ -273,8 +274,8 @@ TEST(Sampler, TextLengthsCoverTheirRangeAndMedian) {
 TEST(Sampler, TextOnlyConfigHasNoImages) {
   DeckKnobs knobs;
   knobs.max_images = 0;
-  knobs.mean_images = 2.0;   // the cap wins
-  knobs.incoherence = 0.6;   // image-heavy samples get max_per_sample = 0 images
+  knobs.mean_images = 2.0;  // the cap wins
+  knobs.incoherence = 0.6;  // image-heavy samples get max_per_sample = 0 images
   const Sampler sampler(make_config(knobs));
   for (int step = 0; step < 100; ++step) {
     const GlobalBatch batch = sampler.batch(step);
@@ -535,8 +536,8 @@ TEST(Sampler, NoiselessTextFollowsAClassDependentFunction) {
       const auto tokens = sampler.text_tokens(step, s);
       for (int t = 1; t < s.text_len; ++t) {
         const auto [it, inserted] = after_image_at_start[s.klass].emplace(tokens[t - 1], tokens[t]);
-        ASSERT_EQ(it->second, tokens[t]) << "class " << s.klass << " prev " << tokens[t - 1] << " step " << step
-                                         << " sample " << s.id << " t " << t;
+        ASSERT_EQ(it->second, tokens[t]) << "class " << s.klass << " prev " << tokens[t - 1] << " step "
+                                         << step << " sample " << s.id << " t " << t;
       }
     }
   ASSERT_GT(samples_with_image_first, 20);
@@ -614,7 +615,8 @@ ExpectedPack expected_pack(const Sampler& sampler, int step, const std::vector<S
     for (int r = 0; r < s.tokens(); ++r)
       e.targets.push_back(r + 1 < s.tokens() && text_at_row[r + 1] >= 0 ? tokens[text_at_row[r + 1]] : -1);
     for (size_t i = 0; i < s.images.size(); ++i) {
-      for (int p = 0; p < s.images[i].patches; ++p) e.image_rows.push_back(row0 + layout.image_first_row[i] + p);
+      for (int p = 0; p < s.images[i].patches; ++p)
+        e.image_rows.push_back(row0 + layout.image_first_row[i] + p);
       e.image_patches.push_back(s.images[i].patches);
       sampler.append_image_patches(step, s, static_cast<int>(i), e.pixels);
     }
@@ -699,7 +701,8 @@ TEST(PackSamples, MatchesThePerSampleLayout) {
   for (const auto& s : batch.samples) {
     const bool first = !s.images.empty() && s.images.front().text_pos == 0;
     const bool later = !s.images.empty() && s.images.front().text_pos > 0;
-    if ((first && !image_first) || (later && !image_later) || (s.images.empty() && !text_only)) picked.push_back(s);
+    if ((first && !image_first) || (later && !image_later) || (s.images.empty() && !text_only))
+      picked.push_back(s);
     image_first |= first;
     image_later |= later;
     text_only |= s.images.empty();

@@ -37,6 +37,7 @@ constexpr int kMaxImagesPerSample = 1 << 20;          // data.images.max_per_sam
 constexpr double kMaxMeanImages = 1 << 20;            // data.images.mean_per_sample
 constexpr int kMaxSide = 1 << 16;                     // data.images.{min,max}_side
 constexpr int kMaxThreads = 4096;                     // runtime.blas_threads
+constexpr int kMaxRanks = 1 << 24;                    // parallel.group_sizes, encoder_ranks
 constexpr int kMaxClasses = kMaxVocab;                // data.images.classes (also <= vocab)
 constexpr std::size_t kMaxNameLength = 128;           // name
 constexpr long long kMaxTokensPerSample = 1LL << 30;  // worst-case image + text tokens of one sample
@@ -243,6 +244,43 @@ class Section {
     out = narrowed;
   }
 
+  // One of a fixed set of words.
+  void read_choice(const std::string& key, std::string& out, const std::vector<std::string>& choices) const {
+    const YAML::Node value = child(key);
+    if (!value.IsDefined()) return;
+    if (!value.IsScalar() || std::find(choices.begin(), choices.end(), value.Scalar()) == choices.end()) {
+      fail_at(key, "must be one of " + join(choices));
+    }
+    out = value.Scalar();
+  }
+
+  void read_bool(const std::string& key, bool& out) const {
+    const YAML::Node value = child(key);
+    if (!value.IsDefined()) return;
+    if (!value.IsScalar() || (value.Scalar() != "true" && value.Scalar() != "false")) {
+      fail_at(key, "must be true or false");
+    }
+    out = value.Scalar() == "true";
+  }
+
+  // A YAML list of integers in [lo, hi], e.g. [3, 1].
+  void read_int_list(const std::string& key, std::vector<int>& out, int lo, int hi) const {
+    const YAML::Node value = child(key);
+    if (!value.IsDefined()) return;
+    const std::string expected = fmt::format("must be a list of integers in [{}, {}], e.g. [3, 1]", lo, hi);
+    if (!value.IsSequence()) fail_at(key, expected);
+    std::vector<int> parsed;
+    for (const auto& item : value) {
+      long long v = 0;
+      bool overflow = false;
+      if (!item.IsScalar() || !parse_integer(item.Scalar(), v, overflow) || overflow || v < lo || v > hi) {
+        fail_at(key, expected);
+      }
+      parsed.push_back(static_cast<int>(v));
+    }
+    out = parsed;
+  }
+
   // A name used in file names: non-empty, at most kMaxNameLength characters of [A-Za-z0-9_.-].
   void read_name(const std::string& key, std::string& out) const {
     const YAML::Node value = child(key);
@@ -350,6 +388,16 @@ void read_runtime(const Section& s, RuntimeConfig& c) {
   s.read_int("blas_threads", c.blas_threads, 1, kMaxThreads);
 }
 
+void read_parallel(const Section& s, ParallelConfig& c) {
+  s.read_int_list("group_sizes", c.group_sizes, 1, kMaxRanks);
+  s.read_bool("rotate_groups", c.rotate_groups);
+  s.read_int("micro_batches", c.micro_batches, 1, kMaxGlobalBatch);
+  s.read_choice("placement", c.placement, {"colocated", "disaggregated"});
+  s.read_int("encoder_ranks", c.encoder_ranks, 0, kMaxRanks);
+  s.read_choice("encoder_layout", c.encoder_layout, {"follow", "round_robin"});
+  s.read_int("comm_pool_capacity", c.comm_pool_capacity, 1, 100000);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Rules that involve more than one field; each message names every key involved.
 
@@ -447,8 +495,8 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
     if (!e.mark.is_null()) where = fmt::format("line {}, column {}: ", e.mark.line + 1, e.mark.column + 1);
     throw InputError(fmt::format("{}: {}invalid YAML: {}", origin, where, one_line(e.msg)));
   }
-  const std::vector<std::string> top_keys = {"name", "seed",      "steps",  "model",
-                                             "data", "optimizer", "runtime"};
+  const std::vector<std::string> top_keys = {"name", "seed",      "steps",   "model",
+                                             "data", "optimizer", "runtime", "parallel"};
   const std::string expected_top =
       fmt::format("a deck must be a YAML map with keys {} ('name' is required)", join(top_keys));
   if (documents.size() > 1) {
@@ -471,6 +519,9 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   read_optimizer(top.section("optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps"}),
                  cfg.optimizer);
   read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads"}), cfg.runtime);
+  read_parallel(top.section("parallel", {"group_sizes", "rotate_groups", "micro_batches", "placement",
+                                         "encoder_ranks", "encoder_layout", "comm_pool_capacity"}),
+                cfg.parallel);
 
   const CrossChecker cross(origin);
   check_model(cross, cfg.model);

@@ -1,5 +1,7 @@
 #include "minimllm/data/packed_batch.hpp"
 
+#include <algorithm>
+
 namespace minimllm {
 namespace {
 
@@ -11,46 +13,68 @@ t_ivec to_device(const std::vector<int>& host, const char* label) {
 
 }  // namespace
 
-PackedBatch pack_samples(const Sampler& sampler, int step, const std::vector<SampleMeta>& samples) {
-  PackedBatch batch;
+EncoderInput pack_encoder(const Sampler& sampler, const GlobalBatch& batch, const std::vector<int>& images) {
+  const std::vector<int> first_image = first_image_of_samples(batch);
+  EncoderInput enc;
   std::vector<float> pixels;
-  std::vector<int> text_ids, text_rows, image_rows, targets;
-  int row0 = 0;  // first packed row of the current sample
-  for (const SampleMeta& s : samples) {
-    const FusedLayout layout = fused_layout(s);
-    const std::vector<int> tokens = sampler.text_tokens(step, s);
-    for (size_t i = 0; i < s.images.size(); ++i) {
-      sampler.append_image_patches(step, s, static_cast<int>(i), pixels);
-      batch.encoder.image_patches.push_back(s.images[i].patches);
-      for (int p = 0; p < s.images[i].patches; ++p) image_rows.push_back(row0 + layout.image_first_row[i] + p);
-    }
-    targets.resize(row0 + s.tokens(), -1);
-    for (int t = 0; t < s.text_len; ++t) {
-      text_ids.push_back(tokens[t]);
-      text_rows.push_back(row0 + layout.text_rows[t]);
-      // The row before a text token predicts it.
-      if (layout.text_rows[t] > 0) targets[row0 + layout.text_rows[t] - 1] = tokens[t];
-    }
-    batch.llm.sample_tokens.push_back(s.tokens());
-    batch.llm.loss_targets += s.loss_targets();
-    row0 += s.tokens();
+  for (int image : images) {
+    const int s = static_cast<int>(std::upper_bound(first_image.begin(), first_image.end(), image) - first_image.begin()) - 1;
+    const SampleMeta& sample = batch.samples[s];
+    const int i = image - first_image[s];
+    sampler.append_image_patches(batch.step, sample, i, pixels);
+    enc.image_patches.push_back(sample.images[i].patches);
+    enc.attention_pairs += static_cast<double>(sample.images[i].patches) * sample.images[i].patches;
+    enc.patches += sample.images[i].patches;
   }
-  EncoderInput& enc = batch.encoder;
-  enc.patches = static_cast<int>(image_rows.size());
-  enc.pixels = t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, "batch::pixels"), enc.patches,
+  enc.pixels = t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("batch::pixels")), enc.patches,
                      sampler.patch_dim());
   Kokkos::deep_copy(enc.pixels, Kokkos::View<const float**, Kokkos::LayoutRight, HostSpace, Kokkos::MemoryUnmanaged>(
                                     pixels.data(), enc.patches, sampler.patch_dim()));
   enc.segments = make_self_segments(enc.image_patches, /*causal=*/false);
+  return enc;
+}
 
-  LlmInput& llm = batch.llm;
-  llm.tokens = row0;
-  llm.segments = make_self_segments(llm.sample_tokens, /*causal=*/true);
+LlmInput pack_llm(const Sampler& sampler, const GlobalBatch& batch, const MicroBatchWork& mb) {
+  LlmInput llm;
+  std::vector<int> text_ids, text_rows, image_rows, image_src_rows, targets;
+  SegmentTable segments;
+  int received = mb.received_offset;
+  for (size_t j = 0; j < mb.chunks.size(); ++j) {
+    const SequenceChunk& chunk = mb.chunks[j];
+    const SampleMeta& sample = batch.samples[chunk.sample];
+    const FusedLayout layout = fused_layout(sample);
+    // What fills each fused row: a text token id (>= 0) or an image patch (-1).
+    std::vector<int> token_at(sample.tokens(), -1);
+    const std::vector<int> tokens = sampler.text_tokens(batch.step, sample);
+    for (int t = 0; t < sample.text_len; ++t) token_at[layout.text_rows[t]] = tokens[t];
+
+    const int row0 = llm.tokens;  // local row of the chunk's first row
+    for (int row = chunk.begin; row < chunk.end; ++row) {
+      const int local = row0 + row - chunk.begin;
+      if (token_at[row] >= 0) {
+        text_ids.push_back(token_at[row]);
+        text_rows.push_back(local);
+      } else {
+        image_rows.push_back(local);
+        image_src_rows.push_back(received++);
+      }
+      // The row before a text token predicts it.
+      targets.push_back(row + 1 < sample.tokens() ? token_at[row + 1] : -1);
+    }
+    const int n = chunk.end - chunk.begin;
+    segments.add(row0, n, mb.sample_offsets[j], sample.tokens(), chunk.begin);
+    llm.attention_pairs += 0.5 * (static_cast<double>(chunk.end) * (chunk.end + 1) -
+                                  static_cast<double>(chunk.begin) * (chunk.begin + 1));
+    llm.tokens += n;
+  }
+  llm.key_rows = mb.sample_offsets.back();
+  llm.segments = make_segments(segments, /*causal=*/true);
   llm.text_ids = to_device(text_ids, "batch::text_ids");
   llm.text_rows = to_device(text_rows, "batch::text_rows");
   llm.image_rows = to_device(image_rows, "batch::image_rows");
+  llm.image_src_rows = to_device(image_src_rows, "batch::image_src_rows");
   llm.targets = to_device(targets, "batch::targets");
-  return batch;
+  return llm;
 }
 
 }  // namespace minimllm

@@ -1,18 +1,22 @@
 #include "minimllm/driver/trainer.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <memory>
 #include <ostream>
 
-#include "minimllm/data/packed_batch.hpp"
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/step_executor.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/optimizer.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 #include "minimllm/model/model.hpp"
+#include "minimllm/parallel/comm_pool.hpp"
+#include "minimllm/plan/rank_work.hpp"
+#include "minimllm/plan/step_plan.hpp"
 
 #ifndef MINIMLLM_VERSION
 #define MINIMLLM_VERSION "unknown"
@@ -39,17 +43,6 @@ double measure_sgemm_gflops() {
     best = std::min(best, now_seconds() - t0);
   }
   return 2.0 * n * n * n / best * 1e-9;
-}
-
-// Sums a host-accessible buffer over the world in place; device buffers go through a host mirror.
-void allreduce_sum(const t_vec& v, MPI_Comm comm) {
-  if constexpr (kMemSpaceIsHostAccessible) {
-    MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.extent(0)), MPI_FLOAT, MPI_SUM, comm);
-  } else {
-    auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), v);
-    MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(host.extent(0)), MPI_FLOAT, MPI_SUM, comm);
-    Kokkos::deep_copy(v, host);
-  }
 }
 
 // Rank 0 opens the output; every rank learns whether that worked, so all fail alike (exit code 2).
@@ -87,30 +80,45 @@ void write_provenance(Hdf5RunWriter& out, const RunConfig& config, const World& 
   out.set_run_attribute("hostname", host_name());
   out.set_run_attribute("ranks", static_cast<long long>(world.size));
   out.set_run_attribute("gemm_backend", to_string(default_gemm_backend()));
-  out.set_run_attribute("layout", "static data parallel");
+  out.set_run_attribute("placement", config.parallel.placement);
   out.set_run_attribute("parameters", static_cast<long long>(param_count));
   out.set_run_attribute("peak_gflops_per_rank", r.peak_gflops_per_rank);
   out.set_run_attribute("peak_source", r.peak_source);
   out.set_run_attribute("memory_estimate_mib", r.memory_estimate_mib);
 }
 
-// Largest per-rank token and patch counts over all steps, for the analytic memory estimate.
-std::pair<std::int64_t, std::int64_t> max_local_work(const Sampler& sampler, int steps, const World& world) {
-  std::int64_t tokens = 0, patches = 0;
-  for (int step = 0; step < steps; ++step) {
+// Largest activation footprint of this rank over all steps (LLM rows of one micro-batch, gathered key
+// rows under context parallelism, encoder patches), max over ranks: for the analytic memory estimate.
+struct PeakWork {
+  std::int64_t llm_rows = 0, key_rows = 0, patches = 0;
+};
+PeakWork peak_work(const RunConfig& config, const Sampler& sampler, const Model& model, const World& world) {
+  PeakWork peak;
+  for (int step = 0; step < config.steps; ++step) {
     const GlobalBatch batch = sampler.batch(step);
-    for (int r = 0; r < world.size; ++r) {
-      const auto [first, last] = static_share(static_cast<int>(batch.samples.size()), r, world.size);
-      std::int64_t t = 0, p = 0;
-      for (int i = first; i < last; ++i) t += batch.samples[i].tokens(), p += batch.samples[i].image_tokens();
-      tokens = std::max(tokens, t), patches = std::max(patches, p);
+    const RankWork work = derive_rank_work(make_deck_plan(config, batch, world.size), batch, world.rank,
+                                           world.size, model.linear_weight_in_attention_pairs());
+    for (const MicroBatchWork& mb : work.micro_batches) {
+      std::int64_t rows = 0;
+      for (const SequenceChunk& c : mb.chunks) rows += c.end - c.begin;
+      peak.llm_rows = std::max(peak.llm_rows, rows);
+      if (work.group_ranks.size() > 1) peak.key_rows = std::max<std::int64_t>(peak.key_rows, mb.sample_offsets.back());
     }
+    std::int64_t patches = 0;
+    const std::vector<int> first_image = first_image_of_samples(batch);
+    for (size_t s = 0; s < batch.samples.size(); ++s)
+      for (size_t i = 0; i < batch.samples[s].images.size(); ++i)
+        if (std::binary_search(work.images.begin(), work.images.end(), first_image[s] + static_cast<int>(i)))
+          patches += batch.samples[s].images[i].patches;
+    peak.patches = std::max(peak.patches, patches);
   }
-  return {tokens, patches};
+  std::int64_t values[3] = {peak.llm_rows, peak.key_rows, peak.patches};
+  MPI_Allreduce(MPI_IN_PLACE, values, 3, MPI_INT64_T, MPI_MAX, world.comm);
+  return {values[0], values[1], values[2]};
 }
 
 void print_banner(std::ostream& log, const RunConfig& config, const World& world, const Model& model,
-                  const TrainResult& r, const std::pair<std::int64_t, std::int64_t>& max_work) {
+                  const TrainResult& r, const PeakWork& peak) {
   const ModelConfig& m = config.model;
   log << fmt::format("minimllm {} | deck {} ({}) | {} MPI ranks | {} | BLAS threads/rank {}\n", MINIMLLM_VERSION,
                      config.name, config.deck_path, world.size, kokkos_description(), config.runtime.blas_threads);
@@ -118,12 +126,16 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
       "model: encoder {}x{} (heads {}, patch {}) -> LLM {}x{} (heads {}, vocab {}) | {:.3f} M parameters\n",
       m.encoder.layers, m.encoder.width, m.encoder.heads, m.encoder.patch, m.llm.layers, m.llm.width, m.llm.heads,
       m.llm.vocab, model.parameter_count() / 1e6);
-  log << fmt::format("data: global batch {} samples, {} steps, seed {} | layout: static data parallel\n",
-                     config.data.global_batch, config.steps, config.seed);
+  const ParallelConfig& p = config.parallel;
+  log << fmt::format("data: global batch {} samples, {} steps, seed {} | layout: {} placement, LLM groups [{}]{}, "
+                     "micro-batches {}, comm pool {}\n",
+                     config.data.global_batch, config.steps, config.seed, p.placement,
+                     p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
+                     p.rotate_groups ? " rotating every step" : "", p.micro_batches, p.comm_pool_capacity);
   log << fmt::format("peak for MFU: {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank, r.peak_source);
   log << fmt::format("memory estimate per rank: {:.1f} MiB (parameters, gradients, AdamW state; activations "
-                     "for up to {} tokens and {} patches)\n",
-                     r.memory_estimate_mib, max_work.first, max_work.second);
+                     "for up to {} LLM rows, {} gathered key rows, {} patches)\n",
+                     r.memory_estimate_mib, peak.llm_rows, peak.key_rows, peak.patches);
 }
 
 void print_step(std::ostream& log, const StepRecord& s, int steps) {
@@ -163,19 +175,15 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
 
 }  // namespace
 
-std::pair<int, int> static_share(int n, int rank, int ranks) {
-  const int base = n / ranks, extra = n % ranks;
-  const int first = rank * base + std::min(rank, extra);
-  return {first, first + base + (rank < extra ? 1 : 0)};
-}
-
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options) {
-  std::unique_ptr<Hdf5RunWriter> out = open_output(options, world);
   std::ostream* log = world.is_root() ? options.log : nullptr;
   set_blas_threads(config.runtime.blas_threads);
-
   const Sampler sampler(config);
   Model model(config.model, config.seed);
+  // Every step's layout is derived before anything is written: a deck whose layout cannot fit this
+  // run fails here (InputError) and leaves no output file.
+  const PeakWork peak = peak_work(config, sampler, model, world);
+  std::unique_ptr<Hdf5RunWriter> out = open_output(options, world);
   t_vec adam_m("adamw::m", model.parameter_count()), adam_v("adamw::v", model.parameter_count());
 
   TrainResult result;
@@ -189,35 +197,23 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     result.peak_source = fmt::format("measured: BLAS sgemm 1024^3 with {} thread(s), mean over ranks",
                                      config.runtime.blas_threads);
   }
-  const auto max_work = max_local_work(sampler, config.steps, world);
   const double state_bytes = 4.0 * 4.0 * model.parameter_count();  // params, grads, AdamW m and v
-  result.memory_estimate_mib = (state_bytes + model.activation_bytes(max_work.first, max_work.second)) / 1048576.0;
-  if (log) print_banner(*log, config, world, model, result, max_work);
+  result.memory_estimate_mib =
+      (state_bytes + model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows)) / 1048576.0;
+  if (log) print_banner(*log, config, world, model, result, peak);
   if (out) write_provenance(*out, config, world, result, model.parameter_count());
 
+  CommPool pool(world.comm, config.parallel.comm_pool_capacity, create_mpi_communicator);
+  StepExecutor executor(sampler, model, world, pool);
   for (int step = 0; step < config.steps; ++step) {
     const double t_start = now_seconds();
     const GlobalBatch batch = sampler.batch(step);
-    const auto [first, last] = static_share(static_cast<int>(batch.samples.size()), world.rank, world.size);
-    const std::vector<SampleMeta> mine(batch.samples.begin() + first, batch.samples.begin() + last);
-    const PackedBatch packed = pack_samples(sampler, step, mine);
-    // Per-token normalisation over the global batch: every rank knows the global target count.
-    const float grad_scale = 1.0f / static_cast<float>(std::max<std::int64_t>(1, batch.loss_targets()));
-    model.zero_grads();
-    const double t_data = now_seconds();
-
-    EncoderActivations enc_acts;
-    model.encoder_forward(packed.encoder, enc_acts);
-    const double t_enc_fwd = now_seconds();
-    t_mat d_embeddings("d_image_embeddings", packed.encoder.patches, config.model.llm.width);
-    double loss_sum = model.llm_forward_backward(packed.llm, enc_acts.embeddings, grad_scale, d_embeddings);
-    const double t_llm = now_seconds();
-    model.encoder_backward(packed.encoder, enc_acts, d_embeddings);
-    const double t_enc_bwd = now_seconds();
-
-    allreduce_sum(model.grads(), world.comm);
-    MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, world.comm);
-    const double t_sync = now_seconds();
+    const StepPlan plan = make_deck_plan(config, batch, world.size);
+    validate_plan(plan, batch, world.size);
+    const double t_plan = now_seconds();
+    const CommPoolStats pool_before = pool.stats();
+    const StepOutcome outcome = executor.run(batch, plan);
+    const double t_executed = now_seconds();
 
     const OptimizerConfig& o = config.optimizer;
     const float warmup = o.warmup_steps > 0 ? std::min(1.0f, (step + 1.0f) / o.warmup_steps) : 1.0f;
@@ -231,25 +227,38 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
                  Kokkos::subview(adam_m, rest), Kokkos::subview(adam_v, rest), hyper, step + 1);
     const double t_end = now_seconds();
 
-    // Phase times: max over ranks (the slowest rank sets the pace); FLOPs: sum over ranks.
-    double phases[6] = {t_end - t_start, t_data - t_start, (t_enc_fwd - t_data) + (t_enc_bwd - t_llm),
-                        t_llm - t_enc_fwd, t_sync - t_enc_bwd, t_end - t_sync};
-    MPI_Allreduce(MPI_IN_PLACE, phases, 6, MPI_DOUBLE, MPI_MAX, world.comm);
-    double flops = model.step_flops(packed.encoder, packed.llm);
-    MPI_Allreduce(MPI_IN_PLACE, &flops, 1, MPI_DOUBLE, MPI_SUM, world.comm);
+    // Times: max over ranks (the slowest rank sets the pace); counts and FLOPs: sums over ranks.
+    const CommPoolStats& pool_now = pool.stats();
+    double maxima[9] = {t_end - t_start,          t_plan - t_start,          outcome.data_seconds,
+                        outcome.encoder_seconds,  outcome.llm_seconds,       outcome.boundary_seconds,
+                        outcome.grad_sync_seconds, t_end - t_executed,
+                        pool_now.creation_seconds - pool_before.creation_seconds};
+    MPI_Allreduce(MPI_IN_PLACE, maxima, 9, MPI_DOUBLE, MPI_MAX, world.comm);
+    double sums[5] = {outcome.flops, static_cast<double>(outcome.boundary_bytes),
+                      static_cast<double>(pool_now.hits - pool_before.hits),
+                      static_cast<double>(pool_now.creations - pool_before.creations),
+                      static_cast<double>(pool_now.evictions - pool_before.evictions)};
+    MPI_Allreduce(MPI_IN_PLACE, sums, 5, MPI_DOUBLE, MPI_SUM, world.comm);
 
     StepRecord s;
     s.step = step;
-    s.loss = loss_sum / static_cast<double>(std::max<std::int64_t>(1, batch.loss_targets()));
+    s.loss = outcome.loss_sum / static_cast<double>(std::max<std::int64_t>(1, batch.loss_targets()));
     s.text_tokens = batch.text_tokens();
     s.image_tokens = batch.image_tokens();
     s.loss_targets = batch.loss_targets();
     s.samples = static_cast<int>(batch.samples.size());
-    s.step_seconds = phases[0], s.data_seconds = phases[1], s.encoder_seconds = phases[2];
-    s.llm_seconds = phases[3], s.grad_sync_seconds = phases[4], s.optimizer_seconds = phases[5];
+    s.step_seconds = maxima[0], s.planning_seconds = maxima[1], s.data_seconds = maxima[2];
+    s.encoder_seconds = maxima[3], s.llm_seconds = maxima[4], s.boundary_seconds = maxima[5];
+    s.grad_sync_seconds = maxima[6], s.optimizer_seconds = maxima[7], s.comm_creation_seconds = maxima[8];
     s.tokens_per_second = (s.text_tokens + s.image_tokens) / s.step_seconds;
-    s.model_flops = flops;
-    s.mfu = flops / s.step_seconds / (result.peak_gflops_per_rank * 1e9 * world.size);
+    s.model_flops = sums[0];
+    s.mfu = sums[0] / s.step_seconds / (result.peak_gflops_per_rank * 1e9 * world.size);
+    s.boundary_bytes = static_cast<std::int64_t>(sums[1]);
+    s.comm_hits = static_cast<std::int64_t>(sums[2]);
+    s.comm_creations = static_cast<std::int64_t>(sums[3]);
+    s.comm_evictions = static_cast<std::int64_t>(sums[4]);
+    s.llm_groups = static_cast<int>(plan.llm_groups.size());
+    for (const LlmGroup& g : plan.llm_groups) s.max_group_size = std::max<int>(s.max_group_size, g.ranks.size());
     result.steps.push_back(s);
     if (out) out->append_step(s);
     if (log) print_step(*log, s, config.steps);

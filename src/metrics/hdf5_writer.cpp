@@ -64,11 +64,20 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(data_seconds, "s"),
       MINIMLLM_FIELD(encoder_seconds, "s"),
       MINIMLLM_FIELD(llm_seconds, "s"),
+      MINIMLLM_FIELD(boundary_seconds, "s"),
+      MINIMLLM_FIELD(planning_seconds, "s"),
       MINIMLLM_FIELD(grad_sync_seconds, "s"),
       MINIMLLM_FIELD(optimizer_seconds, "s"),
       MINIMLLM_FIELD(tokens_per_second, "token/s"),
       MINIMLLM_FIELD(model_flops, "FLOP"),
       MINIMLLM_FIELD(mfu, "1"),
+      MINIMLLM_FIELD(boundary_bytes, "byte"),
+      MINIMLLM_FIELD(llm_groups, "1"),
+      MINIMLLM_FIELD(max_group_size, "rank"),
+      MINIMLLM_FIELD(comm_hits, "1"),
+      MINIMLLM_FIELD(comm_creations, "1"),
+      MINIMLLM_FIELD(comm_evictions, "1"),
+      MINIMLLM_FIELD(comm_creation_seconds, "s"),
   };
 }
 #undef MINIMLLM_FIELD

@@ -108,22 +108,34 @@ BlockActivations allocate_block(int rows, int width, int hidden, int heads) {
 
 // Workspace for one backward pass through a stack of blocks (reused by every block).
 struct BlockScratch {
-  t_mat d_hidden, d_norm, d_attn, d_qkv;
-  BlockScratch(int rows, int width, int hidden)
+  t_mat d_hidden, d_norm, d_attn, d_qkv, d_kv_full;
+  BlockScratch(int rows, int width, int hidden, int kv_rows = 0)
       : d_hidden(uninitialized("grad::d_hidden", rows, hidden)),
         d_norm(uninitialized("grad::d_norm", rows, width)),
         d_attn(uninitialized("grad::d_attn", rows, width)),
-        d_qkv(uninitialized("grad::d_qkv", rows, 3 * width)) {}
+        d_qkv(uninitialized("grad::d_qkv", rows, 3 * width)),
+        d_kv_full(uninitialized("grad::d_kv_full", kv_rows, 2 * width)) {}
 };
 
 // x_out = x_in + attn(norm1(x_in)) + mlp(norm2(...)): pre-norm transformer block.
+// Keys and values: the local rows, or under context parallelism the group's gathered rows.
+t_mat keys_and_values(BlockActivations& a, KvExchange* kv, int width) {
+  if (!kv) return t_mat();
+  a.kv_full = uninitialized("act::kv_full", kv->full_rows(), 2 * width);
+  kv->gather(columns(a.qkv, width, 2 * width), a.kv_full);
+  return a.kv_full;
+}
+
 void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_out, const AttentionSegments& segs,
-                   AttentionShape shape) {
+                   AttentionShape shape, KvExchange* kv) {
   const int width = shape.heads * shape.head_dim;
   rmsnorm_forward(a.x_in, w.norm1, a.norm1, a.rstd1);
   gemm(Trans::no, Trans::no, 1.0f, a.norm1, w.qkv, 0.0f, a.qkv);
-  attention_forward(columns(a.qkv, 0, width), columns(a.qkv, width, width), columns(a.qkv, 2 * width, width), segs,
-                    shape, a.attn, a.lse);
+  const t_mat kv_full = keys_and_values(a, kv, width);
+  const t_mat& keys = kv ? kv_full : a.qkv;
+  const int key_col = kv ? 0 : width;
+  attention_forward(columns(a.qkv, 0, width), columns(keys, key_col, width), columns(keys, key_col + width, width),
+                    segs, shape, a.attn, a.lse);
   Kokkos::deep_copy(a.x_mid, a.x_in);
   gemm(Trans::no, Trans::no, 1.0f, a.attn, w.attn_out, 1.0f, a.x_mid);
   rmsnorm_forward(a.x_mid, w.norm2, a.norm2, a.rstd2);
@@ -135,7 +147,7 @@ void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_ou
 
 // On entry dx is the gradient of the block's output; on exit, of its input. Weight gradients accumulate.
 void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockActivations& a, const t_mat& dx,
-                    const AttentionSegments& segs, AttentionShape shape, BlockScratch& s) {
+                    const AttentionSegments& segs, AttentionShape shape, BlockScratch& s, KvExchange* kv) {
   const int width = shape.heads * shape.head_dim;
   gemm(Trans::no, Trans::yes, 1.0f, dx, w.mlp_out, 0.0f, s.d_hidden);
   gemm(Trans::yes, Trans::no, 1.0f, a.mlp_act, dx, 1.0f, g.mlp_out);
@@ -146,18 +158,17 @@ void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockAct
 
   gemm(Trans::no, Trans::yes, 1.0f, dx, w.attn_out, 0.0f, s.d_attn);
   gemm(Trans::yes, Trans::no, 1.0f, a.attn, dx, 1.0f, g.attn_out);
-  attention_backward(s.d_attn, columns(a.qkv, 0, width), columns(a.qkv, width, width),
-                     columns(a.qkv, 2 * width, width), a.attn, a.lse, segs, shape, columns(s.d_qkv, 0, width),
-                     columns(s.d_qkv, width, width), columns(s.d_qkv, 2 * width, width));
+  // Under context parallelism dK|dV come out for the group's rows and are reduced to their owners.
+  const t_mat& keys = kv ? a.kv_full : a.qkv;
+  const t_mat& d_keys = kv ? s.d_kv_full : s.d_qkv;
+  const int key_col = kv ? 0 : width;
+  attention_backward(s.d_attn, columns(a.qkv, 0, width), columns(keys, key_col, width),
+                     columns(keys, key_col + width, width), a.attn, a.lse, segs, shape, columns(s.d_qkv, 0, width),
+                     columns(d_keys, key_col, width), columns(d_keys, key_col + width, width));
+  if (kv) kv->reduce(s.d_kv_full, columns(s.d_qkv, width, 2 * width));
   gemm(Trans::yes, Trans::no, 1.0f, a.norm1, s.d_qkv, 1.0f, g.qkv);
   gemm(Trans::no, Trans::yes, 1.0f, s.d_qkv, w.qkv, 0.0f, s.d_norm);
   rmsnorm_backward(s.d_norm, a.x_in, w.norm1, a.rstd1, dx, g.norm1);
-}
-
-t_ivec iota(int n) {
-  t_ivec v("iota", n);
-  Kokkos::parallel_for("minimllm::iota", Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(const int i) { v(i) = i; });
-  return v;
 }
 
 // Forward+backward FLOPs of a linear layer [in, out] applied to `rows` rows (dX and dW in backward).
@@ -214,7 +225,7 @@ void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts)
   gemm(Trans::no, Trans::no, 1.0f, input.pixels, w.patch_embed, 0.0f, e.layers ? acts.blocks[0].x_in : acts.x_final);
   for (int l = 0; l < e.layers; ++l)
     block_forward(w.encoder[l], acts.blocks[l], l + 1 < e.layers ? acts.blocks[l + 1].x_in : acts.x_final,
-                  input.segments, shape);
+                  input.segments, shape, nullptr);
   rmsnorm_forward(acts.x_final, w.encoder_norm, acts.normed, acts.rstd);
   gemm(Trans::no, Trans::no, 1.0f, acts.normed, w.projector_in, 0.0f, acts.proj_pre);
   gelu_forward(acts.proj_pre, acts.proj_act);
@@ -239,28 +250,26 @@ void Model::encoder_backward(const EncoderInput& input, const EncoderActivations
   rmsnorm_backward(d_normed, acts.x_final, w.encoder_norm, acts.rstd, dx, g.encoder_norm);
   BlockScratch scratch(rows, width, hidden);
   for (int l = e.layers - 1; l >= 0; --l)
-    block_backward(w.encoder[l], g.encoder[l], acts.blocks[l], dx, input.segments, shape, scratch);
+    block_backward(w.encoder[l], g.encoder[l], acts.blocks[l], dx, input.segments, shape, scratch, nullptr);
   // The pixels need no gradient: only the patch embedding's weights.
   gemm(Trans::yes, Trans::no, 1.0f, input.pixels, dx, 1.0f, g.patch_embed);
 }
 
-double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& image_embeddings, float grad_scale,
-                                   const t_mat& d_image_embeddings) {
+double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& received, float grad_scale,
+                                   const t_mat& d_received, KvExchange* kv) {
   const LlmConfig& c = config_.llm;
   const int rows = input.tokens, width = c.width, hidden = c.mlp_ratio * c.width;
-  if (rows == 0) return 0.0;
+  if (rows == 0 && !kv) return 0.0;
   const AttentionShape shape{c.heads, c.width / c.heads};
   const ModelTensors &w = weights_, &g = weight_grads_;
-  const int patches = static_cast<int>(input.image_rows.extent(0));
-  const t_ivec patch_index = iota(patches);
 
   std::vector<BlockActivations> blocks;
   for (int l = 0; l < c.layers; ++l) blocks.push_back(allocate_block(rows, width, hidden, c.heads));
   t_mat x_final = uninitialized("llm::x_final", rows, width);
   embedding_forward(input.text_ids, input.text_rows, w.token_embed, blocks[0].x_in);
-  copy_rows(image_embeddings, patch_index, blocks[0].x_in, input.image_rows);
+  copy_rows(received, input.image_src_rows, blocks[0].x_in, input.image_rows);
   for (int l = 0; l < c.layers; ++l)
-    block_forward(w.llm[l], blocks[l], l + 1 < c.layers ? blocks[l + 1].x_in : x_final, input.segments, shape);
+    block_forward(w.llm[l], blocks[l], l + 1 < c.layers ? blocks[l + 1].x_in : x_final, input.segments, shape, kv);
   t_mat normed = uninitialized("llm::normed", rows, width);
   t_vec rstd = uninitialized("llm::rstd", rows);
   rmsnorm_forward(x_final, w.final_norm, normed, rstd);
@@ -275,28 +284,37 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& ima
   gemm(Trans::no, Trans::yes, 1.0f, logits, w.lm_head, 0.0f, d_normed);
   t_mat dx("llm::dx", rows, width);
   rmsnorm_backward(d_normed, x_final, w.final_norm, rstd, dx, g.final_norm);
-  BlockScratch scratch(rows, width, hidden);
-  for (int l = c.layers - 1; l >= 0; --l) block_backward(w.llm[l], g.llm[l], blocks[l], dx, input.segments, shape, scratch);
+  BlockScratch scratch(rows, width, hidden, kv ? kv->full_rows() : 0);
+  for (int l = c.layers - 1; l >= 0; --l)
+    block_backward(w.llm[l], g.llm[l], blocks[l], dx, input.segments, shape, scratch, kv);
   embedding_backward(input.text_ids, input.text_rows, dx, g.token_embed);
-  copy_rows(dx, input.image_rows, d_image_embeddings, patch_index);
+  copy_rows(dx, input.image_rows, d_received, input.image_src_rows);
   return loss_sum;
 }
 
-double Model::step_flops(const EncoderInput& enc, const LlmInput& llm) const {
+double Model::encoder_flops(const EncoderInput& enc) const {
   const EncoderConfig& e = config_.encoder;
-  const LlmConfig& c = config_.llm;
-  const double p = enc.patches, t = llm.tokens;
+  const double p = enc.patches;
   double flops = 4.0 * p * e.channels * e.patch * e.patch * e.width;  // patch embedding: no pixel gradient
-  flops += e.layers * block_flops(p, e.width, e.mlp_ratio * e.width);
-  flops += e.layers * 3.0 * attention_forward_flops(enc.image_patches, false, {e.heads, e.width / e.heads});
-  flops += linear_flops(p, e.width, c.width) + linear_flops(p, c.width, c.width);
-  flops += c.layers * block_flops(t, c.width, c.mlp_ratio * c.width);
-  flops += c.layers * 3.0 * attention_forward_flops(llm.sample_tokens, true, {c.heads, c.width / c.heads});
-  flops += linear_flops(t, c.width, c.vocab);
-  return flops;
+  flops += e.layers * (block_flops(p, e.width, e.mlp_ratio * e.width) + 12.0 * enc.attention_pairs * e.width);
+  return flops + linear_flops(p, e.width, config_.llm.width) + linear_flops(p, config_.llm.width, config_.llm.width);
 }
 
-double Model::activation_bytes(std::int64_t llm_tokens, std::int64_t patches) const {
+double Model::llm_flops(const LlmInput& llm) const {
+  const LlmConfig& c = config_.llm;
+  const double t = llm.tokens;
+  // Attention: 4 FLOPs per visible pair and feature forward, twice that backward.
+  const double per_layer = block_flops(t, c.width, c.mlp_ratio * c.width) + 12.0 * llm.attention_pairs * c.width;
+  return c.layers * per_layer + linear_flops(t, c.width, c.vocab);
+}
+
+double Model::linear_weight_in_attention_pairs() const {
+  const LlmConfig& c = config_.llm;
+  const double linear_per_token = block_flops(1.0, c.width, c.mlp_ratio * c.width) * c.layers + linear_flops(1.0, c.width, c.vocab);
+  return linear_per_token / (12.0 * c.width * c.layers);
+}
+
+double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) const {
   const auto saved_per_row = [](int width, int hidden, int heads, int layers) {
     const double block = 8.0 * width + 2.0 * hidden + heads + 2.0;
     const double backward_scratch = hidden + 6.0 * width;  // BlockScratch + dx
@@ -308,7 +326,11 @@ double Model::activation_bytes(std::int64_t llm_tokens, std::int64_t patches) co
                          c.vocab + 2.0 /* x_final, normed, d_normed, logits, rstd, loss */ + 2.0 /* ids */;
   const double enc_row = saved_per_row(e.width, e.mlp_ratio * e.width, e.heads, e.layers) + 3.0 * e.width +
                          5.0 * c.width + e.channels * e.patch * e.patch + 1.0;
-  return 4.0 * (llm_row * llm_tokens + enc_row * patches);
+  // Gathered K|V per layer, plus one d(K|V) scratch, under context parallelism.
+  const double kv = (c.layers + 1.0) * 2.0 * c.width * key_rows;
+  // The boundary exchange's received rows and their gradient (about one per patch).
+  const double boundary = 4.0 * c.width * patches;
+  return 4.0 * (llm_row * llm_rows + enc_row * patches + kv + boundary);
 }
 
 }  // namespace minimllm

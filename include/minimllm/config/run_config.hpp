@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace minimllm {
 
@@ -84,6 +85,22 @@ struct RuntimeConfig {
   int blas_threads = 1;         // runtime.blas_threads: BLAS threads per rank (>= 1)
 };
 
+// How each step's work is laid out over the ranks (the deck's own plan; planners come later).
+// Sizes that depend on the number of ranks are checked when the run starts (exit code 2 as well).
+struct ParallelConfig {
+  // parallel.group_sizes: LLM group sizes, any positive integers summing to the LLM ranks (all ranks,
+  // or all but the encoder ranks when disaggregated); context parallel inside each group. Empty: one
+  // rank per group (plain data parallel). Samples go to groups in order, in proportion to group size.
+  std::vector<int> group_sizes;
+  bool rotate_groups = false;        // parallel.rotate_groups: rotate sizes and ranks every step
+  int micro_batches = 1;             // parallel.micro_batches: per group, capped at its sample count
+  std::string placement = "colocated";  // parallel.placement: colocated | disaggregated
+  int encoder_ranks = 0;             // parallel.encoder_ranks: disaggregated: the first N ranks encode
+  std::string encoder_layout = "follow";  // parallel.encoder_layout: follow (a sample's images on its
+                                          // group, round-robin) | round_robin (image i on rank i mod N)
+  int comm_pool_capacity = 64;       // parallel.comm_pool_capacity: most cached communicators
+};
+
 struct RunConfig {
   std::string name;             // name: short identifier used in output names
   std::string deck_path;        // where the deck was read from ("<embedded>" for built-ins)
@@ -94,6 +111,7 @@ struct RunConfig {
   DataConfig data;
   OptimizerConfig optimizer;
   RuntimeConfig runtime;
+  ParallelConfig parallel;
 };
 
 // Parses and validates a deck; throws InputError naming path, key, value and what is valid.

@@ -1,5 +1,5 @@
-// The training loop: one step reads top to bottom in train() (sample, pack, encoder forward, LLM
-// forward+backward, encoder backward, gradient sync, AdamW, metrics).
+// The training loop: one step reads top to bottom in train() (sample, plan, execute the plan — see
+// StepExecutor —, AdamW, metrics).
 #pragma once
 
 #include <iosfwd>
@@ -29,8 +29,5 @@ struct TrainResult {
 // Trains for config.steps steps on world. Throws InputError for invalid input (e.g. the output file
 // exists without overwrite) before any step runs; std::runtime_error for runtime failures.
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options);
-
-// Samples [first, last) of a global batch of n dealt in order to `rank` of `ranks` (static layout).
-std::pair<int, int> static_share(int n, int rank, int ranks);
 
 }  // namespace minimllm

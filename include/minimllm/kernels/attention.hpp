@@ -2,6 +2,8 @@
 // linear in tokens: online-softmax tiling keeps only O and the row log-sum-exp, never tokens x tokens.
 #pragma once
 
+#include <vector>
+
 #include "minimllm/core/types.hpp"
 
 namespace minimllm {
@@ -17,6 +19,16 @@ struct AttentionSegments {
   bool causal = true;
   int count() const { return static_cast<int>(q_start.extent(0)); }
 };
+
+// Segment arrays as host vectors (one entry per segment), copied to MemSpace.
+struct SegmentTable {
+  std::vector<int> q_start, q_len, k_start, k_len, causal_offset;
+  void add(int qs, int ql, int ks, int kl, int offset) {
+    q_start.push_back(qs), q_len.push_back(ql), k_start.push_back(ks), k_len.push_back(kl);
+    causal_offset.push_back(offset);
+  }
+};
+AttentionSegments make_segments(const SegmentTable& table, bool causal);
 
 // Builds segments from host lengths for the common case: queries and keys are the same rows.
 AttentionSegments make_self_segments(const std::vector<int>& lengths, bool causal);

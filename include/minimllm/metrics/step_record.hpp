@@ -16,11 +16,20 @@ struct StepRecord {
   double data_seconds = 0.0;     // phase times, max over ranks: batch generation and packing
   double encoder_seconds = 0.0;  // encoder forward + backward
   double llm_seconds = 0.0;      // LLM forward + backward
+  double boundary_seconds = 0.0; // encoder <-> LLM boundary exchange, both directions
+  double planning_seconds = 0.0; // building and validating the step plan
   double grad_sync_seconds = 0.0;
   double optimizer_seconds = 0.0;
   double tokens_per_second = 0.0;  // (text + image tokens) / step_seconds
   double model_flops = 0.0;        // analytic forward+backward FLOPs of the step
   double mfu = 0.0;                // model_flops / step_seconds / (peak per rank * ranks)
+  std::int64_t boundary_bytes = 0; // bytes sent by the boundary exchange, summed over ranks
+  int llm_groups = 0;              // LLM groups in the step's plan
+  int max_group_size = 0;          // largest LLM group (context-parallel degree)
+  std::int64_t comm_hits = 0;      // communicator pool, this step, summed over ranks
+  std::int64_t comm_creations = 0;
+  std::int64_t comm_evictions = 0;
+  double comm_creation_seconds = 0.0;  // max over ranks
 };
 
 }  // namespace minimllm

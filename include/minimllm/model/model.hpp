@@ -9,6 +9,7 @@
 
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/data/packed_batch.hpp"
+#include "minimllm/parallel/kv_exchange.hpp"
 
 namespace minimllm {
 
@@ -35,6 +36,7 @@ struct ModelTensors {
 // Saved activations of one transformer block (what backward needs).
 struct BlockActivations {
   t_mat x_in, norm1, qkv, attn, lse, x_mid, norm2, mlp_pre, mlp_act;
+  t_mat kv_full;  // context parallelism: the group's gathered K|V rows (empty otherwise)
   t_vec rstd1, rstd2;
 };
 
@@ -64,16 +66,22 @@ class Model {
   // Accumulates parameter gradients from d_embeddings [patches, llm width].
   void encoder_backward(const EncoderInput& input, const EncoderActivations& acts, const t_mat& d_embeddings);
 
-  // LLM forward and backward over the packed sequences with image embeddings spliced in.
-  // Loss gradients are scaled by grad_scale (1 / loss targets of the global batch). Returns the sum of
-  // the per-target losses; writes the embeddings' gradient into d_image_embeddings [patches, llm width].
-  double llm_forward_backward(const LlmInput& input, const t_mat_const& image_embeddings, float grad_scale,
-                              const t_mat& d_image_embeddings);
+  // LLM forward and backward over this rank's packed rows, image embeddings spliced in from `received`
+  // (rows named by input.image_src_rows). Loss gradients are scaled by grad_scale (1 / loss targets of
+  // the global batch). Returns the sum of the per-target losses; writes the gradient of the received
+  // rows it used into d_received. kv: the group's K/V exchange under context parallelism, else null
+  // (then keys are the local rows). With kv, ranks holding no rows still take part in every exchange.
+  double llm_forward_backward(const LlmInput& input, const t_mat_const& received, float grad_scale,
+                              const t_mat& d_received, KvExchange* kv = nullptr);
 
-  // Analytic FLOPs of one forward+backward over this input (GEMMs and attention; what MFU counts).
-  double step_flops(const EncoderInput& enc, const LlmInput& llm) const;
-  // Bytes of activations saved for backward per LLM token and per encoder patch (memory estimate).
-  double activation_bytes(std::int64_t llm_tokens, std::int64_t patches) const;
+  // Analytic FLOPs of one forward+backward (GEMMs and attention; what MFU counts).
+  double encoder_flops(const EncoderInput& enc) const;
+  double llm_flops(const LlmInput& llm) const;
+  // Cost of a token's GEMMs in units of one causal attention pair (query-key), for balancing chunks.
+  double linear_weight_in_attention_pairs() const;
+  // Bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows
+  // gathered key rows (context parallelism; 0 without) and `patches` encoder rows (memory estimate).
+  double activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows = 0) const;
 
  private:
   ModelConfig config_;

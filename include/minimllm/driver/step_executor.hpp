@@ -1,0 +1,42 @@
+// StepExecutor: carries out one StepPlan — encoder on the encoder layout, boundary exchange, LLM (context
+// parallel inside each group, micro-batch by micro-batch) on the LLM layout, boundary exchange back,
+// encoder backward, and the gradient all-reduce. Leaves the synced gradients in the model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/world.hpp"
+#include "minimllm/model/model.hpp"
+#include "minimllm/parallel/comm_pool.hpp"
+#include "minimllm/plan/step_plan.hpp"
+
+namespace minimllm {
+
+struct StepOutcome {
+  double loss_sum = 0.0;       // sum of per-target losses over the world
+  double flops = 0.0;          // model FLOPs of this rank
+  // Phase times of this rank (seconds, fenced)
+  double data_seconds = 0.0, encoder_seconds = 0.0, boundary_seconds = 0.0, llm_seconds = 0.0,
+         grad_sync_seconds = 0.0;
+  std::int64_t boundary_bytes = 0;  // sent by this rank, both directions
+  std::int64_t llm_rows = 0, encoder_rows = 0;  // work assigned to this rank
+};
+
+class StepExecutor {
+ public:
+  StepExecutor(const Sampler& sampler, Model& model, const World& world, CommPool& pool);
+
+  // Computes the gradient of the global mean loss (normalised per text target of the whole batch)
+  // into model.grads(), identical on every rank. The plan must be valid and identical on every rank.
+  StepOutcome run(const GlobalBatch& batch, const StepPlan& plan);
+
+ private:
+  const Sampler& sampler_;
+  Model& model_;
+  World world_;
+  CommPool& pool_;
+};
+
+}  // namespace minimllm

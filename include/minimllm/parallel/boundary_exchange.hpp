@@ -1,0 +1,45 @@
+// BoundaryExchange: moves rows (e.g. image embeddings) from the ranks that produce them to the ranks
+// that consume them, and their gradients back, over one MPI_Alltoallv each way. It is the only place
+// where the encoder layout and the LLM layout meet; backward() is the exact adjoint of forward().
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "minimllm/core/types.hpp"
+
+namespace minimllm {
+
+// What this rank sends and receives, in rows. Rows for destination rank d are send_rows[send_offset(d)
+// .. + send_counts[d]); the receiver stores the rows from source s, in the same order, at
+// recv_rows[recv_offset(s) .. + recv_counts[s]). Every source row is sent to exactly one destination.
+struct RowRoute {
+  std::vector<int> send_counts, send_rows;  // send_counts: one per world rank
+  std::vector<int> recv_counts, recv_rows;  // recv_counts: one per world rank
+};
+
+class BoundaryExchange {
+ public:
+  // width: floats per row. Validates the route's sizes against the world (throws std::invalid_argument).
+  BoundaryExchange(MPI_Comm world, RowRoute route, int width);
+
+  // dst(recv_rows) = src(send_rows) of the sending rank. Rows of dst not named are left untouched.
+  void forward(const t_mat_const& src, const t_mat& dst);
+  // The adjoint: d_src(send_rows) = d_dst(recv_rows) of the receiving rank. Rows of d_src not named are
+  // left untouched.
+  void backward(const t_mat_const& d_dst, const t_mat& d_src);
+
+  std::int64_t bytes_sent() const;      // per call, this rank
+  std::int64_t bytes_received() const;  // per call, this rank
+
+ private:
+  MPI_Comm world_;
+  RowRoute route_;
+  int width_;
+  t_ivec send_rows_, recv_rows_;  // device copies of the row lists
+  std::vector<int> send_displs_, recv_displs_;  // in rows
+};
+
+}  // namespace minimllm

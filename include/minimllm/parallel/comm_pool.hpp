@@ -1,0 +1,60 @@
+// CommPool: communicators cached by sorted rank set, bounded, least-recently-used eviction.
+//
+// Safety without extra messages: every rank calls acquire() for EVERY group of a step (members and
+// non-members alike), in the same canonical order (the plan is identical on every rank). The pool's
+// bookkeeping is therefore identical on every rank, so all members of a group create it, hit it, and
+// evict it at the same point; only members hold an actual communicator. Creation is collective over
+// the members only and happens in that canonical order, which rules out deadlock when different ranks
+// need different groups in the same step.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "minimllm/parallel/communicator.hpp"
+
+namespace minimllm {
+
+struct CommPoolStats {
+  std::int64_t hits = 0, misses = 0, creations = 0, evictions = 0;
+  double creation_seconds = 0.0;  // wall time this rank spent creating communicators
+  std::int64_t live = 0;          // communicators this rank holds now
+};
+
+class CommPool {
+ public:
+  using Factory = std::function<std::unique_ptr<Communicator>(MPI_Comm world, const std::vector<int>& ranks)>;
+
+  // capacity: most cached groups (>= 1). factory: create_mpi_communicator or create_nccl_communicator.
+  CommPool(MPI_Comm world, int capacity, Factory factory);
+  ~CommPool();
+
+  // Every rank calls this for every group, in the same order. Returns the group's communicator on its
+  // members, nullptr elsewhere. `ranks` must be sorted and unique. Groups of one rank are not cached:
+  // their members get a communicator over themselves (no creation cost, no pool slot).
+  std::shared_ptr<Communicator> acquire(const std::vector<int>& ranks);
+
+  // acquire() for each group of a step in canonical (sorted) order; returns this rank's group, if any.
+  std::shared_ptr<Communicator> acquire_step(std::vector<std::vector<int>> groups);
+
+  const CommPoolStats& stats() const { return stats_; }
+  int capacity() const { return capacity_; }
+
+ private:
+  struct Entry;
+  MPI_Comm world_;
+  int world_rank_ = 0;
+  int capacity_;
+  Factory factory_;
+  std::list<std::vector<int>> lru_;  // most recent first
+  std::map<std::vector<int>, Entry> entries_;
+  CommPoolStats stats_;
+};
+
+}  // namespace minimllm

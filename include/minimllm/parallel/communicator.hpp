@@ -1,0 +1,51 @@
+// One group of ranks and the collectives minimllm needs, behind one interface with two backends:
+// MPI (host memory; device buffers are staged through host mirrors) and NCCL (device memory, its own
+// CUDA stream; compiled only with MINIMLLM_ENABLE_NCCL). Buffers are float arrays in MemSpace.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace minimllm {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual const char* backend() const = 0;  // "mpi" or "nccl"
+  virtual int rank() const = 0;             // this process's rank within the group
+  virtual int size() const = 0;
+  const std::vector<int>& world_ranks() const { return world_ranks_; }  // sorted members
+
+  // data[i] = sum over the group of data[i], in place.
+  virtual void allreduce_sum(float* data, std::size_t count) = 0;
+  // recv = concatenation over group ranks r of their send buffers, recv_counts[r] floats each
+  // (send_count must equal recv_counts[rank()]).
+  virtual void allgatherv(const float* send, std::size_t send_count, float* recv,
+                          const std::vector<std::size_t>& recv_counts) = 0;
+  // Inverse of allgatherv's layout with a sum: send holds sum(counts) floats laid out as counts[r]
+  // blocks; recv (counts[rank()] floats) = sum over the group of everyone's block rank().
+  virtual void reduce_scatterv(const float* send, float* recv, const std::vector<std::size_t>& counts) = 0;
+
+ protected:
+  explicit Communicator(std::vector<int> world_ranks) : world_ranks_(std::move(world_ranks)) {}
+
+ private:
+  std::vector<int> world_ranks_;
+};
+
+// Collective over the members of `ranks` only (sorted world ranks, this process among them); uses
+// MPI_Comm_create_group, so ranks outside the group need not take part.
+std::unique_ptr<Communicator> create_mpi_communicator(MPI_Comm world, const std::vector<int>& ranks);
+
+// Same contract with NCCL (ncclCommInitRank, unique id sent over an MPI sub-communicator). Throws
+// std::runtime_error when built without MINIMLLM_ENABLE_NCCL or when no GPU is usable.
+std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm world, const std::vector<int>& ranks);
+
+bool nccl_compiled();  // built with MINIMLLM_ENABLE_NCCL
+
+}  // namespace minimllm

@@ -1,0 +1,33 @@
+// Context parallelism inside an LLM group of g ranks: each rank holds a contiguous chunk of every
+// sample's rows. Attention stays exact by all-gathering K and V of the whole samples (then each rank
+// attends its own queries against them) and reduce-scattering their gradients back to the owners.
+#pragma once
+
+#include <memory>
+
+#include "minimllm/kernels/attention.hpp"
+#include "minimllm/parallel/communicator.hpp"
+#include "minimllm/plan/rank_work.hpp"
+
+namespace minimllm {
+
+class KvExchange {
+ public:
+  // width: floats per row of K|V (2 x model width). The communicator is the group's.
+  KvExchange(std::shared_ptr<Communicator> group, const MicroBatchWork& mb, int width);
+
+  int full_rows() const { return full_rows_; }
+  // kv_full [full rows, width] (sample-major) = all members' kv_local rows.
+  void gather(const t_mat_strided_const& kv_local, const t_mat& kv_full);
+  // kv_local_grad (overwritten) = sum over members of their d_kv_full rows that belong to this rank.
+  void reduce(const t_mat_const& d_kv_full, const t_mat_strided& kv_local_grad);
+
+ private:
+  std::shared_ptr<Communicator> group_;
+  int width_, full_rows_, local_rows_;
+  std::vector<std::size_t> member_floats_;
+  t_ivec kv_order_, identity_;  // sample-major row -> rank-major row, and 0..full_rows-1
+  t_mat local_, rank_major_;     // staging buffers
+};
+
+}  // namespace minimllm

@@ -1,0 +1,46 @@
+// RankWork: what a StepPlan asks of one rank — which images it encodes, which chunk of which sample's
+// fused sequence it holds in each LLM micro-batch (context parallelism), and the row routes that join
+// the two layouts. Derived from (plan, batch) alone, so every rank can derive any rank's work.
+#pragma once
+
+#include <vector>
+
+#include "minimllm/parallel/boundary_exchange.hpp"
+#include "minimllm/plan/step_plan.hpp"
+
+namespace minimllm {
+
+// Splits a sequence of `tokens` rows over `ranks` contiguous chunks with balanced cost, where row i
+// (0-based) costs linear_weight + (i + 1): a linear part (GEMMs) plus causal attention over i+1 keys.
+// Returns ranks+1 boundaries; chunks may be empty when tokens < ranks.
+std::vector<int> balanced_chunk_bounds(int tokens, int ranks, double linear_weight);
+
+struct SequenceChunk {
+  int sample = 0;          // index into the global batch
+  int begin = 0, end = 0;  // rows of the sample's fused sequence held here
+};
+
+struct MicroBatchWork {
+  std::vector<int> samples;              // in order
+  std::vector<SequenceChunk> chunks;     // this rank's chunk of each sample, same order (may be empty)
+  std::vector<int> sample_offsets;       // first row of each sample in the gathered keys (size samples+1)
+  // Context parallelism: kv_order[i] is where sample-major key row i sits in the rank-major result of an
+  // all-gather of every member's local rows; member_rows[r] = local rows of group member r.
+  std::vector<int> kv_order;
+  std::vector<int> member_rows;
+  int received_offset = 0;               // first row of this micro-batch's image rows in the received buffer
+};
+
+struct RankWork {
+  int group = -1;                         // index of this rank's LLM group; -1: no LLM work
+  std::vector<int> group_ranks;
+  std::vector<MicroBatchWork> micro_batches;
+  std::vector<int> images;                // global image numbers this rank encodes, in order
+  RowRoute image_route;                   // encoder output rows -> received image rows
+  int received_rows = 0;                  // image rows this rank's LLM chunks need
+};
+
+RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size,
+                          double linear_weight);
+
+}  // namespace minimllm

@@ -1,0 +1,63 @@
+// StepPlan: where one step's work runs. Planners produce it (identically on every rank); the step
+// executor carries it out. A plan changes where work runs, never the math.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "minimllm/config/run_config.hpp"
+#include "minimllm/data/sampler.hpp"
+
+namespace minimllm {
+
+enum class Placement {
+  colocated,      // encoder and LLM share all ranks
+  disaggregated,  // encoder ranks and LLM ranks are disjoint (DistTrain)
+};
+const char* to_string(Placement placement);
+
+struct LlmGroup {
+  std::vector<int> ranks;    // sorted world ranks; any size >= 1 (context parallel inside the group)
+  std::vector<int> samples;  // indices into the global batch, in processing order
+  int micro_batches = 1;     // samples are processed in this many consecutive micro-batches
+};
+
+struct StepPlan {
+  std::string policy = "static";  // what made the plan
+  Placement placement = Placement::colocated;
+  std::vector<LlmGroup> llm_groups;  // a partition of the LLM ranks
+  std::vector<int> encoder_ranks;    // sorted; all ranks when colocated
+  std::vector<int> image_owner;      // encoder rank of every image, images numbered in sample order
+};
+
+// Throws std::invalid_argument naming the first violation: every LLM rank in exactly one group, every
+// sample in exactly one group, every image owned by an encoder rank, placement rules, micro-batch counts.
+void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_size);
+
+// Images of a batch numbered in sample order: the first image number of each sample (size samples+1).
+std::vector<int> first_image_of_samples(const GlobalBatch& batch);
+
+// The rank side of a layout; deal_in_order() fills in the work.
+struct LayoutShape {
+  std::vector<std::vector<int>> llm_groups;  // sorted rank lists
+  std::vector<int> encoder_ranks;            // sorted
+  Placement placement = Placement::colocated;
+  int micro_batches = 1;                     // per group, capped at its sample count
+  bool images_follow_groups = true;          // a sample's images round-robin over its group's ranks;
+                                             // else image i on encoder_ranks[i mod size]
+};
+
+// Samples dealt to groups in order, in contiguous blocks proportional to group size.
+StepPlan deal_in_order(const GlobalBatch& batch, const LayoutShape& shape, const std::string& policy);
+
+// Megatron-like static layout: groups of `group_size` consecutive ranks (a divisor of world_size).
+StepPlan make_static_plan(const GlobalBatch& batch, int world_size, int group_size = 1);
+
+// Colocated groups of the given sizes over consecutive ranks.
+StepPlan make_grouped_plan(const GlobalBatch& batch, const std::vector<int>& group_sizes);
+
+// The deck's own layout (parallel: section) for this world size and step. Throws InputError naming the
+// deck key when the deck's sizes cannot fit world_size.
+StepPlan make_deck_plan(const RunConfig& config, const GlobalBatch& batch, int world_size);
+
+}  // namespace minimllm

@@ -1,0 +1,267 @@
+#include "minimllm/parallel/boundary_exchange.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace minimllm {
+namespace {
+
+using HostFloats = Kokkos::View<float*, HostSpace>;
+
+// Packed rows live in a process-wide, grow-only pool rather than per instance: routes change from step
+// to step, so a fresh BoundaryExchange per step still allocates nothing once the pool has grown. Calls
+// must not overlap (one thread drives MPI, as with MPI_THREAD_FUNNELED).
+struct Scratch {
+  t_vec out, in;                 // outgoing / incoming packed rows
+  HostFloats out_host, in_host;  // staging when MemSpace is not host-accessible
+  std::vector<int> out_counts, out_displs, in_counts, in_displs;  // in floats, as MPI wants them
+};
+
+Scratch g_scratch;
+bool g_finalize_hook_pushed = false;
+
+Scratch& scratch() {
+  // Views must die before Kokkos::finalize, not at static destruction.
+  if (!g_finalize_hook_pushed) {
+    Kokkos::push_finalize_hook([] {
+      g_scratch = Scratch{};
+      g_finalize_hook_pushed = false;
+    });
+    g_finalize_hook_pushed = true;
+  }
+  return g_scratch;
+}
+
+template <class View>
+void grow(View& v, std::size_t n, const char* label) {
+  if (v.extent(0) < n) v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
+}
+
+using RowPolicy = Kokkos::TeamPolicy<ExecSpace>;
+using RowMember = RowPolicy::member_type;
+
+// One team per row; host teams have one thread, so a row is a plain vectorisable loop.
+RowPolicy row_policy(int rows) {
+  constexpr bool host_exec = std::is_same<ExecSpace, Kokkos::DefaultHostExecutionSpace>::value;
+  return host_exec ? RowPolicy(rows, 1) : RowPolicy(rows, Kokkos::AUTO);
+}
+
+// packed(i, :) = from(rows(i), :)
+void gather_rows(const t_mat_const& from, const t_ivec& rows, const t_mat_um& packed) {
+  const int width = static_cast<int>(packed.extent(1));
+  Kokkos::parallel_for(
+      "minimllm::BoundaryExchange::pack", row_policy(static_cast<int>(rows.extent(0))),
+      KOKKOS_LAMBDA(const RowMember& team) {
+        const int i = team.league_rank();
+        const int row = rows(i);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, width),
+                             [&](int j) { packed(i, j) = from(row, j); });
+      });
+}
+
+// to(rows(i), :) = packed(i, :)
+void scatter_rows(const t_mat_const& packed, const t_ivec& rows, const t_mat& to) {
+  const int width = static_cast<int>(packed.extent(1));
+  Kokkos::parallel_for(
+      "minimllm::BoundaryExchange::unpack", row_policy(static_cast<int>(rows.extent(0))),
+      KOKKOS_LAMBDA(const RowMember& team) {
+        const int i = team.league_rank();
+        const int row = rows(i);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, width), [&](int j) { to(row, j) = packed(i, j); });
+      });
+}
+
+// One end of the exchange on this rank: rows per peer, their offsets, and the row list itself.
+struct Side {
+  const std::vector<int>& counts;
+  const std::vector<int>& displs;
+  const std::vector<int>& rows;
+  const t_ivec& rows_dev;
+  const char* name;  // for messages: "send" or "recv"
+};
+
+void check_view(const char* what, const char* view_name, std::size_t extent0, std::size_t extent1, int width,
+                const Side& side) {
+  if (extent1 != static_cast<std::size_t>(width))
+    throw std::invalid_argument(std::string(what) + ": " + view_name + " has " + std::to_string(extent1) +
+                                " columns, the exchange has width " + std::to_string(width));
+  // Linear scan rather than a cached maximum: the header has no slot for one, and rows << floats moved.
+  if (side.rows.empty()) return;
+  const int max_row = *std::max_element(side.rows.begin(), side.rows.end());
+  if (static_cast<std::size_t>(max_row) >= extent0)
+    throw std::out_of_range(std::string(what) + ": " + side.name + " row " + std::to_string(max_row) +
+                            " is outside " + view_name + " (" + std::to_string(extent0) + " rows)");
+}
+
+void to_floats(const std::vector<int>& rows_per_peer, int width, std::vector<int>& floats) {
+  floats.resize(rows_per_peer.size());  // no allocation once sized for this world
+  for (std::size_t p = 0; p < rows_per_peer.size(); ++p) floats[p] = rows_per_peer[p] * width;
+}
+
+// Forward and backward alike: out(to.rows) on every receiver = in(from.rows) on every sender.
+void exchange(MPI_Comm comm, int width, const char* what, const t_mat_const& in, const char* in_name,
+              const Side& from, const t_mat& out, const char* out_name, const Side& to) {
+  check_view(what, in_name, in.extent(0), in.extent(1), width, from);
+  check_view(what, out_name, out.extent(0), out.extent(1), width, to);
+
+  const std::size_t n_out = from.rows.size(), n_in = to.rows.size();
+  const std::size_t width_z = static_cast<std::size_t>(width);
+  Scratch& s = scratch();
+  grow(s.out, n_out * width_z, "minimllm::BoundaryExchange::out");
+  grow(s.in, n_in * width_z, "minimllm::BoundaryExchange::in");
+  to_floats(from.counts, width, s.out_counts);
+  to_floats(from.displs, width, s.out_displs);
+  to_floats(to.counts, width, s.in_counts);
+  to_floats(to.displs, width, s.in_displs);
+
+  gather_rows(in, from.rows_dev, t_mat_um(s.out.data(), n_out, width_z));
+  float* out_buf = s.out.data();
+  float* in_buf = s.in.data();
+  if constexpr (kMemSpaceIsHostAccessible) {
+    ExecSpace().fence();  // MPI reads what the pack kernel wrote
+  } else {
+    // No CUDA-aware MPI assumed: stage through host memory.
+    grow(s.out_host, n_out * width_z, "minimllm::BoundaryExchange::out_host");
+    grow(s.in_host, n_in * width_z, "minimllm::BoundaryExchange::in_host");
+    const auto range_out = std::make_pair(std::size_t(0), n_out * width_z);
+    Kokkos::deep_copy(Kokkos::subview(s.out_host, range_out), Kokkos::subview(s.out, range_out));
+    out_buf = s.out_host.data();
+    in_buf = s.in_host.data();
+  }
+  MPI_Alltoallv(out_buf, s.out_counts.data(), s.out_displs.data(), MPI_FLOAT, in_buf, s.in_counts.data(),
+                s.in_displs.data(), MPI_FLOAT, comm);
+  if constexpr (!kMemSpaceIsHostAccessible) {
+    const auto range_in = std::make_pair(std::size_t(0), n_in * width_z);
+    Kokkos::deep_copy(Kokkos::subview(s.in, range_in), Kokkos::subview(s.in_host, range_in));
+  }
+  scatter_rows(t_mat_um(s.in.data(), n_in, width_z), to.rows_dev, out);
+}
+
+// Checks one side of the route on this rank alone; returns the first problem, or "" if none.
+std::string side_error(const std::string& name, const std::vector<int>& counts, const std::vector<int>& rows,
+                       int width, int ranks) {
+  if (counts.size() != static_cast<std::size_t>(ranks))
+    return name + "_counts has " + std::to_string(counts.size()) + " entries, the world has " +
+           std::to_string(ranks) + " ranks";
+  std::int64_t total = 0;
+  for (std::size_t p = 0; p < counts.size(); ++p) {
+    if (counts[p] < 0)
+      return name + "_counts[" + std::to_string(p) + "] is negative (" + std::to_string(counts[p]) + ")";
+    total += counts[p];
+  }
+  if (total != static_cast<std::int64_t>(rows.size()))
+    return name + "_counts sum to " + std::to_string(total) + " but " + name + "_rows has " +
+           std::to_string(rows.size()) + " rows";
+  // MPI counts and displacements are int, in floats.
+  if (total * width > INT_MAX)
+    return std::to_string(total) + " " + name + " rows of width " + std::to_string(width) + " are " +
+           std::to_string(total * width) + " floats, more than an MPI count can hold (INT_MAX)";
+  std::vector<int> sorted(rows);
+  std::sort(sorted.begin(), sorted.end());
+  if (!sorted.empty() && sorted.front() < 0)
+    return name + "_rows holds a negative row (" + std::to_string(sorted.front()) + ")";
+  // Each row named once: backward then overwrites d_src rows instead of having to sum into them.
+  const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  if (dup != sorted.end()) return name + "_rows names row " + std::to_string(*dup) + " more than once";
+  return "";
+}
+
+std::string local_route_error(const RowRoute& r, int width, int ranks) {
+  if (width <= 0) return "width must be positive, got " + std::to_string(width);
+  const std::string send = side_error("send", r.send_counts, r.send_rows, width, ranks);
+  return send.empty() ? side_error("recv", r.recv_counts, r.recv_rows, width, ranks) : send;
+}
+
+std::vector<int> displacements(const std::vector<int>& counts) {
+  std::vector<int> displs(counts.size(), 0);
+  for (std::size_t p = 1; p < counts.size(); ++p) displs[p] = displs[p - 1] + counts[p - 1];
+  return displs;
+}
+
+t_ivec to_device(const std::vector<int>& rows, const char* label) {
+  t_ivec dev(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), rows.size());
+  Kokkos::deep_copy(dev,
+                    Kokkos::View<const int*, HostSpace, Kokkos::MemoryUnmanaged>(rows.data(), rows.size()));
+  return dev;
+}
+
+}  // namespace
+
+BoundaryExchange::BoundaryExchange(MPI_Comm world, RowRoute route, int width)
+    : world_(world), route_(std::move(route)), width_(width) {
+  int rank = 0, ranks = 0;
+  MPI_Comm_rank(world_, &rank);
+  MPI_Comm_size(world_, &ranks);
+  std::string error = local_route_error(route_, width_, ranks);
+
+  // Both ends of every pair must agree on the row count, or Alltoallv would hang or corrupt. Each rank
+  // tells each peer (rows I send you, rows I expect from you, my width); -1 marks a route already bad.
+  constexpr int kFields = 3;
+  std::vector<int> mine(static_cast<std::size_t>(ranks) * kFields, -1), theirs(mine.size());
+  if (error.empty()) {
+    for (int p = 0; p < ranks; ++p) {
+      mine[p * kFields + 0] = route_.send_counts[p];
+      mine[p * kFields + 1] = route_.recv_counts[p];
+      mine[p * kFields + 2] = width_;
+    }
+  }
+  MPI_Alltoall(mine.data(), kFields, MPI_INT, theirs.data(), kFields, MPI_INT, world_);
+  const std::string me = "rank " + std::to_string(rank);
+  for (int s = 0; s < ranks && error.empty(); ++s) {
+    const int sends_me = theirs[s * kFields + 0], expects = theirs[s * kFields + 1];
+    const int width_s = theirs[s * kFields + 2];
+    const std::string peer = "rank " + std::to_string(s);
+    if (sends_me < 0) continue;  // that rank reports its own error
+    if (width_s != width_)
+      error = me + " has width " + std::to_string(width_) + " but " + peer + " has width " +
+              std::to_string(width_s);
+    else if (sends_me != route_.recv_counts[s])
+      error = me + " expects " + std::to_string(route_.recv_counts[s]) + " rows from " + peer +
+              ", which sends " + std::to_string(sends_me);
+    else if (expects != route_.send_counts[s])
+      error = me + " sends " + std::to_string(route_.send_counts[s]) + " rows to " + peer +
+              ", which expects " + std::to_string(expects);
+  }
+
+  // All ranks throw together, so none goes on to an exchange that would wait forever.
+  int first_bad = error.empty() ? ranks : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, world_);
+  if (first_bad < ranks) {
+    if (error.empty())
+      error = "the route is invalid on rank " + std::to_string(first_bad) + " (see its error)";
+    throw std::invalid_argument("BoundaryExchange: " + error);
+  }
+
+  send_rows_ = to_device(route_.send_rows, "minimllm::BoundaryExchange::send_rows");
+  recv_rows_ = to_device(route_.recv_rows, "minimllm::BoundaryExchange::recv_rows");
+  send_displs_ = displacements(route_.send_counts);
+  recv_displs_ = displacements(route_.recv_counts);
+}
+
+void BoundaryExchange::forward(const t_mat_const& src, const t_mat& dst) {
+  const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
+  const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
+  exchange(world_, width_, "BoundaryExchange::forward", src, "src", send, dst, "dst", recv);
+}
+
+void BoundaryExchange::backward(const t_mat_const& d_dst, const t_mat& d_src) {
+  const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
+  const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
+  exchange(world_, width_, "BoundaryExchange::backward", d_dst, "d_dst", recv, d_src, "d_src", send);
+}
+
+std::int64_t BoundaryExchange::bytes_sent() const {
+  return static_cast<std::int64_t>(route_.send_rows.size()) * width_ *
+         static_cast<std::int64_t>(sizeof(float));
+}
+
+std::int64_t BoundaryExchange::bytes_received() const {
+  return static_cast<std::int64_t>(route_.recv_rows.size()) * width_ *
+         static_cast<std::int64_t>(sizeof(float));
+}
+
+}  // namespace minimllm

@@ -1,0 +1,109 @@
+// CommPool: see the header for the protocol. hits, misses, creations and evictions count pool events
+// and are therefore identical on every rank; creation_seconds and live are this rank's (members only).
+// Singleton groups are outside all of them: each rank keeps one communicator over itself, created on
+// first use, never evicted.
+#include "minimllm/parallel/comm_pool.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "mpi_group.hpp"
+
+namespace minimllm {
+
+struct CommPool::Entry {
+  std::shared_ptr<Communicator> comm;                   // null on non-members
+  std::list<std::vector<int>>::iterator lru_position;  // lru_.end() for this rank's own singleton
+};
+
+CommPool::CommPool(MPI_Comm world, int capacity, Factory factory)
+    : world_(world), capacity_(capacity), factory_(std::move(factory)) {
+  if (capacity < 1) {
+    throw std::invalid_argument(fmt::format("CommPool: capacity {} is invalid; it must be at least 1", capacity));
+  }
+  if (!factory_) {
+    throw std::invalid_argument(
+        "CommPool: empty factory; pass create_mpi_communicator or create_nccl_communicator");
+  }
+  detail::check_mpi(MPI_Comm_rank(world_, &world_rank_), "MPI_Comm_rank");
+}
+
+CommPool::~CommPool() = default;
+
+std::shared_ptr<Communicator> CommPool::acquire(const std::vector<int>& ranks) {
+  int world_size = 0;
+  MPI_Comm_size(world_, &world_size);
+  detail::validate_rank_set("CommPool::acquire", ranks, world_size);
+  const bool member = std::binary_search(ranks.begin(), ranks.end(), world_rank_);
+
+  if (ranks.size() == 1) {
+    if (!member) return nullptr;
+    // Local to this rank (no communication), so ranks need not agree on when it is created.
+    Entry& self = entries_[ranks];
+    if (!self.comm) {
+      self.comm = factory_(world_, ranks);
+      self.lru_position = lru_.end();
+    }
+    return self.comm;
+  }
+
+  if (auto found = entries_.find(ranks); found != entries_.end()) {
+    ++stats_.hits;
+    lru_.splice(lru_.begin(), lru_, found->second.lru_position);
+    return found->second.comm;
+  }
+
+  ++stats_.misses;
+  // Evict before creating, so a rank never holds more than capacity_ pooled communicators. Every rank
+  // evicts the same group here, so its members all destroy their communicator at this same point.
+  while (lru_.size() >= static_cast<std::size_t>(capacity_)) {
+    auto victim = entries_.find(lru_.back());
+    if (victim->second.comm) --stats_.live;
+    entries_.erase(victim);  // a caller still holding the shared_ptr keeps it valid until released
+    lru_.pop_back();
+    ++stats_.evictions;
+  }
+
+  Entry entry;
+  if (member) {
+    const auto start = std::chrono::steady_clock::now();
+    entry.comm = factory_(world_, ranks);  // collective over the members only
+    stats_.creation_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++stats_.live;
+  }
+  ++stats_.creations;
+  lru_.push_front(ranks);
+  entry.lru_position = lru_.begin();
+  return entries_.emplace(ranks, std::move(entry)).first->second.comm;
+}
+
+std::shared_ptr<Communicator> CommPool::acquire_step(std::vector<std::vector<int>> groups) {
+  std::sort(groups.begin(), groups.end());
+  // Check the whole step before touching the pool, so an invalid step throws on every rank and leaves
+  // the bookkeeping unchanged. Groups must be disjoint: "this rank's group" must be unique.
+  int world_size = 0;
+  MPI_Comm_size(world_, &world_size);
+  std::vector<int> all_ranks;
+  for (const auto& group : groups) {
+    detail::validate_rank_set("CommPool::acquire_step", group, world_size);
+    all_ranks.insert(all_ranks.end(), group.begin(), group.end());
+  }
+  std::sort(all_ranks.begin(), all_ranks.end());
+  if (auto twice = std::adjacent_find(all_ranks.begin(), all_ranks.end()); twice != all_ranks.end()) {
+    throw std::invalid_argument(fmt::format(
+        "CommPool::acquire_step: rank {} is in more than one group of the step {}; a step's groups must be disjoint",
+        *twice, groups));
+  }
+
+  std::shared_ptr<Communicator> mine;
+  for (const auto& group : groups) {
+    if (auto comm = acquire(group)) mine = std::move(comm);
+  }
+  return mine;
+}
+
+}  // namespace minimllm

@@ -1,0 +1,44 @@
+#include "minimllm/parallel/kv_exchange.hpp"
+
+#include "minimllm/kernels/embedding.hpp"
+
+namespace minimllm {
+namespace {
+
+t_ivec to_device(const std::vector<int>& host, const char* label) {
+  t_ivec v(std::string(label), host.size());
+  Kokkos::deep_copy(v, Kokkos::View<const int*, HostSpace, Kokkos::MemoryUnmanaged>(host.data(), host.size()));
+  return v;
+}
+
+}  // namespace
+
+KvExchange::KvExchange(std::shared_ptr<Communicator> group, const MicroBatchWork& mb, int width)
+    : group_(std::move(group)),
+      width_(width),
+      full_rows_(static_cast<int>(mb.kv_order.size())),
+      local_rows_(mb.member_rows.at(group_->rank())) {
+  for (int rows : mb.member_rows) member_floats_.push_back(static_cast<std::size_t>(rows) * width);
+  kv_order_ = to_device(mb.kv_order, "kv::order");
+  std::vector<int> identity(full_rows_);
+  for (int i = 0; i < full_rows_; ++i) identity[i] = i;
+  identity_ = to_device(identity, "kv::identity");
+  local_ = t_mat("kv::local", local_rows_, width);
+  rank_major_ = t_mat("kv::rank_major", full_rows_, width);
+}
+
+void KvExchange::gather(const t_mat_strided_const& kv_local, const t_mat& kv_full) {
+  Kokkos::deep_copy(local_, kv_local);
+  Kokkos::fence();  // the communicator reads raw pointers
+  group_->allgatherv(local_.data(), local_.size(), rank_major_.data(), member_floats_);
+  copy_rows(rank_major_, kv_order_, kv_full, identity_);
+}
+
+void KvExchange::reduce(const t_mat_const& d_kv_full, const t_mat_strided& kv_local_grad) {
+  copy_rows(d_kv_full, identity_, rank_major_, kv_order_);
+  Kokkos::fence();
+  group_->reduce_scatterv(rank_major_.data(), local_.data(), member_floats_);
+  Kokkos::deep_copy(kv_local_grad, local_);
+}
+
+}  // namespace minimllm

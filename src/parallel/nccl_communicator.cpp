@@ -1,0 +1,216 @@
+// NCCL backend of Communicator (compiled with MINIMLLM_ENABLE_NCCL; otherwise create_nccl_communicator
+// throws). The unique id travels over an MPI sub-communicator of the members, which is freed right after.
+#include <stdexcept>
+
+#include "minimllm/parallel/communicator.hpp"
+
+#ifdef MINIMLLM_ENABLE_NCCL
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "minimllm/core/types.hpp"
+#include "mpi_group.hpp"
+#endif
+
+namespace minimllm {
+
+#ifdef MINIMLLM_ENABLE_NCCL
+
+#if !defined(KOKKOS_ENABLE_CUDA)
+static_assert(kMemSpaceIsHostAccessible, "the NCCL backend needs CUDA device memory or a host Kokkos backend");
+#endif
+
+namespace {
+
+void check_cuda(cudaError_t rc, const char* what) {
+  if (rc != cudaSuccess) throw std::runtime_error(fmt::format("{} failed: {}", what, cudaGetErrorString(rc)));
+}
+
+void check_nccl(ncclResult_t rc, const char* what) {
+  if (rc != ncclSuccess) throw std::runtime_error(fmt::format("{} failed: {}", what, ncclGetErrorString(rc)));
+}
+
+// NCCL rejects two ranks of one communicator on the same GPU. Kokkos's CUDA backend has already mapped
+// this process to a device; host backends have not, so pick one per node-local rank from the launcher's
+// environment, as Kokkos does.
+void select_device() {
+#if !defined(KOKKOS_ENABLE_CUDA)
+  static const int device = [] {
+    int count = 0;
+    check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+    int local_rank = 0;
+    for (const char* name : {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
+                             "SLURM_LOCALID"}) {
+      if (const char* value = std::getenv(name)) {
+        local_rank = std::atoi(value);
+        break;
+      }
+    }
+    check_cuda(cudaSetDevice(local_rank % count), "cudaSetDevice");
+    return local_rank % count;
+  }();
+  (void)device;
+#endif
+}
+
+// Grow-only cudaMalloc'd scratch: the padded buffers of allgatherv/reduce_scatterv and, on host Kokkos
+// backends, the device copy of host data that NCCL needs.
+class DeviceScratch {
+ public:
+  DeviceScratch() = default;
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  ~DeviceScratch() {
+    if (data_) cudaFree(data_);
+  }
+  float* get(std::size_t count) {
+    if (count > capacity_) {
+      if (data_) cudaFree(data_);
+      data_ = nullptr;
+      capacity_ = 0;
+      check_cuda(cudaMalloc(&data_, count * sizeof(float)), "cudaMalloc (NCCL scratch)");
+      capacity_ = count;
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+
+// Collective over the members: creates their MPI sub-communicator, has group rank 0 make the NCCL id and
+// broadcasts it. Local failures (no GPU, no id) are agreed on first, so every member throws together
+// instead of some waiting forever in ncclCommInitRank.
+ncclUniqueId bootstrap(MPI_Comm world, const std::vector<int>& ranks, int& rank, int& size) {
+  detail::GroupComm group(world, ranks);
+  rank = group.rank();
+  size = group.size();
+  ncclUniqueId id{};
+  std::string error;
+  try {
+    select_device();
+    if (rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  int ok = error.empty() ? 1 : 0, all_ok = 0;
+  detail::check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, group.get()), "MPI_Allreduce");
+  if (!all_ok) {
+    throw std::runtime_error(fmt::format("NCCL communicator for group {}: {}", ranks,
+                                         error.empty() ? "setup failed on another member" : error));
+  }
+  detail::check_mpi(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, group.get()), "MPI_Bcast(ncclUniqueId)");
+  return id;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(MPI_Comm world, const std::vector<int>& ranks) : Communicator(ranks) {
+    const ncclUniqueId id = bootstrap(world, ranks, rank_, size_);
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    const ncclResult_t rc = ncclCommInitRank(&comm_, size_, id, rank_);
+    if (rc != ncclSuccess) {
+      cudaStreamDestroy(stream_);
+      check_nccl(rc, "ncclCommInitRank");
+    }
+  }
+
+  ~NcclCommunicator() override {
+    ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+
+  const char* backend() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void allreduce_sum(float* data, std::size_t count) override {
+    if (count == 0) return;
+    Kokkos::fence();  // kernels writing `data` run on Kokkos's stream, not ours
+    // Host Kokkos backend: NCCL needs device memory, so reduce a device copy (in place otherwise).
+    float* buffer = kMemSpaceIsHostAccessible ? send_scratch_.get(count) : data;
+    copy(buffer, data, count);
+    check_nccl(ncclAllReduce(buffer, buffer, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
+    copy(data, buffer, count);
+    synchronize();
+  }
+
+  // NCCL has only equal-count AllGather/ReduceScatter. Uneven counts are padded to the largest count:
+  // one call keeps NCCL's bandwidth-optimal ring algorithm, where a v-variant would need one
+  // ncclBroadcast/ncclReduce per rank or hand-written send/recv. The price, size * (max - mean) floats,
+  // is small because minimllm's shards are nearly balanced. Padding values are never read back.
+  void allgatherv(const float* send, std::size_t send_count, float* recv,
+                  const std::vector<std::size_t>& recv_counts) override {
+    detail::check_allgatherv_args(send_count, recv_counts, rank_, size_);
+    const std::size_t block = *std::max_element(recv_counts.begin(), recv_counts.end());
+    if (block == 0) return;
+    Kokkos::fence();
+    float* send_padded = send_scratch_.get(block);
+    float* recv_padded = recv_scratch_.get(block * size_);
+    copy(send_padded, send, send_count);
+    check_nccl(ncclAllGather(send_padded, recv_padded, block, ncclFloat, comm_, stream_), "ncclAllGather");
+    std::size_t offset = 0;
+    for (int r = 0; r < size_; ++r) {
+      copy(recv + offset, recv_padded + r * block, recv_counts[r]);
+      offset += recv_counts[r];
+    }
+    synchronize();
+  }
+
+  void reduce_scatterv(const float* send, float* recv, const std::vector<std::size_t>& counts) override {
+    detail::check_reduce_scatterv_args(counts, size_);
+    const std::size_t block = *std::max_element(counts.begin(), counts.end());
+    if (block == 0) return;
+    Kokkos::fence();
+    float* send_padded = send_scratch_.get(block * size_);
+    float* recv_padded = recv_scratch_.get(block);
+    std::size_t offset = 0;
+    for (int r = 0; r < size_; ++r) {
+      copy(send_padded + r * block, send + offset, counts[r]);
+      offset += counts[r];
+    }
+    check_nccl(ncclReduceScatter(send_padded, recv_padded, block, ncclFloat, ncclSum, comm_, stream_),
+               "ncclReduceScatter");
+    copy(recv, recv_padded, counts[rank_]);
+    synchronize();
+  }
+
+ private:
+  // cudaMemcpyDefault infers the direction, so one path serves host (staged) and device data.
+  void copy(float* dst, const float* src, std::size_t count) {
+    if (dst == src || count == 0) return;
+    check_cuda(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
+  }
+  void synchronize() { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+  int rank_ = 0, size_ = 0;
+  cudaStream_t stream_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+  DeviceScratch send_scratch_, recv_scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm world, const std::vector<int>& ranks) {
+  return std::make_unique<NcclCommunicator>(world, ranks);
+}
+
+bool nccl_compiled() { return true; }
+
+#else  // !MINIMLLM_ENABLE_NCCL
+
+std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm, const std::vector<int>&) {
+  throw std::runtime_error("minimllm was built without NCCL (configure with -DMINIMLLM_ENABLE_NCCL=ON)");
+}
+
+bool nccl_compiled() { return false; }
+
+#endif
+
+}  // namespace minimllm

@@ -1,0 +1,172 @@
+#include "minimllm/plan/step_plan.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace minimllm {
+
+const char* to_string(Placement placement) {
+  return placement == Placement::colocated ? "colocated" : "disaggregated";
+}
+
+std::vector<int> first_image_of_samples(const GlobalBatch& batch) {
+  std::vector<int> first(batch.samples.size() + 1, 0);
+  for (size_t s = 0; s < batch.samples.size(); ++s)
+    first[s + 1] = first[s] + static_cast<int>(batch.samples[s].images.size());
+  return first;
+}
+
+void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_size) {
+  const auto fail = [&](const std::string& what) {
+    throw std::invalid_argument(fmt::format("invalid step plan (policy {}, step {}): {}", plan.policy, batch.step, what));
+  };
+  std::vector<int> rank_group(world_size, -1), sample_group(batch.samples.size(), -1);
+  std::vector<bool> is_encoder(world_size, false);
+  if (plan.llm_groups.empty()) fail("no LLM group");
+  for (size_t g = 0; g < plan.llm_groups.size(); ++g) {
+    const LlmGroup& group = plan.llm_groups[g];
+    if (group.ranks.empty()) fail(fmt::format("LLM group {} has no rank", g));
+    for (size_t i = 0; i < group.ranks.size(); ++i) {
+      const int r = group.ranks[i];
+      if (r < 0 || r >= world_size) fail(fmt::format("LLM group {} names rank {}; valid ranks are 0..{}", g, r, world_size - 1));
+      if (i > 0 && r <= group.ranks[i - 1]) fail(fmt::format("LLM group {} ranks {} are not sorted and unique", g, group.ranks));
+      if (rank_group[r] >= 0) fail(fmt::format("rank {} is in LLM groups {} and {}", r, rank_group[r], g));
+      rank_group[r] = static_cast<int>(g);
+    }
+    for (int s : group.samples) {
+      if (s < 0 || s >= static_cast<int>(batch.samples.size()))
+        fail(fmt::format("LLM group {} names sample {}; the batch has {} samples", g, s, batch.samples.size()));
+      if (sample_group[s] >= 0) fail(fmt::format("sample {} is in LLM groups {} and {}", s, sample_group[s], g));
+      sample_group[s] = static_cast<int>(g);
+    }
+    if (group.micro_batches < 1 || group.micro_batches > std::max<int>(1, group.samples.size()))
+      fail(fmt::format("LLM group {} has {} micro-batches for {} samples; valid: 1..max(1, samples)", g,
+                       group.micro_batches, group.samples.size()));
+  }
+  for (size_t s = 0; s < sample_group.size(); ++s)
+    if (sample_group[s] < 0) fail(fmt::format("sample {} is in no LLM group", s));
+  if (plan.encoder_ranks.empty()) fail("no encoder rank");
+  for (size_t i = 0; i < plan.encoder_ranks.size(); ++i) {
+    const int r = plan.encoder_ranks[i];
+    if (r < 0 || r >= world_size || (i > 0 && r <= plan.encoder_ranks[i - 1]))
+      fail(fmt::format("encoder ranks {} must be sorted, unique and within 0..{}", plan.encoder_ranks, world_size - 1));
+    is_encoder[r] = true;
+  }
+  for (int r = 0; r < world_size; ++r) {
+    const bool llm = rank_group[r] >= 0;
+    if (plan.placement == Placement::colocated && !(llm && is_encoder[r]))
+      fail(fmt::format("colocated placement needs every rank in an LLM group and encoding; rank {} is {}", r,
+                       llm ? "not an encoder rank" : "in no LLM group"));
+    if (plan.placement == Placement::disaggregated && llm == is_encoder[r])
+      fail(fmt::format("disaggregated placement needs every rank in exactly one of the encoder ranks and the LLM "
+                       "groups; rank {} is in {}",
+                       r, llm ? "both" : "neither"));
+  }
+  const int images = first_image_of_samples(batch).back();
+  if (static_cast<int>(plan.image_owner.size()) != images)
+    fail(fmt::format("image_owner has {} entries for {} images", plan.image_owner.size(), images));
+  for (int i = 0; i < images; ++i) {
+    const int r = plan.image_owner[i];
+    if (r < 0 || r >= world_size || !is_encoder[r]) fail(fmt::format("image {} is owned by rank {}, not an encoder rank", i, r));
+  }
+}
+
+StepPlan deal_in_order(const GlobalBatch& batch, const LayoutShape& shape, const std::string& policy) {
+  StepPlan plan;
+  plan.policy = policy;
+  plan.placement = shape.placement;
+  plan.encoder_ranks = shape.encoder_ranks;
+  const std::vector<int> first_image = first_image_of_samples(batch);
+  plan.image_owner.resize(first_image.back());
+  long long ranks = 0, ranks_before = 0;
+  for (const auto& group : shape.llm_groups) ranks += group.size();
+  const long long n = static_cast<long long>(batch.samples.size());
+  int sample = 0;
+  for (const auto& ranks_of_group : shape.llm_groups) {
+    LlmGroup group;
+    group.ranks = ranks_of_group;
+    ranks_before += ranks_of_group.size();
+    const int end = static_cast<int>(n * ranks_before / ranks);  // cumulative, so blocks cover the batch
+    for (int image_in_group = 0; sample < end; ++sample) {
+      group.samples.push_back(sample);
+      for (int i = first_image[sample]; i < first_image[sample + 1]; ++i, ++image_in_group)
+        if (shape.images_follow_groups) plan.image_owner[i] = group.ranks[image_in_group % group.ranks.size()];
+    }
+    group.micro_batches = std::max(1, std::min<int>(shape.micro_batches, group.samples.size()));
+    plan.llm_groups.push_back(std::move(group));
+  }
+  if (!shape.images_follow_groups)
+    for (size_t i = 0; i < plan.image_owner.size(); ++i)
+      plan.image_owner[i] = shape.encoder_ranks[i % shape.encoder_ranks.size()];
+  return plan;
+}
+
+namespace {
+std::vector<int> iota_ranks(int first, int count) {
+  std::vector<int> ranks(count);
+  std::iota(ranks.begin(), ranks.end(), first);
+  return ranks;
+}
+}  // namespace
+
+StepPlan make_grouped_plan(const GlobalBatch& batch, const std::vector<int>& group_sizes) {
+  LayoutShape shape;
+  int rank = 0;
+  for (int size : group_sizes) {
+    shape.llm_groups.push_back(iota_ranks(rank, size));
+    rank += size;
+  }
+  shape.encoder_ranks = iota_ranks(0, rank);
+  return deal_in_order(batch, shape, "grouped");
+}
+
+StepPlan make_static_plan(const GlobalBatch& batch, int world_size, int group_size) {
+  if (group_size < 1 || world_size % group_size != 0)
+    throw std::invalid_argument(fmt::format("static plan: group size {} must divide the {} ranks", group_size, world_size));
+  StepPlan plan = make_grouped_plan(batch, std::vector<int>(world_size / group_size, group_size));
+  plan.policy = "static";
+  return plan;
+}
+
+StepPlan make_deck_plan(const RunConfig& config, const GlobalBatch& batch, int world_size) {
+  const ParallelConfig& p = config.parallel;
+  const std::string& deck = config.deck_path;
+  LayoutShape shape;
+  shape.placement = p.placement == "disaggregated" ? Placement::disaggregated : Placement::colocated;
+  shape.micro_batches = p.micro_batches;
+  int encoders = world_size;
+  if (shape.placement == Placement::disaggregated) {
+    encoders = p.encoder_ranks;
+    if (encoders < 1 || encoders >= world_size)
+      throw InputError(fmt::format("{}: parallel.encoder_ranks = {}: disaggregated placement needs 1 to {} encoder "
+                                   "ranks on {} MPI ranks (the rest run the LLM)",
+                                   deck, encoders, world_size - 1, world_size));
+  }
+  shape.encoder_ranks = iota_ranks(0, encoders);
+  const int first_llm = shape.placement == Placement::disaggregated ? encoders : 0;
+  const int llm_ranks = world_size - first_llm;
+  std::vector<int> sizes = p.group_sizes.empty() ? std::vector<int>(llm_ranks, 1) : p.group_sizes;
+  if (std::accumulate(sizes.begin(), sizes.end(), 0LL) != llm_ranks)
+    throw InputError(fmt::format("{}: parallel.group_sizes = [{}]: sizes must sum to the {} LLM ranks of this run "
+                                 "({} MPI ranks, {} placement)",
+                                 deck, fmt::join(sizes, ", "), llm_ranks, world_size, p.placement));
+  // Rotating layouts regroup the ranks every step: a new partition, on shifted ranks.
+  const int shift = p.rotate_groups ? batch.step : 0;
+  std::rotate(sizes.begin(), sizes.begin() + shift % sizes.size(), sizes.end());
+  int offset = 0;
+  for (int size : sizes) {
+    std::vector<int> ranks;
+    for (int i = 0; i < size; ++i) ranks.push_back(first_llm + (offset + i + shift) % llm_ranks);
+    std::sort(ranks.begin(), ranks.end());
+    shape.llm_groups.push_back(ranks);
+    offset += size;
+  }
+  shape.images_follow_groups = shape.placement == Placement::colocated && p.encoder_layout == "follow";
+  return deal_in_order(batch, shape, "deck");
+}
+
+}  // namespace minimllm
