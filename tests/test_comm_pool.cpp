@@ -1,0 +1,385 @@
+// MPI communicator collectives on groups of 1-4 ranks, and CommPool's caching, LRU eviction and
+// agreement across ranks under per-step regrouping. Adapts to the world size; parts needing more ranks
+// are skipped.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "minimllm/core/types.hpp"
+#include "minimllm/parallel/comm_pool.hpp"
+#include "minimllm/parallel/communicator.hpp"
+
+namespace minimllm {
+namespace {
+
+using Group = std::vector<int>;
+using Step = std::vector<Group>;
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int world_size() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+bool contains(const Group& group, int rank) { return std::binary_search(group.begin(), group.end(), rank); }
+
+const Group& my_group(const Step& step) {
+  for (const auto& group : step) {
+    if (contains(group, world_rank())) return group;
+  }
+  throw std::logic_error("step does not cover this rank");
+}
+
+// Consecutive groups of `size` ranks (the last one may be smaller).
+Step chunks(int world, int size) {
+  Step step;
+  for (int first = 0; first < world; first += size) {
+    step.emplace_back();
+    for (int r = first; r < std::min(first + size, world); ++r) step.back().push_back(r);
+  }
+  return step;
+}
+
+// Groups that differ per rank from step to step, written for 4 ranks; project() keeps the ranks of a
+// smaller world, so every world size runs a meaningful plan.
+const std::vector<Step> kFourRankPlan = {
+    {{0, 1}, {2}, {3}}, {{0}, {1, 2, 3}}, {{0, 2}, {1, 3}}, {{0, 3}, {1}, {2}},
+    {{0, 1, 2, 3}},     {{1, 2}, {0, 3}}, {{0, 1, 3}, {2}},
+};
+
+Step project(const Step& step, int world) {
+  Step projected;
+  for (const auto& group : step) {
+    Group kept;
+    for (int r : group) {
+      if (r < world) kept.push_back(r);
+    }
+    if (!kept.empty()) projected.push_back(kept);
+  }
+  return projected;
+}
+
+// A deterministic pseudo-random partition of the world (the same on every rank).
+Step random_step(int world, std::uint32_t seed) {
+  std::uint32_t state = seed * 2654435761u + 12345u;
+  auto next = [&state] {
+    state = state * 1664525u + 1013904223u;
+    return state >> 8;
+  };
+  std::vector<int> order(world);
+  std::iota(order.begin(), order.end(), 0);
+  for (int i = world - 1; i > 0; --i) std::swap(order[i], order[next() % (i + 1)]);
+  Step step;
+  for (int first = 0; first < world;) {
+    const int length = std::min<int>(1 + next() % world, world - first);
+    Group group(order.begin() + first, order.begin() + first + length);
+    std::sort(group.begin(), group.end());
+    step.push_back(group);
+    first += length;
+  }
+  return step;
+}
+
+std::set<Group> shared_groups(const std::vector<Step>& steps) {
+  std::set<Group> groups;
+  for (const auto& step : steps) {
+    for (const auto& group : step) {
+      if (group.size() > 1) groups.insert(group);
+    }
+  }
+  return groups;
+}
+
+// A MemSpace buffer filled on the host: value(i).
+t_vec make_buffer(const char* label, std::size_t count, const std::function<float(std::size_t)>& value) {
+  t_vec buffer(std::string(label), count);
+  auto host = Kokkos::create_mirror_view(buffer);
+  for (std::size_t i = 0; i < count; ++i) host(i) = value(i);
+  Kokkos::deep_copy(buffer, host);
+  return buffer;
+}
+
+// Compares a MemSpace buffer with expected(i); reports the first mismatch only.
+void expect_buffer(const t_vec& buffer, const std::function<float(std::size_t)>& expected,
+                   const std::string& what) {
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), buffer);
+  for (std::size_t i = 0; i < host.extent(0); ++i) {
+    if (host(i) != expected(i)) {
+      ADD_FAILURE() << what << ": element " << i << " is " << host(i) << ", expected " << expected(i)
+                    << " (world rank " << world_rank() << ")";
+      return;
+    }
+  }
+}
+
+void check_allreduce(Communicator& comm) {
+  const auto& members = comm.world_ranks();
+  const float member_sum = static_cast<float>(std::accumulate(members.begin(), members.end(), 0));
+  const float me = static_cast<float>(world_rank());
+  t_vec data = make_buffer("data", 17, [&](std::size_t i) { return 100 * me + i; });
+  comm.allreduce_sum(data.data(), data.extent(0));
+  expect_buffer(
+      data, [&](std::size_t i) { return 100 * member_sum + comm.size() * static_cast<float>(i); },
+      "allreduce_sum");
+}
+
+// Uneven counts with zeros for some ranks, e.g. {1, 0, 3, 2} and {0, 2, 1, 0}.
+std::vector<std::vector<std::size_t>> count_patterns(int size) {
+  std::vector<std::vector<std::size_t>> patterns(3, std::vector<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    patterns[0][r] = (3 * r + 1) % 4;
+    patterns[1][r] = (2 * r) % 3;
+    patterns[2][r] = 0;
+  }
+  return patterns;
+}
+
+void check_allgatherv(Communicator& comm) {
+  const auto& members = comm.world_ranks();
+  for (const auto& counts : count_patterns(comm.size())) {
+    const std::size_t mine = counts[comm.rank()];
+    t_vec send = make_buffer("send", mine, [&](std::size_t k) { return 1000.0f * world_rank() + k; });
+    std::vector<float> expected;
+    for (int r = 0; r < comm.size(); ++r) {
+      for (std::size_t k = 0; k < counts[r]; ++k) expected.push_back(1000.0f * members[r] + k);
+    }
+    t_vec recv("recv", expected.size());
+    comm.allgatherv(send.data(), mine, recv.data(), counts);
+    expect_buffer(
+        recv, [&](std::size_t i) { return expected[i]; }, "allgatherv");
+  }
+}
+
+void check_reduce_scatterv(Communicator& comm) {
+  const auto& members = comm.world_ranks();
+  const float weight_sum =
+      static_cast<float>(std::accumulate(members.begin(), members.end(), 0) + comm.size());
+  for (const auto& counts : count_patterns(comm.size())) {
+    std::vector<float> send_values;
+    for (int r = 0; r < comm.size(); ++r) {
+      for (std::size_t k = 0; k < counts[r]; ++k)
+        send_values.push_back((world_rank() + 1.0f) * (1000.0f * r + k));
+    }
+    t_vec send = make_buffer("send", send_values.size(), [&](std::size_t i) { return send_values[i]; });
+    t_vec recv("recv", counts[comm.rank()]);
+    comm.reduce_scatterv(send.data(), recv.data(), counts);
+    expect_buffer(
+        recv, [&](std::size_t k) { return weight_sum * (1000.0f * comm.rank() + k); }, "reduce_scatterv");
+  }
+}
+
+void check_collectives(Communicator& comm, const Group& group) {
+  ASSERT_EQ(comm.world_ranks(), group);
+  ASSERT_EQ(comm.size(), static_cast<int>(group.size()));
+  ASSERT_EQ(group[comm.rank()], world_rank());
+  check_allreduce(comm);
+  check_allgatherv(comm);
+  check_reduce_scatterv(comm);
+}
+
+void check_groups_of(int size) {
+  const Step step = chunks(world_size(), size);
+  const Group& group = my_group(step);
+  auto comm = create_mpi_communicator(MPI_COMM_WORLD, group);
+  EXPECT_STREQ(comm->backend(), "mpi");
+  check_collectives(*comm, group);
+}
+
+#define SKIP_BELOW_RANKS(n)                                                                              \
+  do {                                                                                                   \
+    if (world_size() < (n)) GTEST_SKIP() << "needs at least " << (n) << " ranks, have " << world_size(); \
+  } while (false)
+
+TEST(MpiCommunicator, GroupOfOne) { check_groups_of(1); }
+
+TEST(MpiCommunicator, GroupsOfTwo) {
+  SKIP_BELOW_RANKS(2);
+  check_groups_of(2);
+}
+
+TEST(MpiCommunicator, GroupsOfThree) {
+  SKIP_BELOW_RANKS(3);
+  check_groups_of(3);
+}
+
+TEST(MpiCommunicator, GroupOfFour) {
+  SKIP_BELOW_RANKS(4);
+  check_groups_of(4);
+}
+
+TEST(MpiCommunicator, RejectsMismatchedCounts) {
+  auto comm = create_mpi_communicator(MPI_COMM_WORLD, {world_rank()});
+  t_vec buffer("buffer", 4);
+  EXPECT_THROW(comm->allgatherv(buffer.data(), 2, buffer.data(), {1}), std::invalid_argument);
+  EXPECT_THROW(comm->allgatherv(buffer.data(), 1, buffer.data(), {1, 1}), std::invalid_argument);
+  EXPECT_THROW(comm->reduce_scatterv(buffer.data(), buffer.data(), {1, 1}), std::invalid_argument);
+}
+
+void expect_same_on_all_ranks(std::int64_t value, const char* what) {
+  std::int64_t low = 0, high = 0;
+  MPI_Allreduce(&value, &low, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&value, &high, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(low, high) << what << " differs between ranks";
+}
+
+void expect_stats_agree(const CommPoolStats& stats) {
+  expect_same_on_all_ranks(stats.hits, "hits");
+  expect_same_on_all_ranks(stats.misses, "misses");
+  expect_same_on_all_ranks(stats.creations, "creations");
+  expect_same_on_all_ranks(stats.evictions, "evictions");
+}
+
+TEST(CommPool, SingletonGroupsAreNotPooled) {
+  CommPool pool(MPI_COMM_WORLD, 2, create_mpi_communicator);
+  auto self = pool.acquire({world_rank()});
+  ASSERT_NE(self, nullptr);
+  EXPECT_EQ(self->size(), 1);
+  EXPECT_EQ(pool.acquire({world_rank()}), self);  // kept, not re-created
+  check_collectives(*self, {world_rank()});
+  if (world_size() > 1) {
+    EXPECT_EQ(pool.acquire({(world_rank() + 1) % world_size()}), nullptr);
+  }
+  EXPECT_EQ(pool.stats().hits + pool.stats().misses + pool.stats().creations + pool.stats().live, 0);
+}
+
+TEST(CommPool, RepeatingPatternCreatesNothingOnSecondPass) {
+  std::vector<Step> plan;
+  for (const auto& step : kFourRankPlan) plan.push_back(project(step, world_size()));
+  const std::set<Group> distinct = shared_groups(plan);
+  std::int64_t acquires = 0, mine = 0;
+  for (const auto& step : plan) {
+    for (const auto& group : step) acquires += group.size() > 1;
+  }
+  for (const auto& group : distinct) mine += contains(group, world_rank());
+
+  CommPool pool(MPI_COMM_WORLD, 64, create_mpi_communicator);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& step : plan) {
+      // Per group, so non-members can be checked to get nothing.
+      for (const auto& group : step) {
+        auto comm = pool.acquire(group);
+        ASSERT_EQ(comm != nullptr, contains(group, world_rank()));
+        if (comm) check_allreduce(*comm);
+      }
+    }
+    const CommPoolStats& stats = pool.stats();
+    EXPECT_EQ(stats.misses, static_cast<std::int64_t>(distinct.size())) << "pass " << pass;
+    EXPECT_EQ(stats.creations, static_cast<std::int64_t>(distinct.size())) << "pass " << pass;
+    EXPECT_EQ(stats.hits, (pass + 1) * acquires - static_cast<std::int64_t>(distinct.size()))
+        << "pass " << pass;
+    EXPECT_EQ(stats.evictions, 0);
+    EXPECT_EQ(stats.live, mine);
+  }
+  expect_stats_agree(pool.stats());
+}
+
+TEST(CommPool, GroupsDifferingPerRankDoNotDeadlock) {
+  CommPool pool(MPI_COMM_WORLD, 64, create_mpi_communicator);
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& plan_step : kFourRankPlan) {
+      const Step step = project(plan_step, world_size());
+      auto comm = pool.acquire_step(step);
+      ASSERT_NE(comm, nullptr);
+      check_collectives(*comm, my_group(step));
+    }
+  }
+  expect_stats_agree(pool.stats());
+}
+
+TEST(CommPool, CappedPoolUnderChurn) {
+  constexpr int kCapacity = 2, kSteps = 20;
+  std::vector<Step> steps;
+  for (int i = 0; i < kSteps; ++i) {
+    // Alternate the fixed plan (groups come back after eviction) with random partitions.
+    steps.push_back(i % 2 == 0 ? project(kFourRankPlan[(i / 2) % kFourRankPlan.size()], world_size())
+                               : random_step(world_size(), i));
+  }
+  CommPool pool(MPI_COMM_WORLD, kCapacity, create_mpi_communicator);
+  std::int64_t most_live = 0;
+  for (const auto& step : steps) {
+    {
+      auto comm = pool.acquire_step(step);  // released before the next step
+      ASSERT_NE(comm, nullptr);
+      check_collectives(*comm, my_group(step));
+    }
+    most_live = std::max(most_live, pool.stats().live);
+  }
+  std::int64_t most_live_anywhere = 0;
+  MPI_Allreduce(&most_live, &most_live_anywhere, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_LE(most_live_anywhere, kCapacity);
+  expect_stats_agree(pool.stats());
+  if (world_size() >= 3) {  // fewer ranks have at most one shared group: nothing to evict
+    EXPECT_GT(pool.stats().evictions, 0);
+    EXPECT_GT(pool.stats().creations, static_cast<std::int64_t>(shared_groups(steps).size()))
+        << "expected evicted groups to be created again";
+  }
+}
+
+TEST(CommPool, EvictedCommunicatorStaysValidWhileHeld) {
+  SKIP_BELOW_RANKS(3);
+  Group everyone(world_size());
+  std::iota(everyone.begin(), everyone.end(), 0);
+  CommPool pool(MPI_COMM_WORLD, 1, create_mpi_communicator);
+  auto held = pool.acquire(everyone);
+  pool.acquire({0, 1});  // evicts `everyone`
+  EXPECT_EQ(pool.stats().evictions, 1);
+  EXPECT_EQ(pool.stats().live, world_rank() <= 1 ? 1 : 0);
+  check_collectives(*held, everyone);
+}
+
+void expect_invalid(const std::function<void()>& call, const std::string& message_part) {
+  try {
+    call();
+    ADD_FAILURE() << "expected std::invalid_argument mentioning '" << message_part << "'";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(message_part), std::string::npos) << e.what();
+  }
+}
+
+TEST(CommPool, RejectsInvalidRankSets) {
+  const int world = world_size();
+  CommPool pool(MPI_COMM_WORLD, 2, create_mpi_communicator);
+  expect_invalid([&] { pool.acquire({}); }, "empty rank set");
+  expect_invalid([&] { pool.acquire({0, 0}); }, "not sorted and unique");
+  expect_invalid([&] { pool.acquire({-1}); }, "outside the world");
+  expect_invalid([&] { pool.acquire({0, world}); }, "outside the world");
+  if (world >= 2) expect_invalid([&] { pool.acquire({1, 0}); }, "not sorted and unique");
+  expect_invalid([&] { pool.acquire_step({{0}, {0}}); }, "more than one group");
+  const CommPoolStats& stats = pool.stats();
+  EXPECT_EQ(stats.hits + stats.misses + stats.creations + stats.live, 0) << "a rejected set changed the pool";
+
+  expect_invalid([&] { CommPool(MPI_COMM_WORLD, 0, create_mpi_communicator); }, "capacity 0");
+  expect_invalid([&] { CommPool(MPI_COMM_WORLD, 1, nullptr); }, "empty factory");
+  expect_invalid([&] { create_mpi_communicator(MPI_COMM_WORLD, {world}); }, "outside the world");
+  if (world >= 2) {
+    expect_invalid([&] { create_mpi_communicator(MPI_COMM_WORLD, {(world_rank() + 1) % world}); },
+                   "not in the group");
+  }
+}
+
+TEST(NcclCommunicator, ClearErrorWhenBuiltWithoutNccl) {
+  if (nccl_compiled()) GTEST_SKIP() << "built with NCCL";
+  try {
+    create_nccl_communicator(MPI_COMM_WORLD, {world_rank()});
+    ADD_FAILURE() << "create_nccl_communicator succeeded in a build without NCCL";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("-DMINIMLLM_ENABLE_NCCL=ON"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace minimllm

@@ -50,6 +50,35 @@ RunConfig tiny_config(const std::string& init_std, const std::string& images =
   return parse_run_config(deck, "<test_model_gradients>");
 }
 
+// The single-rank input of whole samples, as the step executor builds it for one rank without context
+// parallelism: every image encoded in global order, one LLM micro-batch holding every sample whole. The LLM
+// then receives the encoder's output rows in the same order, so the embeddings feed it directly.
+struct PackedBatch {
+  EncoderInput encoder;
+  LlmInput llm;
+  std::int64_t loss_targets = 0;  // text tokens with a predecessor: the mean loss's denominator
+};
+
+PackedBatch pack_whole_samples(const Sampler& sampler, int step, const std::vector<SampleMeta>& samples) {
+  const GlobalBatch batch{step, samples};
+  MicroBatchWork mb;
+  mb.sample_offsets = {0};
+  int images = 0;
+  for (int s = 0; s < static_cast<int>(samples.size()); ++s) {
+    mb.samples.push_back(s);
+    mb.chunks.push_back({s, 0, samples[s].tokens()});
+    mb.sample_offsets.push_back(mb.sample_offsets.back() + samples[s].tokens());
+    images += static_cast<int>(samples[s].images.size());
+  }
+  std::vector<int> all_images(images);
+  for (int i = 0; i < images; ++i) all_images[i] = i;
+  PackedBatch packed;
+  packed.encoder = pack_encoder(sampler, batch, all_images);
+  packed.llm = pack_llm(sampler, batch, mb);
+  packed.loss_targets = batch.loss_targets();
+  return packed;
+}
+
 // One forward+backward with an explicit loss-gradient scale; returns the summed loss.
 double run_step(Model& model, const PackedBatch& batch, float grad_scale) {
   model.zero_grads();
@@ -63,7 +92,7 @@ double run_step(Model& model, const PackedBatch& batch, float grad_scale) {
 
 // Mean loss over the batch's loss targets; gradients of that mean are left in model.grads().
 double loss_and_grads(Model& model, const PackedBatch& batch) {
-  const float grad_scale = 1.0f / static_cast<float>(batch.llm.loss_targets);
+  const float grad_scale = 1.0f / static_cast<float>(batch.loss_targets);
   return run_step(model, batch, grad_scale) * grad_scale;
 }
 
@@ -222,7 +251,7 @@ PackedBatch gradient_batch(const Sampler& sampler, const RunConfig& config, bool
   if (!handmade) {
     const int step = informative_step(sampler);
     EXPECT_GE(step, 0) << "no step with informative images";
-    return pack_samples(sampler, step, sampler.batch(std::max(step, 0)).samples);
+    return pack_whole_samples(sampler, step, sampler.batch(std::max(step, 0)).samples);
   }
   // Sample 0: a non-square image first, text, two images at the same position, text, an image at the end.
   // Sample 1: text only. Sample 2: text then one 2x2 image (a single patch) then text.
@@ -239,7 +268,7 @@ PackedBatch gradient_batch(const Sampler& sampler, const RunConfig& config, bool
   c.klass = 2;
   c.text_len = 4;
   c.images = {{p, p, 1, 2}};
-  return pack_samples(sampler, 3, {a, b, c});
+  return pack_whole_samples(sampler, 3, {a, b, c});
 }
 
 TEST_P(ModelGradient, EveryTensorMatchesCentralDifferences) {
@@ -247,7 +276,7 @@ TEST_P(ModelGradient, EveryTensorMatchesCentralDifferences) {
   const Sampler sampler(config);
   const PackedBatch batch = gradient_batch(sampler, config, GetParam().handmade);
   ASSERT_GT(batch.encoder.patches, 0);
-  ASSERT_GT(batch.llm.loss_targets, 0);
+  ASSERT_GT(batch.loss_targets, 0);
 
   Model model(config.model, kModelSeed);
   const std::vector<NamedTensor> tensors = named_tensors(model);
@@ -293,7 +322,7 @@ INSTANTIATE_TEST_SUITE_P(Batches, ModelGradient,
 TEST(ModelGradients, TextOnlyBatchLeavesEncoderGradientsZero) {
   const RunConfig config = tiny_config("0.3", "mean_per_sample: 0.0, max_per_sample: 0");
   const Sampler sampler(config);
-  const PackedBatch batch = pack_samples(sampler, 0, sampler.batch(0).samples);
+  const PackedBatch batch = pack_whole_samples(sampler, 0, sampler.batch(0).samples);
   ASSERT_EQ(batch.encoder.patches, 0);
   Model model(config.model, kModelSeed);
   ASSERT_TRUE(std::isfinite(loss_and_grads(model, batch)));
@@ -327,13 +356,13 @@ TEST(ModelGradients, ImagesAfterTheLastTokenCannotAffectTheLoss) {
   b.images = {{2 * p, p, 2, 6}};
   Model model(config.model, kModelSeed);
   {
-    const PackedBatch batch = pack_samples(sampler, 1, {a, b, a});
+    const PackedBatch batch = pack_whole_samples(sampler, 1, {a, b, a});
     ASSERT_EQ(batch.encoder.patches, 2 * (2 + 4) + 2);
     EncoderActivations enc;
     model.zero_grads();
     model.encoder_forward(batch.encoder, enc);
     t_mat d_emb("d_emb", batch.encoder.patches, config.model.llm.width);
-    model.llm_forward_backward(batch.llm, enc.embeddings, 1.0f / static_cast<float>(batch.llm.loss_targets),
+    model.llm_forward_backward(batch.llm, enc.embeddings, 1.0f / static_cast<float>(batch.loss_targets),
                                d_emb);
     auto d_host = Kokkos::create_mirror_view_and_copy(HostSpace(), d_emb);
     double d_max = 0.0;
@@ -350,7 +379,7 @@ TEST(ModelGradients, ImagesAfterTheLastTokenCannotAffectTheLoss) {
   {
     SampleMeta first = b;
     first.images[0].text_pos = 0;
-    const PackedBatch batch = pack_samples(sampler, 1, {a, first});
+    const PackedBatch batch = pack_whole_samples(sampler, 1, {a, first});
     loss_and_grads(model, batch);
     for (const auto& t : named_tensors(model)) {
       if (is_encoder_tensor(t.name)) {
@@ -367,7 +396,7 @@ TEST(ModelGradients, EncoderGradientsAreNonZeroWhenImagesArePresent) {
     const Sampler sampler(config);
     const int step = informative_step(sampler);
     ASSERT_GE(step, 0);
-    const PackedBatch batch = pack_samples(sampler, step, sampler.batch(step).samples);
+    const PackedBatch batch = pack_whole_samples(sampler, step, sampler.batch(step).samples);
     Model model(config.model, kModelSeed);
     loss_and_grads(model, batch);
     for (const auto& t : named_tensors(model)) EXPECT_GT(max_abs(get_values(t.grad)), 0.0) << t.name;
@@ -386,7 +415,7 @@ TEST(ModelGradients, UnusedTokenEmbeddingRowsGetZeroGradient) {
   s.text_len = 4;
   s.images = {{2, 2, 1, 1}};  // rows: t0 | image | t1 t2 t3
   const auto tokens = sampler.text_tokens(0, s);
-  const PackedBatch batch = pack_samples(sampler, 0, {s});
+  const PackedBatch batch = pack_whole_samples(sampler, 0, {s});
   Model model(config.model, kModelSeed);
   loss_and_grads(model, batch);
   auto g = Kokkos::create_mirror_view_and_copy(HostSpace(), model.weight_grads().token_embed);
@@ -417,12 +446,12 @@ TEST(ModelGradients, PackedBatchEqualsSamplesOneByOne) {
   ASSERT_GE(step, 0);
   const auto samples = sampler.batch(step).samples;
   Model model(config.model, kModelSeed);
-  const double packed_loss = run_step(model, pack_samples(sampler, step, samples), 1.0f);
+  const double packed_loss = run_step(model, pack_whole_samples(sampler, step, samples), 1.0f);
   const std::vector<float> packed_grads = get_values(flat(model.grads()));
   double single_loss = 0.0;
   std::vector<double> single_grads(packed_grads.size(), 0.0);
   for (const auto& s : samples) {
-    single_loss += run_step(model, pack_samples(sampler, step, {s}), 1.0f);
+    single_loss += run_step(model, pack_whole_samples(sampler, step, {s}), 1.0f);
     const std::vector<float> g = get_values(flat(model.grads()));
     for (size_t i = 0; i < g.size(); ++i) single_grads[i] += g[i];
   }
@@ -444,7 +473,7 @@ TEST(ModelGradients, ForwardBackwardIsBitwiseReproducible) {
   const Sampler sampler(config);
   const int step = informative_step(sampler);
   ASSERT_GE(step, 0);
-  const PackedBatch batch = pack_samples(sampler, step, sampler.batch(step).samples);
+  const PackedBatch batch = pack_whole_samples(sampler, step, sampler.batch(step).samples);
   Model model(config.model, kModelSeed);
   const double loss1 = loss_and_grads(model, batch);
   const std::vector<float> g1 = get_values(flat(model.grads()));
@@ -462,7 +491,7 @@ TEST(ModelGradients, InitialLossIsNearLogVocab) {
   const RunConfig config = tiny_config("0.02");
   const Sampler sampler(config);
   for (int step = 0; step < 3; ++step) {
-    const PackedBatch batch = pack_samples(sampler, step, sampler.batch(step).samples);
+    const PackedBatch batch = pack_whole_samples(sampler, step, sampler.batch(step).samples);
     Model model(config.model, kModelSeed);
     const double loss = loss_and_grads(model, batch);
     EXPECT_NEAR(loss, std::log(static_cast<double>(kVocab)), 0.05 * std::log(static_cast<double>(kVocab)))

@@ -1,5 +1,6 @@
 // Sampler and packing tests: determinism of the counter-based generator, metadata invariants, the
-// incoherence dial, the fused layout, the learnable hidden rule, and pack_samples' index maps.
+// incoherence dial, the fused layout, the learnable hidden rule, and the index maps of pack_encoder and
+// pack_llm (whole samples and context-parallel chunks).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -591,140 +592,239 @@ TEST(Sampler, NoiseBreaksTheRuleAtTheConfiguredRate) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// pack_samples
+// pack_encoder / pack_llm
 
-struct ExpectedPack {
-  std::vector<int> text_ids, text_rows, image_rows, targets, sample_tokens, image_patches;
-  std::vector<float> pixels;
-  std::int64_t loss_targets = 0;
+// One micro-batch holding chunks of samples of `batch`; keys are the sample-major concatenation of the
+// whole samples (what context parallelism gathers; with whole chunks, exactly the local rows).
+MicroBatchWork micro_batch(const GlobalBatch& batch, const std::vector<SequenceChunk>& chunks,
+                           int received_offset = 0) {
+  MicroBatchWork mb;
+  mb.sample_offsets = {0};
+  for (const SequenceChunk& c : chunks) {
+    mb.samples.push_back(c.sample);
+    mb.chunks.push_back(c);
+    mb.sample_offsets.push_back(mb.sample_offsets.back() + batch.samples[c.sample].tokens());
+  }
+  mb.received_offset = received_offset;
+  return mb;
+}
+
+MicroBatchWork whole_samples(const GlobalBatch& batch, const std::vector<int>& picks) {
+  std::vector<SequenceChunk> chunks;
+  for (int s : picks) chunks.push_back({s, 0, batch.samples[s].tokens()});
+  return micro_batch(batch, chunks);
+}
+
+// Global image numbers (images numbered in sample order) of the picked samples, in pick order.
+std::vector<int> images_of(const GlobalBatch& batch, const std::vector<int>& picks) {
+  std::vector<int> first(1, 0);
+  for (const auto& s : batch.samples) first.push_back(first.back() + static_cast<int>(s.images.size()));
+  std::vector<int> images;
+  for (int s : picks)
+    for (int i = first[s]; i < first[s + 1]; ++i) images.push_back(i);
+  return images;
+}
+
+struct ExpectedLlm {
+  int tokens = 0;
+  std::vector<int> text_ids, text_rows, image_rows, image_src_rows, targets;
+  std::vector<int> q_start, q_len, k_start, k_len, causal_offset;
+  double attention_pairs = 0.0;
 };
 
-// The packing spelled out per sample from the public pieces (fused_layout, text_tokens, pixels).
-ExpectedPack expected_pack(const Sampler& sampler, int step, const std::vector<SampleMeta>& samples) {
-  ExpectedPack e;
-  int row0 = 0;
-  for (const auto& s : samples) {
+// The LLM packing spelled out row by row from the public pieces (fused_layout, text_tokens).
+ExpectedLlm expected_llm(const Sampler& sampler, const GlobalBatch& batch, const MicroBatchWork& mb) {
+  ExpectedLlm e;
+  int received = mb.received_offset;
+  for (size_t j = 0; j < mb.chunks.size(); ++j) {
+    const SequenceChunk& c = mb.chunks[j];
+    const SampleMeta& s = batch.samples[c.sample];
     const FusedLayout layout = fused_layout(s);
-    const auto tokens = sampler.text_tokens(step, s);
-    std::vector<int> text_at_row(s.tokens(), -1);  // token index of each text row of this sample
-    for (int t = 0; t < s.text_len; ++t) {
-      e.text_ids.push_back(tokens[t]);
-      e.text_rows.push_back(row0 + layout.text_rows[t]);
-      text_at_row[layout.text_rows[t]] = t;
+    const auto tokens = sampler.text_tokens(batch.step, s);
+    std::vector<int> text_at_row(s.tokens(), -1);  // token index of each text row of the sample
+    for (int t = 0; t < s.text_len; ++t) text_at_row[layout.text_rows[t]] = t;
+    e.q_start.push_back(e.tokens);
+    e.q_len.push_back(c.end - c.begin);
+    e.k_start.push_back(mb.sample_offsets[j]);
+    e.k_len.push_back(s.tokens());
+    e.causal_offset.push_back(c.begin);
+    for (int row = c.begin; row < c.end; ++row, ++e.tokens) {
+      if (text_at_row[row] >= 0) {
+        e.text_ids.push_back(tokens[text_at_row[row]]);
+        e.text_rows.push_back(e.tokens);
+      } else {
+        e.image_rows.push_back(e.tokens);
+        e.image_src_rows.push_back(received++);
+      }
+      const bool next_is_text = row + 1 < s.tokens() && text_at_row[row + 1] >= 0;
+      e.targets.push_back(next_is_text ? tokens[text_at_row[row + 1]] : -1);
+      e.attention_pairs += row + 1;  // causal: row sees keys 0..row of its sample
     }
-    for (int r = 0; r < s.tokens(); ++r)
-      e.targets.push_back(r + 1 < s.tokens() && text_at_row[r + 1] >= 0 ? tokens[text_at_row[r + 1]] : -1);
-    for (size_t i = 0; i < s.images.size(); ++i) {
-      for (int p = 0; p < s.images[i].patches; ++p)
-        e.image_rows.push_back(row0 + layout.image_first_row[i] + p);
-      e.image_patches.push_back(s.images[i].patches);
-      sampler.append_image_patches(step, s, static_cast<int>(i), e.pixels);
-    }
-    e.sample_tokens.push_back(s.tokens());
-    e.loss_targets += s.loss_targets();
-    row0 += s.tokens();
   }
   return e;
 }
 
-void check_segments(const AttentionSegments& segs, const std::vector<int>& lengths, bool causal) {
-  ASSERT_EQ(segs.count(), static_cast<int>(lengths.size()));
-  EXPECT_EQ(segs.causal, causal);
-  const auto q_start = to_std(segs.q_start), q_len = to_std(segs.q_len);
-  const auto k_start = to_std(segs.k_start), k_len = to_std(segs.k_len);
-  int row = 0;
-  for (size_t s = 0; s < lengths.size(); ++s) {
-    EXPECT_EQ(q_start[s], row) << "segment " << s;
-    EXPECT_EQ(q_len[s], lengths[s]) << "segment " << s;
-    EXPECT_EQ(k_start[s], row) << "segment " << s;
-    EXPECT_EQ(k_len[s], lengths[s]) << "segment " << s;
-    row += lengths[s];
-  }
-}
-
-void check_pack(const Sampler& sampler, int step, const std::vector<SampleMeta>& samples) {
-  const PackedBatch packed = pack_samples(sampler, step, samples);
-  const ExpectedPack e = expected_pack(sampler, step, samples);
-  const LlmInput& llm = packed.llm;
-  const EncoderInput& enc = packed.encoder;
-
-  int tokens = 0;
-  for (const auto& s : samples) tokens += s.tokens();
-  EXPECT_EQ(llm.tokens, tokens);
-  EXPECT_EQ(llm.sample_tokens, e.sample_tokens);
+void check_llm(const Sampler& sampler, const GlobalBatch& batch, const MicroBatchWork& mb) {
+  const LlmInput llm = pack_llm(sampler, batch, mb);
+  const ExpectedLlm e = expected_llm(sampler, batch, mb);
+  EXPECT_EQ(llm.tokens, e.tokens);
+  EXPECT_EQ(llm.key_rows, mb.sample_offsets.back());
   EXPECT_EQ(to_std(llm.text_ids), e.text_ids);
   EXPECT_EQ(to_std(llm.text_rows), e.text_rows);
   EXPECT_EQ(to_std(llm.image_rows), e.image_rows);
-  const auto targets = to_std(llm.targets);
-  ASSERT_EQ(static_cast<int>(targets.size()), tokens);
-  EXPECT_EQ(targets, e.targets);
-  EXPECT_EQ(llm.loss_targets, e.loss_targets);
-  EXPECT_EQ(std::count_if(targets.begin(), targets.end(), [](int t) { return t >= 0; }), llm.loss_targets);
-  std::int64_t meta_targets = 0;
-  for (const auto& s : samples) meta_targets += s.loss_targets();
-  EXPECT_EQ(llm.loss_targets, meta_targets);
-  // The last row of every sample predicts nothing (no leakage into the next sample).
-  int row = 0;
-  for (const auto& s : samples) {
-    row += s.tokens();
-    EXPECT_EQ(targets[row - 1], -1) << "last row of sample " << s.id;
-  }
-  // Text and image rows partition the packed rows.
-  std::vector<int> owner(tokens, 0);
-  for (int r : e.text_rows) ++owner[r];
-  for (int r : e.image_rows) ++owner[r];
+  EXPECT_EQ(to_std(llm.image_src_rows), e.image_src_rows);
+  EXPECT_EQ(to_std(llm.targets), e.targets);
+  EXPECT_DOUBLE_EQ(llm.attention_pairs, e.attention_pairs);
+  const AttentionSegments& segs = llm.segments;
+  EXPECT_TRUE(segs.causal);
+  EXPECT_EQ(to_std(segs.q_start), e.q_start);
+  EXPECT_EQ(to_std(segs.q_len), e.q_len);
+  EXPECT_EQ(to_std(segs.k_start), e.k_start);
+  EXPECT_EQ(to_std(segs.k_len), e.k_len);
+  EXPECT_EQ(to_std(segs.causal_offset), e.causal_offset);
+  // Text and image rows partition the local rows.
+  std::vector<int> owner(e.tokens, 0);
+  for (int r : to_std(llm.text_rows))
+    ASSERT_TRUE(r >= 0 && r < e.tokens && ++owner[r] == 1) << "text row " << r;
+  for (int r : to_std(llm.image_rows))
+    ASSERT_TRUE(r >= 0 && r < e.tokens && ++owner[r] == 1) << "image row " << r;
   EXPECT_TRUE(std::all_of(owner.begin(), owner.end(), [](int n) { return n == 1; }));
-
-  EXPECT_EQ(enc.patches, static_cast<int>(e.image_rows.size()));
-  EXPECT_EQ(enc.image_patches, e.image_patches);
-  ASSERT_EQ(static_cast<int>(enc.pixels.extent(0)), enc.patches);
-  ASSERT_EQ(static_cast<int>(enc.pixels.extent(1)), sampler.patch_dim());
-  const auto pixels = to_host(enc.pixels);
-  ASSERT_EQ(e.pixels.size(), static_cast<size_t>(enc.patches) * sampler.patch_dim());
-  for (int p = 0; p < enc.patches; ++p)
-    for (int d = 0; d < sampler.patch_dim(); ++d)
-      ASSERT_EQ(pixels(p, d), e.pixels[static_cast<size_t>(p) * sampler.patch_dim() + d])
-          << "patch " << p << " element " << d;
-
-  check_segments(llm.segments, e.sample_tokens, /*causal=*/true);
-  check_segments(enc.segments, e.image_patches, /*causal=*/false);
 }
 
-TEST(PackSamples, MatchesThePerSampleLayout) {
+void check_encoder(const Sampler& sampler, const GlobalBatch& batch, const std::vector<int>& images) {
+  const EncoderInput enc = pack_encoder(sampler, batch, images);
+  std::vector<int> first(1, 0);
+  for (const auto& s : batch.samples) first.push_back(first.back() + static_cast<int>(s.images.size()));
+  std::vector<float> pixels;
+  std::vector<int> patches;
+  double pairs = 0.0;
+  for (int image : images) {
+    const int s = static_cast<int>(std::upper_bound(first.begin(), first.end(), image) - first.begin()) - 1;
+    const int i = image - first[s];
+    sampler.append_image_patches(batch.step, batch.samples[s], i, pixels);
+    patches.push_back(batch.samples[s].images[i].patches);
+    pairs += static_cast<double>(patches.back()) * patches.back();  // bidirectional within the image
+  }
+  const int total = std::accumulate(patches.begin(), patches.end(), 0);
+  EXPECT_EQ(enc.patches, total);
+  EXPECT_EQ(enc.image_patches, patches);
+  EXPECT_DOUBLE_EQ(enc.attention_pairs, pairs);
+  ASSERT_EQ(static_cast<int>(enc.pixels.extent(0)), total);
+  ASSERT_EQ(static_cast<int>(enc.pixels.extent(1)), sampler.patch_dim());
+  const auto host = to_host(enc.pixels);
+  for (int p = 0; p < total; ++p)
+    for (int d = 0; d < sampler.patch_dim(); ++d)
+      ASSERT_EQ(host(p, d), pixels[static_cast<size_t>(p) * sampler.patch_dim() + d])
+          << "patch " << p << " element " << d;
+  const AttentionSegments& segs = enc.segments;
+  EXPECT_FALSE(segs.causal);
+  ASSERT_EQ(segs.count(), static_cast<int>(patches.size()));
+  const auto q_start = to_std(segs.q_start), q_len = to_std(segs.q_len);
+  const auto k_start = to_std(segs.k_start), k_len = to_std(segs.k_len);
+  int row = 0;
+  for (size_t i = 0; i < patches.size(); ++i) {
+    EXPECT_EQ(q_start[i], row) << "image " << i;
+    EXPECT_EQ(q_len[i], patches[i]) << "image " << i;
+    EXPECT_EQ(k_start[i], row) << "image " << i;
+    EXPECT_EQ(k_len[i], patches[i]) << "image " << i;
+    row += patches[i];
+  }
+}
+
+// Whole samples: targets predict the next text token of the same sample only, and count the loss targets.
+void check_whole_samples(const Sampler& sampler, const GlobalBatch& batch, const std::vector<int>& picks) {
+  check_llm(sampler, batch, whole_samples(batch, picks));
+  check_encoder(sampler, batch, images_of(batch, picks));
+  const LlmInput llm = pack_llm(sampler, batch, whole_samples(batch, picks));
+  const auto targets = to_std(llm.targets);
+  std::int64_t loss_targets = 0;
+  int row = 0;
+  for (int s : picks) {
+    loss_targets += batch.samples[s].loss_targets();
+    row += batch.samples[s].tokens();
+    EXPECT_EQ(targets[row - 1], -1) << "last row of sample " << s << " must predict nothing";
+  }
+  EXPECT_EQ(std::count_if(targets.begin(), targets.end(), [](int t) { return t >= 0; }), loss_targets);
+  // Image rows, in LLM order, read the received rows 0, 1, ...: the encoder's rows for these images.
+  const auto src = to_std(llm.image_src_rows);
+  for (size_t i = 0; i < src.size(); ++i) ASSERT_EQ(src[i], static_cast<int>(i));
+  EXPECT_EQ(static_cast<int>(src.size()), pack_encoder(sampler, batch, images_of(batch, picks)).patches);
+}
+
+TEST(PackLlm, WholeSamplesMatchThePerSampleLayout) {
   const RunConfig config = make_config({});
   const Sampler sampler(config);
-  const int step = 4;
-  const GlobalBatch batch = sampler.batch(step);
-  // A handful with an image first, one with images elsewhere, and a text-only one.
-  std::vector<SampleMeta> picked;
+  const GlobalBatch batch = sampler.batch(4);
+  // A sample with an image first, one with images later, a text-only one, and the last sample.
+  std::vector<int> picks;
   bool image_first = false, image_later = false, text_only = false;
-  for (const auto& s : batch.samples) {
+  for (int i = 0; i < static_cast<int>(batch.samples.size()); ++i) {
+    const SampleMeta& s = batch.samples[i];
     const bool first = !s.images.empty() && s.images.front().text_pos == 0;
     const bool later = !s.images.empty() && s.images.front().text_pos > 0;
     if ((first && !image_first) || (later && !image_later) || (s.images.empty() && !text_only))
-      picked.push_back(s);
+      picks.push_back(i);
     image_first |= first;
     image_later |= later;
     text_only |= s.images.empty();
   }
   ASSERT_TRUE(image_first && image_later && text_only);
-  picked.push_back(batch.samples.back());
+  picks.push_back(static_cast<int>(batch.samples.size()) - 1);
   {
     SCOPED_TRACE("picked samples");
-    check_pack(sampler, step, picked);
+    check_whole_samples(sampler, batch, picks);
   }
   {
     SCOPED_TRACE("picked samples reversed");
-    std::reverse(picked.begin(), picked.end());
-    check_pack(sampler, step, picked);
+    std::reverse(picks.begin(), picks.end());
+    check_whole_samples(sampler, batch, picks);
   }
   {
     SCOPED_TRACE("whole batch");
-    check_pack(sampler, step, batch.samples);
+    std::vector<int> all(batch.samples.size());
+    std::iota(all.begin(), all.end(), 0);
+    check_whole_samples(sampler, batch, all);
+    const auto targets = to_std(pack_llm(sampler, batch, whole_samples(batch, all)).targets);
+    EXPECT_EQ(std::count_if(targets.begin(), targets.end(), [](int t) { return t >= 0; }),
+              batch.loss_targets());
   }
 }
 
-TEST(PackSamples, TextOnlyAndHandMadeSamples) {
+TEST(PackLlm, ChunksOfASampleReassembleTheWholeSample) {
+  // Context parallelism: a sample split into contiguous chunks on different ranks. Each chunk's rows are the
+  // sample's rows [begin, end) with the same token ids and targets (the last row of a chunk still predicts
+  // the first text token of the next chunk); its segment sees the whole sample's keys from causal offset
+  // begin.
+  const RunConfig config = make_config({});
+  const Sampler sampler(config);
+  const GlobalBatch batch = sampler.batch(6);
+  int checked = 0;
+  for (int s = 0; s < static_cast<int>(batch.samples.size()); ++s) {
+    const int n = batch.samples[s].tokens();
+    if (batch.samples[s].images.empty() || n < 6) continue;
+    SCOPED_TRACE("sample " + std::to_string(s));
+    const std::vector<int> bounds = {0, n / 3, n / 3, 2 * n / 3 + 1, n};  // one empty chunk on purpose
+    std::vector<int> ids, targets;
+    int images = 0;
+    for (size_t c = 0; c + 1 < bounds.size(); ++c) {
+      const MicroBatchWork mb = micro_batch(batch, {{s, bounds[c], bounds[c + 1]}}, /*received_offset=*/5);
+      check_llm(sampler, batch, mb);
+      const LlmInput llm = pack_llm(sampler, batch, mb);
+      const auto i = to_std(llm.text_ids), t = to_std(llm.targets);
+      ids.insert(ids.end(), i.begin(), i.end());
+      targets.insert(targets.end(), t.begin(), t.end());
+      images += static_cast<int>(llm.image_rows.extent(0));
+    }
+    const LlmInput whole = pack_llm(sampler, batch, whole_samples(batch, {s}));
+    EXPECT_EQ(ids, to_std(whole.text_ids));
+    EXPECT_EQ(targets, to_std(whole.targets));
+    EXPECT_EQ(images, static_cast<int>(whole.image_rows.extent(0)));
+    ++checked;
+  }
+  EXPECT_GT(checked, 3);
+}
+
+TEST(PackLlm, HandMadeTextOnlyAndEmpty) {
   const RunConfig config = make_config({});
   const Sampler sampler(config);
   SampleMeta a;  // images before the first token, in the middle and after the last token
@@ -736,24 +836,56 @@ TEST(PackSamples, TextOnlyAndHandMadeSamples) {
   b.id = 1;
   b.text_len = 3;
   b.klass = 2;
+  const GlobalBatch batch{2, {a, b, a}};
   {
     SCOPED_TRACE("hand-made");
-    check_pack(sampler, 2, {a, b, a});
+    check_whole_samples(sampler, batch, {0, 1, 2});
+    const LlmInput llm = pack_llm(sampler, batch, whole_samples(batch, {0}));
+    // rows: img0 img0 | t0 | t1 | img1 x4 | t2 t3 t4 | img2
+    EXPECT_EQ(to_std(llm.text_rows), (std::vector<int>{2, 3, 8, 9, 10}));
+    EXPECT_EQ(to_std(llm.image_rows), (std::vector<int>{0, 1, 4, 5, 6, 7, 11}));
+    const auto tokens = sampler.text_tokens(2, a);
+    const auto targets = to_std(llm.targets);
+    EXPECT_EQ(targets, (std::vector<int>{-1, tokens[0], tokens[1], -1, -1, -1, -1, tokens[2], tokens[3],
+                                         tokens[4], -1, -1}));
   }
   {
     SCOPED_TRACE("text only");
-    check_pack(sampler, 2, {b});
-    const PackedBatch packed = pack_samples(sampler, 2, {b, b});
-    EXPECT_EQ(packed.encoder.patches, 0);
-    EXPECT_EQ(packed.llm.image_rows.extent(0), 0u);
-    EXPECT_EQ(packed.llm.loss_targets, 4);
+    check_whole_samples(sampler, batch, {1});
+    EXPECT_EQ(pack_encoder(sampler, batch, images_of(batch, {1})).patches, 0);
+    const LlmInput llm = pack_llm(sampler, batch, whole_samples(batch, {1, 1}));
+    EXPECT_EQ(llm.image_rows.extent(0), 0u);
+    const auto targets = to_std(llm.targets);
+    EXPECT_EQ(std::count_if(targets.begin(), targets.end(), [](int t) { return t >= 0; }), 4);
   }
   {
     SCOPED_TRACE("empty");
-    const PackedBatch packed = pack_samples(sampler, 2, {});
-    EXPECT_EQ(packed.llm.tokens, 0);
-    EXPECT_EQ(packed.encoder.patches, 0);
-    EXPECT_EQ(packed.llm.loss_targets, 0);
+    const LlmInput llm = pack_llm(sampler, batch, whole_samples(batch, {}));
+    EXPECT_EQ(llm.tokens, 0);
+    EXPECT_EQ(llm.key_rows, 0);
+    EXPECT_EQ(llm.segments.count(), 0);
+    EXPECT_EQ(pack_encoder(sampler, batch, {}).patches, 0);
+  }
+}
+
+TEST(PackEncoder, PacksAnySubsetOfImagesInTheGivenOrder) {
+  const RunConfig config = make_config({});
+  const Sampler sampler(config);
+  const GlobalBatch batch = sampler.batch(8);
+  std::vector<int> all(batch.samples.size());
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<int> images = images_of(batch, all);
+  ASSERT_GT(images.size(), 10u);
+  {
+    SCOPED_TRACE("all images");
+    check_encoder(sampler, batch, images);
+  }
+  {
+    SCOPED_TRACE("every third image, reversed");
+    std::vector<int> some;
+    for (size_t i = 0; i < images.size(); i += 3) some.push_back(images[i]);
+    std::reverse(some.begin(), some.end());
+    check_encoder(sampler, batch, some);
   }
 }
 

@@ -65,20 +65,5 @@ TEST(Training, StepRecordsAreConsistent) {
   }
 }
 
-TEST(StaticShare, DealsContiguousBlocksCoveringTheBatch) {
-  for (int n : {0, 1, 5, 16}) {
-    for (int ranks : {1, 2, 3, 7}) {
-      int next = 0;
-      for (int r = 0; r < ranks; ++r) {
-        const auto [first, last] = static_share(n, r, ranks);
-        EXPECT_EQ(first, next);
-        EXPECT_LE(last - first, n / ranks + 1);
-        next = last;
-      }
-      EXPECT_EQ(next, n);
-    }
-  }
-}
-
 }  // namespace
 }  // namespace minimllm

@@ -77,4 +77,12 @@ LlmInput pack_llm(const Sampler& sampler, const GlobalBatch& batch, const MicroB
   return llm;
 }
 
+PackedBatch pack_samples(const Sampler& sampler, int step, const std::vector<SampleMeta>& samples) {
+  GlobalBatch batch;
+  batch.step = step;
+  batch.samples = samples;
+  const RankWork work = derive_rank_work(make_static_plan(batch, 1), batch, 0, 1, 0.0);
+  return {pack_encoder(sampler, batch, work.images), pack_llm(sampler, batch, work.micro_batches.at(0))};
+}
+
 }  // namespace minimllm

@@ -19,6 +19,7 @@ constexpr std::uint64_t kInitStream = 0x1a17;
 class TensorBinder {
  public:
   struct Init {
+    std::string name;
     std::size_t offset, count;
     float std;  // 0: a norm weight, initialised to 1
   };
@@ -26,14 +27,14 @@ class TensorBinder {
   TensorBinder() = default;  // counting pass
   TensorBinder(float* base, std::size_t vector_region) : base_(base), vector_next_(vector_region) {}
 
-  t_mat_um matrix(int rows, int cols, float std) {
+  t_mat_um matrix(const std::string& name, int rows, int cols, float std) {
     const std::size_t n = static_cast<std::size_t>(rows) * cols;
-    inits_.push_back({matrix_next_, n, std});
+    inits_.push_back({name, matrix_next_, n, std});
     matrix_next_ += n;
     return base_ ? t_mat_um(base_ + matrix_next_ - n, rows, cols) : t_mat_um();
   }
-  t_vec_um vector(int n) {
-    inits_.push_back({vector_next_, static_cast<std::size_t>(n), 0.0f});
+  t_vec_um vector(const std::string& name, int n) {
+    inits_.push_back({name, vector_next_, static_cast<std::size_t>(n), 0.0f});
     vector_next_ += n;
     return base_ ? t_vec_um(base_ + vector_next_ - n, n) : t_vec_um();
   }
@@ -47,14 +48,14 @@ class TensorBinder {
   std::vector<Init> inits_;
 };
 
-BlockWeights bind_block(TensorBinder& b, int width, int hidden, float std, float out_std) {
+BlockWeights bind_block(TensorBinder& b, const std::string& name, int width, int hidden, float std, float out_std) {
   BlockWeights w;
-  w.norm1 = b.vector(width);
-  w.norm2 = b.vector(width);
-  w.qkv = b.matrix(width, 3 * width, std);
-  w.attn_out = b.matrix(width, width, out_std);
-  w.mlp_in = b.matrix(width, hidden, std);
-  w.mlp_out = b.matrix(hidden, width, out_std);
+  w.norm1 = b.vector(name + ".norm1", width);
+  w.norm2 = b.vector(name + ".norm2", width);
+  w.qkv = b.matrix(name + ".qkv", width, 3 * width, std);
+  w.attn_out = b.matrix(name + ".attn_out", width, width, out_std);
+  w.mlp_in = b.matrix(name + ".mlp_in", width, hidden, std);
+  w.mlp_out = b.matrix(name + ".mlp_out", hidden, width, out_std);
   return w;
 }
 
@@ -64,18 +65,20 @@ ModelTensors bind_tensors(const ModelConfig& c, TensorBinder& b) {
   const LlmConfig& l = c.llm;
   const float std = c.init_std;
   ModelTensors t;
-  t.patch_embed = b.matrix(e.channels * e.patch * e.patch, e.width, std);
+  t.patch_embed = b.matrix("patch_embed", e.channels * e.patch * e.patch, e.width, std);
   // Residual-branch outputs are scaled down by depth (GPT-2) so the residual stream starts stable.
   const float enc_out_std = std / std::sqrt(2.0f * std::max(1, e.layers));
-  for (int i = 0; i < e.layers; ++i) t.encoder.push_back(bind_block(b, e.width, e.mlp_ratio * e.width, std, enc_out_std));
-  t.encoder_norm = b.vector(e.width);
-  t.projector_in = b.matrix(e.width, l.width, std);
-  t.projector_out = b.matrix(l.width, l.width, std);
-  t.token_embed = b.matrix(l.vocab, l.width, std);
+  for (int i = 0; i < e.layers; ++i)
+    t.encoder.push_back(bind_block(b, "encoder." + std::to_string(i), e.width, e.mlp_ratio * e.width, std, enc_out_std));
+  t.encoder_norm = b.vector("encoder_norm", e.width);
+  t.projector_in = b.matrix("projector_in", e.width, l.width, std);
+  t.projector_out = b.matrix("projector_out", l.width, l.width, std);
+  t.token_embed = b.matrix("token_embed", l.vocab, l.width, std);
   const float llm_out_std = std / std::sqrt(2.0f * l.layers);
-  for (int i = 0; i < l.layers; ++i) t.llm.push_back(bind_block(b, l.width, l.mlp_ratio * l.width, std, llm_out_std));
-  t.final_norm = b.vector(l.width);
-  t.lm_head = b.matrix(l.width, l.vocab, std);
+  for (int i = 0; i < l.layers; ++i)
+    t.llm.push_back(bind_block(b, "llm." + std::to_string(i), l.width, l.mlp_ratio * l.width, std, llm_out_std));
+  t.final_norm = b.vector("final_norm", l.width);
+  t.lm_head = b.matrix("lm_head", l.width, l.vocab, std);
   return t;
 }
 
@@ -191,6 +194,7 @@ Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(config) {
   TensorBinder param_binder(params_.data(), decayed_count_), grad_binder(grads_.data(), decayed_count_);
   weights_ = bind_tensors(config_, param_binder);
   weight_grads_ = bind_tensors(config_, grad_binder);
+  for (const auto& init : param_binder.inits()) tensor_ranges_.push_back({init.name, init.offset, init.count});
 
   // Initial values depend only on (seed, tensor, element): identical on every rank.
   auto host = Kokkos::create_mirror_view(params_);

@@ -50,28 +50,41 @@ RowPolicy row_policy(int rows) {
   return host_exec ? RowPolicy(rows, 1) : RowPolicy(rows, Kokkos::AUTO);
 }
 
-// packed(i, :) = from(rows(i), :)
-void gather_rows(const t_mat_const& from, const t_ivec& rows, const t_mat_um& packed) {
-  const int width = static_cast<int>(packed.extent(1));
+// Rows a rank sends itself: from_rows[from_begin + k] goes to to_rows[to_begin + k], k < count.
+struct SelfRows {
+  int from_begin, to_begin, count;
+};
+
+template <class Dst, class Src>
+KOKKOS_INLINE_FUNCTION void copy_row(const RowMember& team, const Dst& dst, int dst_row, const Src& src,
+                                     int src_row) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, static_cast<int>(dst.extent(1))),
+                       [&](int j) { dst(dst_row, j) = src(src_row, j); });
+}
+
+// Packs in(from_rows) in wire order (self rows left out), and copies self rows straight to `out`.
+void pack(const t_mat_const& in, const t_ivec& from_rows, const SelfRows self, const t_mat_um& packed,
+          const t_mat& out, const t_ivec& to_rows) {
   Kokkos::parallel_for(
-      "minimllm::BoundaryExchange::pack", row_policy(static_cast<int>(rows.extent(0))),
+      "minimllm::BoundaryExchange::pack", row_policy(static_cast<int>(from_rows.extent(0))),
       KOKKOS_LAMBDA(const RowMember& team) {
         const int i = team.league_rank();
-        const int row = rows(i);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, width),
-                             [&](int j) { packed(i, j) = from(row, j); });
+        const int k = i - self.from_begin;
+        if (k >= 0 && k < self.count) {
+          copy_row(team, out, to_rows(self.to_begin + k), in, from_rows(i));
+        } else {
+          copy_row(team, packed, k < 0 ? i : i - self.count, in, from_rows(i));
+        }
       });
 }
 
-// to(rows(i), :) = packed(i, :)
-void scatter_rows(const t_mat_const& packed, const t_ivec& rows, const t_mat& to) {
-  const int width = static_cast<int>(packed.extent(1));
+// out(to_rows) = packed rows in wire order, skipping the self rows pack() already placed.
+void unpack(const t_mat_const& packed, const SelfRows self, const t_mat& out, const t_ivec& to_rows) {
   Kokkos::parallel_for(
-      "minimllm::BoundaryExchange::unpack", row_policy(static_cast<int>(rows.extent(0))),
+      "minimllm::BoundaryExchange::unpack", row_policy(static_cast<int>(packed.extent(0))),
       KOKKOS_LAMBDA(const RowMember& team) {
-        const int i = team.league_rank();
-        const int row = rows(i);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, width), [&](int j) { to(row, j) = packed(i, j); });
+        const int w = team.league_rank();
+        copy_row(team, out, to_rows(w < self.to_begin ? w : w + self.count), packed, w);
       });
 }
 
@@ -97,37 +110,45 @@ void check_view(const char* what, const char* view_name, std::size_t extent0, st
                             " is outside " + view_name + " (" + std::to_string(extent0) + " rows)");
 }
 
-void to_floats(const std::vector<int>& rows_per_peer, int width, std::vector<int>& floats) {
-  floats.resize(rows_per_peer.size());  // no allocation once sized for this world
-  for (std::size_t p = 0; p < rows_per_peer.size(); ++p) floats[p] = rows_per_peer[p] * width;
+// MPI counts and displacements in floats for the wire layout: every peer's rows but this rank's own.
+void wire_layout(const Side& side, int me, int width, std::vector<int>& counts, std::vector<int>& displs) {
+  counts.resize(side.counts.size());  // no allocation once sized for this world
+  displs.resize(side.counts.size());
+  for (std::size_t p = 0; p < side.counts.size(); ++p) {
+    const int p_int = static_cast<int>(p);
+    counts[p] = p_int == me ? 0 : side.counts[p] * width;
+    displs[p] = (side.displs[p] - (p_int > me ? side.counts[me] : 0)) * width;
+  }
 }
 
-// Forward and backward alike: out(to.rows) on every receiver = in(from.rows) on every sender.
+// Forward and backward alike: out(to.rows) on every receiver = in(from.rows) on every sender. Rows that
+// stay on this rank are copied directly, never packed, staged or handed to MPI.
 void exchange(MPI_Comm comm, int width, const char* what, const t_mat_const& in, const char* in_name,
               const Side& from, const t_mat& out, const char* out_name, const Side& to) {
   check_view(what, in_name, in.extent(0), in.extent(1), width, from);
   check_view(what, out_name, out.extent(0), out.extent(1), width, to);
+  int me = 0;
+  MPI_Comm_rank(comm, &me);
+  const SelfRows self{from.displs[me], to.displs[me], from.counts[me]};
 
-  const std::size_t n_out = from.rows.size(), n_in = to.rows.size();
   const std::size_t width_z = static_cast<std::size_t>(width);
+  const std::size_t wire_out = from.rows.size() - self.count, wire_in = to.rows.size() - self.count;
   Scratch& s = scratch();
-  grow(s.out, n_out * width_z, "minimllm::BoundaryExchange::out");
-  grow(s.in, n_in * width_z, "minimllm::BoundaryExchange::in");
-  to_floats(from.counts, width, s.out_counts);
-  to_floats(from.displs, width, s.out_displs);
-  to_floats(to.counts, width, s.in_counts);
-  to_floats(to.displs, width, s.in_displs);
+  grow(s.out, wire_out * width_z, "minimllm::BoundaryExchange::out");
+  grow(s.in, wire_in * width_z, "minimllm::BoundaryExchange::in");
+  wire_layout(from, me, width, s.out_counts, s.out_displs);
+  wire_layout(to, me, width, s.in_counts, s.in_displs);
 
-  gather_rows(in, from.rows_dev, t_mat_um(s.out.data(), n_out, width_z));
+  pack(in, from.rows_dev, self, t_mat_um(s.out.data(), wire_out, width_z), out, to.rows_dev);
   float* out_buf = s.out.data();
   float* in_buf = s.in.data();
   if constexpr (kMemSpaceIsHostAccessible) {
     ExecSpace().fence();  // MPI reads what the pack kernel wrote
   } else {
     // No CUDA-aware MPI assumed: stage through host memory.
-    grow(s.out_host, n_out * width_z, "minimllm::BoundaryExchange::out_host");
-    grow(s.in_host, n_in * width_z, "minimllm::BoundaryExchange::in_host");
-    const auto range_out = std::make_pair(std::size_t(0), n_out * width_z);
+    grow(s.out_host, wire_out * width_z, "minimllm::BoundaryExchange::out_host");
+    grow(s.in_host, wire_in * width_z, "minimllm::BoundaryExchange::in_host");
+    const auto range_out = std::make_pair(std::size_t(0), wire_out * width_z);
     Kokkos::deep_copy(Kokkos::subview(s.out_host, range_out), Kokkos::subview(s.out, range_out));
     out_buf = s.out_host.data();
     in_buf = s.in_host.data();
@@ -135,10 +156,10 @@ void exchange(MPI_Comm comm, int width, const char* what, const t_mat_const& in,
   MPI_Alltoallv(out_buf, s.out_counts.data(), s.out_displs.data(), MPI_FLOAT, in_buf, s.in_counts.data(),
                 s.in_displs.data(), MPI_FLOAT, comm);
   if constexpr (!kMemSpaceIsHostAccessible) {
-    const auto range_in = std::make_pair(std::size_t(0), n_in * width_z);
+    const auto range_in = std::make_pair(std::size_t(0), wire_in * width_z);
     Kokkos::deep_copy(Kokkos::subview(s.in, range_in), Kokkos::subview(s.in_host, range_in));
   }
-  scatter_rows(t_mat_um(s.in.data(), n_in, width_z), to.rows_dev, out);
+  unpack(t_mat_um(s.in.data(), wire_in, width_z), self, out, to.rows_dev);
 }
 
 // Checks one side of the route on this rank alone; returns the first problem, or "" if none.

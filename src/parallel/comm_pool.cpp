@@ -16,14 +16,15 @@
 namespace minimllm {
 
 struct CommPool::Entry {
-  std::shared_ptr<Communicator> comm;                   // null on non-members
+  std::shared_ptr<Communicator> comm;                  // null on non-members
   std::list<std::vector<int>>::iterator lru_position;  // lru_.end() for this rank's own singleton
 };
 
 CommPool::CommPool(MPI_Comm world, int capacity, Factory factory)
     : world_(world), capacity_(capacity), factory_(std::move(factory)) {
   if (capacity < 1) {
-    throw std::invalid_argument(fmt::format("CommPool: capacity {} is invalid; it must be at least 1", capacity));
+    throw std::invalid_argument(
+        fmt::format("CommPool: capacity {} is invalid; it must be at least 1", capacity));
   }
   if (!factory_) {
     throw std::invalid_argument(
@@ -72,7 +73,8 @@ std::shared_ptr<Communicator> CommPool::acquire(const std::vector<int>& ranks) {
   if (member) {
     const auto start = std::chrono::steady_clock::now();
     entry.comm = factory_(world_, ranks);  // collective over the members only
-    stats_.creation_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stats_.creation_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++stats_.live;
   }
   ++stats_.creations;
@@ -94,9 +96,10 @@ std::shared_ptr<Communicator> CommPool::acquire_step(std::vector<std::vector<int
   }
   std::sort(all_ranks.begin(), all_ranks.end());
   if (auto twice = std::adjacent_find(all_ranks.begin(), all_ranks.end()); twice != all_ranks.end()) {
-    throw std::invalid_argument(fmt::format(
-        "CommPool::acquire_step: rank {} is in more than one group of the step {}; a step's groups must be disjoint",
-        *twice, groups));
+    throw std::invalid_argument(
+        fmt::format("CommPool::acquire_step: rank {} is in more than one group of the step {}; a step's "
+                    "groups must be disjoint",
+                    *twice, groups));
   }
 
   std::shared_ptr<Communicator> mine;

@@ -19,7 +19,8 @@ namespace detail {
 
 void validate_rank_set(const char* who, const std::vector<int>& ranks, int world_size) {
   if (ranks.empty()) {
-    throw std::invalid_argument(fmt::format("{}: empty rank set; a group names at least one world rank", who));
+    throw std::invalid_argument(
+        fmt::format("{}: empty rank set; a group names at least one world rank", who));
   }
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] < 0 || ranks[i] >= world_size) {
@@ -28,7 +29,8 @@ void validate_rank_set(const char* who, const std::vector<int>& ranks, int world
     }
     if (i > 0 && ranks[i] <= ranks[i - 1]) {
       throw std::invalid_argument(fmt::format(
-          "{}: rank set {} is not sorted and unique; list each world rank once, in increasing order", who, ranks));
+          "{}: rank set {} is not sorted and unique; list each world rank once, in increasing order", who,
+          ranks));
     }
   }
 }
@@ -71,8 +73,8 @@ GroupComm::GroupComm(MPI_Comm world, const std::vector<int>& ranks) {
     MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
     check_mpi(MPI_Comm_group(world, &world_group), "MPI_Comm_group");
     const int rc_incl = MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group);
-    const int rc_create = rc_incl == MPI_SUCCESS ? MPI_Comm_create_group(world, group, group_tag(ranks), &comm_)
-                                                 : MPI_SUCCESS;
+    const int rc_create =
+        rc_incl == MPI_SUCCESS ? MPI_Comm_create_group(world, group, group_tag(ranks), &comm_) : MPI_SUCCESS;
     MPI_Group_free(&world_group);
     if (group != MPI_GROUP_NULL) MPI_Group_free(&group);
     check_mpi(rc_incl, "MPI_Group_incl");
@@ -97,9 +99,9 @@ std::size_t check_allgatherv_args(std::size_t send_count, const std::vector<std:
         recv_counts.size(), group_size));
   }
   if (send_count != recv_counts[group_rank]) {
-    throw std::invalid_argument(
-        fmt::format("allgatherv: send_count {} differs from this rank's recv_counts[{}] = {}; they must be equal",
-                    send_count, group_rank, recv_counts[group_rank]));
+    throw std::invalid_argument(fmt::format(
+        "allgatherv: send_count {} differs from this rank's recv_counts[{}] = {}; they must be equal",
+        send_count, group_rank, recv_counts[group_rank]));
   }
   return std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0});
 }
@@ -125,9 +127,10 @@ using ConstUnmanaged = Kokkos::View<const float*, Space, Kokkos::MemoryUnmanaged
 // MPI counts and displacements are int; larger buffers would need chunking, which minimllm never needs.
 int to_int(std::size_t count, const char* op) {
   if (count > static_cast<std::size_t>(INT_MAX)) {
-    throw std::overflow_error(fmt::format("MPI communicator {}: {} floats exceed MPI's int count limit ({}); "
-                                          "split the buffer into smaller collectives",
-                                          op, count, INT_MAX));
+    throw std::overflow_error(
+        fmt::format("MPI communicator {}: {} floats exceed MPI's int count limit ({}); "
+                    "split the buffer into smaller collectives",
+                    op, count, INT_MAX));
   }
   return static_cast<int>(count);
 }
@@ -155,7 +158,8 @@ void to_mem_space(const float* host, float* data, std::size_t count) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm world, const std::vector<int>& ranks) : Communicator(ranks), group_(world, ranks) {}
+  MpiCommunicator(MPI_Comm world, const std::vector<int>& ranks)
+      : Communicator(ranks), group_(world, ranks) {}
 
   const char* backend() const override { return "mpi"; }
   int rank() const override { return group_.rank(); }
@@ -163,9 +167,9 @@ class MpiCommunicator final : public Communicator {
 
   void allreduce_sum(float* data, std::size_t count) override {
     float* buffer = on_host(data, count, send_stage_, true);
-    detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, buffer, to_int(count, "allreduce_sum"), MPI_FLOAT, MPI_SUM,
-                                    group_.get()),
-                      "MPI_Allreduce");
+    detail::check_mpi(
+        MPI_Allreduce(MPI_IN_PLACE, buffer, to_int(count, "allreduce_sum"), MPI_FLOAT, MPI_SUM, group_.get()),
+        "MPI_Allreduce");
     to_mem_space(buffer, data, count);
   }
 

@@ -22,7 +22,8 @@ namespace minimllm {
 #ifdef MINIMLLM_ENABLE_NCCL
 
 #if !defined(KOKKOS_ENABLE_CUDA)
-static_assert(kMemSpaceIsHostAccessible, "the NCCL backend needs CUDA device memory or a host Kokkos backend");
+static_assert(kMemSpaceIsHostAccessible,
+              "the NCCL backend needs CUDA device memory or a host Kokkos backend");
 #endif
 
 namespace {
@@ -44,8 +45,8 @@ void select_device() {
     int count = 0;
     check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
     int local_rank = 0;
-    for (const char* name : {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
-                             "SLURM_LOCALID"}) {
+    for (const char* name :
+         {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
       if (const char* value = std::getenv(name)) {
         local_rank = std::atoi(value);
         break;
@@ -185,7 +186,8 @@ class NcclCommunicator final : public Communicator {
   // cudaMemcpyDefault infers the direction, so one path serves host (staged) and device data.
   void copy(float* dst, const float* src, std::size_t count) {
     if (dst == src || count == 0) return;
-    check_cuda(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
+    check_cuda(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDefault, stream_),
+               "cudaMemcpyAsync");
   }
   void synchronize() { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 

@@ -36,4 +36,13 @@ EncoderInput pack_encoder(const Sampler& sampler, const GlobalBatch& batch, cons
 // at mb.received_offset.
 LlmInput pack_llm(const Sampler& sampler, const GlobalBatch& batch, const MicroBatchWork& mb);
 
+struct PackedBatch {
+  EncoderInput encoder;
+  LlmInput llm;
+};
+
+// `samples` of step `step` as one rank would hold them alone (one group, one micro-batch; encoder rows
+// in image order map one to one onto received rows). For tests and benchmarks.
+PackedBatch pack_samples(const Sampler& sampler, int step, const std::vector<SampleMeta>& samples);
+
 }  // namespace minimllm

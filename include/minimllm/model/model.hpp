@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
@@ -47,6 +48,12 @@ struct EncoderActivations {
   t_mat embeddings;  // [patches, llm width]: the encoder's output
 };
 
+// Where a named tensor lives in the parameter (and gradient) buffer.
+struct TensorRange {
+  std::string name;  // e.g. "llm.1.qkv", "patch_embed"
+  std::size_t offset, count;
+};
+
 class Model {
  public:
   Model(const ModelConfig& config, std::uint64_t seed);
@@ -57,6 +64,7 @@ class Model {
   std::size_t decayed_count() const { return decayed_count_; }
   const t_vec& params() const { return params_; }
   const t_vec& grads() const { return grads_; }
+  const std::vector<TensorRange>& tensor_ranges() const { return tensor_ranges_; }
   const ModelTensors& weights() const { return weights_; }
   const ModelTensors& weight_grads() const { return weight_grads_; }
   void zero_grads();
@@ -88,6 +96,7 @@ class Model {
   std::size_t decayed_count_ = 0;
   t_vec params_, grads_;
   ModelTensors weights_, weight_grads_;
+  std::vector<TensorRange> tensor_ranges_;
 };
 
 }  // namespace minimllm
