@@ -16,6 +16,7 @@
 
 #include "minimllm/parallel/comm_pool.hpp"
 #include "minimllm/parallel/communicator.hpp"
+#include "mpi_benchmark_main.hpp"
 
 namespace minimllm {
 namespace {
@@ -107,43 +108,14 @@ void BM_WarmPool(benchmark::State& state) {
 }
 BENCHMARK(BM_WarmPool)->Arg(64)->Arg(2)->Iterations(2000)->Unit(benchmark::kMicrosecond);
 
-// Reports only on rank 0; the other ranks run the same benchmarks silently.
-class NullReporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 }  // namespace
 }  // namespace minimllm
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  Kokkos::initialize(argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  // Group sizes 1..world are known only now. Manual time: the slowest member's creation time.
-  auto* create = benchmark::RegisterBenchmark("BM_CommCreate", minimllm::BM_CommCreate);
-  for (int size = 1; size <= minimllm::world_size(); ++size) create->Arg(size);
-  create->Iterations(200)->UseManualTime()->Unit(benchmark::kMicrosecond);
-
-  if (rank != 0) {
-    // Only rank 0 may write --benchmark_out; the others drop the flag.
-    int kept = 1;
-    for (int i = 1; i < argc; ++i) {
-      if (std::strncmp(argv[i], "--benchmark_out", 15) != 0) argv[kept++] = argv[i];
-    }
-    argc = kept;
-  }
-  benchmark::Initialize(&argc, argv);
-  if (rank == 0) {
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    minimllm::NullReporter silent;
-    benchmark::RunSpecifiedBenchmarks(&silent);
-  }
-  benchmark::Shutdown();
-  Kokkos::finalize();
-  MPI_Finalize();
-  return 0;
+  return minimllm::run_mpi_benchmarks(argc, argv, [] {
+    // Group sizes 1..world are known only now. Manual time: the slowest member's creation time.
+    auto* create = benchmark::RegisterBenchmark("BM_CommCreate", minimllm::BM_CommCreate);
+    for (int size = 1; size <= minimllm::world_size(); ++size) create->Arg(size);
+    create->Iterations(200)->UseManualTime()->Unit(benchmark::kMicrosecond);
+  });
 }

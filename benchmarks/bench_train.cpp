@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
+#include <Kokkos_Core.hpp>
 #include <algorithm>
 
 #include "minimllm/driver/trainer.hpp"

@@ -329,6 +329,27 @@ TEST(CommPool, CappedPoolUnderChurn) {
   }
 }
 
+TEST(CommPool, EvictsLeastRecentlyUsed) {
+  SKIP_BELOW_RANKS(3);
+  const Group a = {0, 1}, b = {1, 2}, c = {0, 2};
+  CommPool pool(MPI_COMM_WORLD, 2, create_mpi_communicator);
+  auto step = [&pool](const Group& group, std::int64_t hits, std::int64_t evictions) {
+    auto comm = pool.acquire(group);
+    if (comm) check_allreduce(*comm);
+    EXPECT_EQ(pool.stats().hits, hits) << "after acquiring " << ::testing::PrintToString(group);
+    EXPECT_EQ(pool.stats().evictions, evictions) << "after acquiring " << ::testing::PrintToString(group);
+  };
+  step(a, 0, 0);
+  step(b, 0, 0);
+  step(a, 1, 0);  // a is now the most recent
+  step(c, 1, 1);  // evicts b
+  step(a, 2, 1);
+  step(b, 2, 2);  // evicts c, the least recent
+  step(a, 3, 2);
+  EXPECT_EQ(pool.stats().creations, 4);
+  EXPECT_EQ(pool.stats().live, contains(a, world_rank()) + contains(b, world_rank()));  // a and b cached
+}
+
 TEST(CommPool, EvictedCommunicatorStaysValidWhileHeld) {
   SKIP_BELOW_RANKS(3);
   Group everyone(world_size());
@@ -379,6 +400,30 @@ TEST(NcclCommunicator, ClearErrorWhenBuiltWithoutNccl) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("-DMINIMLLM_ENABLE_NCCL=ON"), std::string::npos) << e.what();
   }
+}
+
+// With NCCL compiled in: either a clear error (no usable GPU, as on the CI machine) or correct results.
+// Singletons run on any GPU count; the whole world needs one GPU per rank (NCCL rejects shared GPUs).
+// Failures must reach every member, or this test would hang.
+void check_nccl_group(const Group& group) {
+  if (!nccl_compiled()) GTEST_SKIP() << "built without NCCL";
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = create_nccl_communicator(MPI_COMM_WORLD, group);
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()), "");
+    GTEST_SKIP() << "no usable GPU setup: " << e.what();
+  }
+  EXPECT_STREQ(comm->backend(), "nccl");
+  check_collectives(*comm, group);
+}
+
+TEST(NcclCommunicator, SingletonWorksOrFailsClearly) { check_nccl_group({world_rank()}); }
+
+TEST(NcclCommunicator, WholeWorldWorksOrFailsClearly) {
+  Group everyone(world_size());
+  std::iota(everyone.begin(), everyone.end(), 0);
+  check_nccl_group(everyone);
 }
 
 }  // namespace

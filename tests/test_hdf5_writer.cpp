@@ -59,6 +59,17 @@ StepRecord make_record(int i) {
   r.tokens_per_second = 12345.5 + i;
   r.model_flops = 3.5e12 + i;
   r.mfu = 0.375 + 0.001 * i;
+  r.data_seconds = 0.5 + i;
+  r.kv_exchange_seconds = 0.25 + i;
+  r.boundary_seconds = 0.75 + i;
+  r.planning_seconds = 1.5 + i;
+  r.boundary_bytes = (std::int64_t{1} << 41) + i;
+  r.llm_groups = 3 + i;
+  r.max_group_size = 5 + i;
+  r.comm_hits = 70 + i;
+  r.comm_creations = 11 + i;
+  r.comm_evictions = 13 + i;
+  r.comm_creation_seconds = 2.5 + i;
   return r;
 }
 
@@ -78,6 +89,17 @@ void expect_record_eq(const StepRecord& a, const StepRecord& b, std::size_t row)
   EXPECT_EQ(a.tokens_per_second, b.tokens_per_second);
   EXPECT_EQ(a.model_flops, b.model_flops);
   EXPECT_EQ(a.mfu, b.mfu);
+  EXPECT_EQ(a.data_seconds, b.data_seconds);
+  EXPECT_EQ(a.kv_exchange_seconds, b.kv_exchange_seconds);
+  EXPECT_EQ(a.boundary_seconds, b.boundary_seconds);
+  EXPECT_EQ(a.planning_seconds, b.planning_seconds);
+  EXPECT_EQ(a.boundary_bytes, b.boundary_bytes);
+  EXPECT_EQ(a.llm_groups, b.llm_groups);
+  EXPECT_EQ(a.max_group_size, b.max_group_size);
+  EXPECT_EQ(a.comm_hits, b.comm_hits);
+  EXPECT_EQ(a.comm_creations, b.comm_creations);
+  EXPECT_EQ(a.comm_evictions, b.comm_evictions);
+  EXPECT_EQ(a.comm_creation_seconds, b.comm_creation_seconds);
 }
 
 // The reader's own view of the schema, written independently of the writer's table.
@@ -100,7 +122,18 @@ std::vector<Member> expected_members() {
           {"optimizer_seconds", offsetof(StepRecord, optimizer_seconds), H5T_NATIVE_DOUBLE},
           {"tokens_per_second", offsetof(StepRecord, tokens_per_second), H5T_NATIVE_DOUBLE},
           {"model_flops", offsetof(StepRecord, model_flops), H5T_NATIVE_DOUBLE},
-          {"mfu", offsetof(StepRecord, mfu), H5T_NATIVE_DOUBLE}};
+          {"mfu", offsetof(StepRecord, mfu), H5T_NATIVE_DOUBLE},
+          {"data_seconds", offsetof(StepRecord, data_seconds), H5T_NATIVE_DOUBLE},
+          {"kv_exchange_seconds", offsetof(StepRecord, kv_exchange_seconds), H5T_NATIVE_DOUBLE},
+          {"boundary_seconds", offsetof(StepRecord, boundary_seconds), H5T_NATIVE_DOUBLE},
+          {"planning_seconds", offsetof(StepRecord, planning_seconds), H5T_NATIVE_DOUBLE},
+          {"boundary_bytes", offsetof(StepRecord, boundary_bytes), H5T_NATIVE_INT64},
+          {"llm_groups", offsetof(StepRecord, llm_groups), H5T_NATIVE_INT32},
+          {"max_group_size", offsetof(StepRecord, max_group_size), H5T_NATIVE_INT32},
+          {"comm_hits", offsetof(StepRecord, comm_hits), H5T_NATIVE_INT64},
+          {"comm_creations", offsetof(StepRecord, comm_creations), H5T_NATIVE_INT64},
+          {"comm_evictions", offsetof(StepRecord, comm_evictions), H5T_NATIVE_INT64},
+          {"comm_creation_seconds", offsetof(StepRecord, comm_creation_seconds), H5T_NATIVE_DOUBLE}};
 }
 
 // Reads /steps after checking that the file's compound type has exactly the expected members,

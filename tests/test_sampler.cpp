@@ -348,7 +348,7 @@ TEST(Sampler, PoissonImageCountsForLargeMean) {
   // mean_per_sample may be up to 2^20. With a mean of 800 and a cap of 2000, the count is Poisson(800)
   // (sd 28), so the average over 64 samples is within a few units of 800. Inversion of the CDF starting
   // from exp(-800), which underflows to 0 in double, cannot produce that.
-  // KNOWN BUG (see report): src/data/sampler.cpp, Sampler::sample_meta, the Poisson draw.
+  // Regression: the Poisson draw once underflowed here and gave every sample max_per_sample images.
   DeckKnobs knobs;
   knobs.incoherence = 0.0;
   knobs.mean_images = 800.0;
@@ -364,7 +364,7 @@ TEST(Sampler, PoissonImageCountsForLargeMean) {
 TEST(Sampler, HugeSigmaTextHeavySamplesClampToMax) {
   // data.text.sigma has no upper bound. Text-heavy samples draw z >= 1, so with sigma = 1000 the lognormal
   // length is astronomically large (or inf): it must clamp to data.text.max, never to data.text.min.
-  // KNOWN BUG (see report): src/data/sampler.cpp, Sampler::sample_meta, lround() of an out-of-range length.
+  // Regression: lround() of an out-of-range length once clamped these to data.text.min.
   DeckKnobs knobs;
   knobs.incoherence = 1.0;
   knobs.text_sigma = 1000.0;

@@ -13,6 +13,21 @@ enum Stream : std::uint64_t { kMeta = 1, kText = 2, kPixels = 3, kLanguage = 4, 
 
 constexpr float kPixelNoise = 0.5f;
 
+// Poisson(mean) from two hashes: inversion of the cumulative distribution for small means; for large
+// means (where exp(-mean) underflows) the normal approximation, rounded and clamped at 0.
+int poisson(double mean, std::uint64_t h1, std::uint64_t h2) {
+  if (mean > 64.0) return static_cast<int>(std::max(0.0, std::round(mean + std::sqrt(mean) * standard_normal(h1, h2))));
+  const double u = uniform01(h1);
+  double p = std::exp(-mean), cdf = p;
+  int n = 0;
+  while (u > cdf && p > 0.0) {
+    ++n;
+    p *= mean / n;
+    cdf += p;
+  }
+  return n;
+}
+
 }  // namespace
 
 int SampleMeta::image_tokens() const {
@@ -99,21 +114,15 @@ SampleMeta Sampler::sample_meta(int step, int id) const {
 
   double z = standard_normal(draw(2), draw(3));
   if (text_heavy) z = std::abs(z) + 1.0;  // upper tail of the length distribution
-  const double len = text.median * std::exp(text.sigma * z);
-  s.text_len = image_heavy ? text.min : static_cast<int>(std::clamp(std::lround(len), long(text.min), long(text.max)));
+  // Clamp before rounding: a long tail can exceed what an integer holds (or overflow to infinity).
+  const double len = std::clamp(text.median * std::exp(text.sigma * z), double(text.min), double(text.max));
+  s.text_len = image_heavy ? text.min : static_cast<int>(std::lround(len));
 
   int n_images = 0;
   if (image_heavy) {
     n_images = img.max_per_sample;
   } else if (!text_heavy && img.mean_per_sample > 0.0) {
-    // Poisson by inversion of the cumulative distribution; capped at max_per_sample.
-    const double u = uniform01(draw(4));
-    double p = std::exp(-img.mean_per_sample), cdf = p;
-    while (u > cdf && n_images < img.max_per_sample) {
-      ++n_images;
-      p *= img.mean_per_sample / n_images;
-      cdf += p;
-    }
+    n_images = std::min(img.max_per_sample, poisson(img.mean_per_sample, draw(4), draw(5)));
   }
   const int side_choices = (img.max_side - img.min_side) / patch_ + 1;
   for (int i = 0; i < n_images; ++i) {

@@ -61,6 +61,7 @@ StepOutcome StepExecutor::run(const GlobalBatch& batch, const StepPlan& plan) {
     std::unique_ptr<KvExchange> kv;
     if (work.group_ranks.size() > 1) kv = std::make_unique<KvExchange>(group_comm, work.micro_batches[m], 2 * width);
     out.loss_sum += model_.llm_forward_backward(llm_inputs[m], received, grad_scale, d_received, kv.get());
+    if (kv) out.kv_exchange_seconds += kv->seconds();
     out.flops += model_.llm_flops(llm_inputs[m]);
     out.llm_rows += llm_inputs[m].tokens;
   }

@@ -229,11 +229,11 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
 
     // Times: max over ranks (the slowest rank sets the pace); counts and FLOPs: sums over ranks.
     const CommPoolStats& pool_now = pool.stats();
-    double maxima[9] = {t_end - t_start,          t_plan - t_start,          outcome.data_seconds,
-                        outcome.encoder_seconds,  outcome.llm_seconds,       outcome.boundary_seconds,
-                        outcome.grad_sync_seconds, t_end - t_executed,
-                        pool_now.creation_seconds - pool_before.creation_seconds};
-    MPI_Allreduce(MPI_IN_PLACE, maxima, 9, MPI_DOUBLE, MPI_MAX, world.comm);
+    double maxima[10] = {t_end - t_start,          t_plan - t_start,          outcome.data_seconds,
+                         outcome.encoder_seconds,  outcome.llm_seconds,       outcome.boundary_seconds,
+                         outcome.grad_sync_seconds, t_end - t_executed,
+                         pool_now.creation_seconds - pool_before.creation_seconds, outcome.kv_exchange_seconds};
+    MPI_Allreduce(MPI_IN_PLACE, maxima, 10, MPI_DOUBLE, MPI_MAX, world.comm);
     double sums[5] = {outcome.flops, static_cast<double>(outcome.boundary_bytes),
                       static_cast<double>(pool_now.hits - pool_before.hits),
                       static_cast<double>(pool_now.creations - pool_before.creations),
@@ -250,6 +250,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     s.step_seconds = maxima[0], s.planning_seconds = maxima[1], s.data_seconds = maxima[2];
     s.encoder_seconds = maxima[3], s.llm_seconds = maxima[4], s.boundary_seconds = maxima[5];
     s.grad_sync_seconds = maxima[6], s.optimizer_seconds = maxima[7], s.comm_creation_seconds = maxima[8];
+    s.kv_exchange_seconds = maxima[9];
     s.tokens_per_second = (s.text_tokens + s.image_tokens) / s.step_seconds;
     s.model_flops = sums[0];
     s.mfu = sums[0] / s.step_seconds / (result.peak_gflops_per_rank * 1e9 * world.size);

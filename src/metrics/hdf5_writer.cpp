@@ -64,6 +64,7 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(data_seconds, "s"),
       MINIMLLM_FIELD(encoder_seconds, "s"),
       MINIMLLM_FIELD(llm_seconds, "s"),
+      MINIMLLM_FIELD(kv_exchange_seconds, "s"),
       MINIMLLM_FIELD(boundary_seconds, "s"),
       MINIMLLM_FIELD(planning_seconds, "s"),
       MINIMLLM_FIELD(grad_sync_seconds, "s"),

@@ -1,9 +1,26 @@
 #include "minimllm/parallel/kv_exchange.hpp"
 
+#include <chrono>
+
 #include "minimllm/kernels/embedding.hpp"
 
 namespace minimllm {
 namespace {
+
+// Fenced wall-clock time of a scope, added to a total.
+class ScopedSeconds {
+ public:
+  explicit ScopedSeconds(double& total) : total_(total), start_(now()) {}
+  ~ScopedSeconds() { total_ += now() - start_; }
+
+ private:
+  static double now() {
+    Kokkos::fence();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  double& total_;
+  double start_;
+};
 
 t_ivec to_device(const std::vector<int>& host, const char* label) {
   t_ivec v(std::string(label), host.size());
@@ -28,6 +45,7 @@ KvExchange::KvExchange(std::shared_ptr<Communicator> group, const MicroBatchWork
 }
 
 void KvExchange::gather(const t_mat_strided_const& kv_local, const t_mat& kv_full) {
+  const ScopedSeconds timer(seconds_);
   Kokkos::deep_copy(local_, kv_local);
   Kokkos::fence();  // the communicator reads raw pointers
   group_->allgatherv(local_.data(), local_.size(), rank_major_.data(), member_floats_);
@@ -35,6 +53,7 @@ void KvExchange::gather(const t_mat_strided_const& kv_local, const t_mat& kv_ful
 }
 
 void KvExchange::reduce(const t_mat_const& d_kv_full, const t_mat_strided& kv_local_grad) {
+  const ScopedSeconds timer(seconds_);
   copy_rows(d_kv_full, identity_, rank_major_, kv_order_);
   Kokkos::fence();
   group_->reduce_scatterv(rank_major_.data(), local_.data(), member_floats_);

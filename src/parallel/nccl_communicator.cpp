@@ -44,6 +44,7 @@ void select_device() {
   static const int device = [] {
     int count = 0;
     check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+    if (count == 0) throw std::runtime_error("no CUDA device is visible to this process");
     int local_rank = 0;
     for (const char* name :
          {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {

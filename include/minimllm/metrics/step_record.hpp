@@ -16,6 +16,7 @@ struct StepRecord {
   double data_seconds = 0.0;     // phase times, max over ranks: batch generation and packing
   double encoder_seconds = 0.0;  // encoder forward + backward
   double llm_seconds = 0.0;      // LLM forward + backward
+  double kv_exchange_seconds = 0.0;  // context-parallel K/V exchange (part of llm_seconds)
   double boundary_seconds = 0.0; // encoder <-> LLM boundary exchange, both directions
   double planning_seconds = 0.0; // building and validating the step plan
   double grad_sync_seconds = 0.0;

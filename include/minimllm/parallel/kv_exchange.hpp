@@ -22,12 +22,15 @@ class KvExchange {
   // kv_local_grad (overwritten) = sum over members of their d_kv_full rows that belong to this rank.
   void reduce(const t_mat_const& d_kv_full, const t_mat_strided& kv_local_grad);
 
+  double seconds() const { return seconds_; }  // spent in gather and reduce so far (fenced)
+
  private:
   std::shared_ptr<Communicator> group_;
   int width_, full_rows_, local_rows_;
   std::vector<std::size_t> member_floats_;
   t_ivec kv_order_, identity_;  // sample-major row -> rank-major row, and 0..full_rows-1
   t_mat local_, rank_major_;     // staging buffers
+  double seconds_ = 0.0;
 };
 
 }  // namespace minimllm

@@ -1,0 +1,47 @@
+#include "mpi_benchmark_main.hpp"
+
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstring>
+
+namespace minimllm {
+namespace {
+
+// The other ranks run the same benchmarks silently.
+class NullReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+}  // namespace
+
+int run_mpi_benchmarks(int argc, char** argv, const std::function<void()>& register_dynamic) {
+  MPI_Init(&argc, &argv);
+  Kokkos::initialize(argc, argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (register_dynamic) register_dynamic();
+  if (rank != 0) {
+    // Only rank 0 may write --benchmark_out; the others drop the flag.
+    int kept = 1;
+    for (int i = 1; i < argc; ++i)
+      if (std::strncmp(argv[i], "--benchmark_out", 15) != 0) argv[kept++] = argv[i];
+    argc = kept;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (rank == 0) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    NullReporter silent;
+    benchmark::RunSpecifiedBenchmarks(&silent);
+  }
+  benchmark::Shutdown();
+  Kokkos::finalize();
+  MPI_Finalize();
+  return 0;
+}
+
+}  // namespace minimllm
