@@ -1,5 +1,5 @@
-// GEMM throughput per core: vendor BLAS against the portable Kokkos kernel, on square sizes and the
-// transformer's projection shapes (forward and both backward products).
+// GEMM throughput per core (per GPU with cuBLAS): vendor BLAS against the portable Kokkos kernel, on square
+// sizes and the transformer's projection shapes (forward and both backward products).
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
@@ -21,6 +21,10 @@ void BM_Gemm(benchmark::State& state) {
     state.SkipWithError("BLAS needs host-accessible memory");
     return;
   }
+  if (backend == GemmBackend::cublas && default_gemm_backend() != GemmBackend::cublas) {
+    state.SkipWithError("cuBLAS needs the CUDA backend");
+    return;
+  }
   const t_mat a("a", trans_a == Trans::yes ? k : m, trans_a == Trans::yes ? m : k);
   const t_mat b("b", trans_b == Trans::yes ? n : k, trans_b == Trans::yes ? k : n);
   const t_mat c("c", m, n);
@@ -37,7 +41,7 @@ void BM_Gemm(benchmark::State& state) {
 
 void add_shapes(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"backend", "ta", "tb", "m", "n", "k"});
-  for (const GemmBackend backend : {GemmBackend::blas, GemmBackend::portable}) {
+  for (const GemmBackend backend : {GemmBackend::blas, GemmBackend::portable, GemmBackend::cublas}) {
     const auto id = static_cast<int64_t>(backend);
     for (const int64_t size : {256, 512, 1024, 2048}) bench->Args({id, 0, 0, size, size, size});
     // Projection 512 -> 1536 over 4096 tokens: forward Y = X W, then dX = dY W^T and dW = X^T dY.

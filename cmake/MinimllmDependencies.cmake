@@ -64,8 +64,11 @@ if(MINIMLLM_ENABLE_BENCHMARKS)
   find_package(benchmark REQUIRED)
 endif()
 
-if(MINIMLLM_ENABLE_NCCL)
+# The CUDA backend's GEMM is cuBLAS; NCCL needs the CUDA runtime even on host backends.
+if("CUDA" IN_LIST MINIMLLM_KOKKOS_BACKENDS OR MINIMLLM_ENABLE_NCCL)
   find_package(CUDAToolkit REQUIRED)
+endif()
+if(MINIMLLM_ENABLE_NCCL)
   find_library(MINIMLLM_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
   find_path(MINIMLLM_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
 endif()

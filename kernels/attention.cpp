@@ -18,6 +18,7 @@ namespace {
 
 constexpr int kTileQ = 32;  // query rows per tile
 constexpr int kTileK = 32;  // key rows per tile
+constexpr int kRows = 4;    // query rows register-blocked together
 
 struct SegmentView {
   t_ivec_const q_start, q_len, k_start, k_len, causal_offset;
@@ -123,36 +124,55 @@ struct ForwardTile {
     for (int kb = 0; kb < k_end; kb += kTileK) {
       const int nk = k_end - kb < kTileK ? k_end - kb : kTileK;
       const float* kt_tile = kt_head + k0 + kb;
-      for (int i = 0; i < nq; ++i) {
-        const int seen = visible_keys(causal, q_first + i, offset, k_len) - kb;
-        if (seen <= 0) continue;
-        const int nj = seen < nk ? seen : nk;
-        const float* q_row = &q(h, q0 + i, 0);
-        float score[kTileK];
-        for (int j = 0; j < kTileK; ++j) score[j] = 0.0f;
+      // kRows query rows at a time: each key and value row loaded feeds kRows FMAs.
+      for (int i0 = 0; i0 < nq; i0 += kRows) {
+        const float* q_rows[kRows];
+        float score[kRows][kTileK], correction[kRows];
+        for (int r = 0; r < kRows; ++r) {
+          q_rows[r] = &q(h, q0 + (i0 + r < nq ? i0 + r : i0), 0);  // rows past the tile repeat a valid one
+          for (int j = 0; j < kTileK; ++j) score[r][j] = 0.0f;
+        }
         for (int d = 0; d < D; ++d) {
-          const float qd = q_row[d];
           const float* kt_d = kt_tile + d * ldk;
-          for (int j = 0; j < kTileK; ++j) score[j] += qd * kt_d[j];
+          float qd[kRows];
+          for (int r = 0; r < kRows; ++r) qd[r] = q_rows[r][d];
+          for (int j = 0; j < kTileK; ++j) {
+            const float kj = kt_d[j];
+            for (int r = 0; r < kRows; ++r) score[r][j] += qd[r] * kj;
+          }
         }
-        float m = row_max[i];
-        for (int j = 0; j < nj; ++j) m = score[j] > m ? score[j] : m;
-        const float correction = expf(row_max[i] - m);
-        float sum = 0.0f;
-        for (int j = 0; j < kTileK; ++j) {
-          score[j] = j < nj ? exp_vectorizable(score[j] - m) : 0.0f;
-          sum += score[j];
+        for (int r = 0; r < kRows; ++r) {
+          const int i = i0 + r;
+          const int seen = i < nq ? visible_keys(causal, q_first + i, offset, k_len) - kb : 0;
+          const int nj = seen < nk ? seen : nk;
+          if (nj <= 0) {  // this row sees nothing here: no contribution, state unchanged
+            for (int j = 0; j < kTileK; ++j) score[r][j] = 0.0f;
+            correction[r] = 1.0f;
+            continue;
+          }
+          float m = row_max[i];
+          for (int j = 0; j < nj; ++j) m = score[r][j] > m ? score[r][j] : m;
+          correction[r] = expf(row_max[i] - m);
+          float sum = 0.0f;
+          for (int j = 0; j < kTileK; ++j) {
+            score[r][j] = j < nj ? exp_vectorizable(score[r][j] - m) : 0.0f;
+            sum += score[r][j];
+          }
+          row_sum[i] = row_sum[i] * correction[r] + sum;
+          row_max[i] = m;
         }
-        row_sum[i] = row_sum[i] * correction + sum;
-        row_max[i] = m;
-        float o[DMax];
-        for (int d = 0; d < D; ++d) o[d] = acc[i][d] * correction;
-        for (int j = 0; j < nj; ++j) {
-          const float p = score[j];
+        float o[kRows][DMax];
+        for (int r = 0; r < kRows; ++r)
+          for (int d = 0; d < D; ++d) o[r][d] = i0 + r < nq ? acc[i0 + r][d] * correction[r] : 0.0f;
+        for (int j = 0; j < nk; ++j) {
           const float* v_row = &v(h, k0 + kb + j, 0);
-          for (int d = 0; d < D; ++d) o[d] += p * v_row[d];
+          for (int d = 0; d < D; ++d) {
+            const float vd = v_row[d];
+            for (int r = 0; r < kRows; ++r) o[r][d] += score[r][j] * vd;
+          }
         }
-        for (int d = 0; d < D; ++d) acc[i][d] = o[d];
+        for (int r = 0; r < kRows && i0 + r < nq; ++r)
+          for (int d = 0; d < D; ++d) acc[i0 + r][d] = o[r][d];
       }
     }
     for (int i = 0; i < nq; ++i) {
@@ -197,26 +217,40 @@ struct BackwardSegment {
       for (int qb = q_begin; qb < q_len; qb += kTileQ) {
         const int nq = q_len - qb < kTileQ ? q_len - qb : kTileQ;
         float p[kTileQ][kTileK], ds[kTileQ][kTileK];
-        for (int i = 0; i < nq; ++i) {
-          const float* q_row = &q(h, q0 + qb + i, 0);
-          const float* do_row = &dout(h, q0 + qb + i, 0);
-          float score[kTileK], dp[kTileK];
-          for (int j = 0; j < kTileK; ++j) score[j] = dp[j] = 0.0f;
+        // Scores and dP for kRows query rows at a time (rows past the tile repeat a valid one; their
+        // P and dS are zeroed below).
+        for (int i0 = 0; i0 < nq; i0 += kRows) {
+          const float *q_rows[kRows], *do_rows[kRows];
+          float score[kRows][kTileK], dp[kTileK * kRows];
+          for (int r = 0; r < kRows; ++r) {
+            const int row = q0 + qb + (i0 + r < nq ? i0 + r : i0);
+            q_rows[r] = &q(h, row, 0);
+            do_rows[r] = &dout(h, row, 0);
+            for (int j = 0; j < kTileK; ++j) score[r][j] = dp[r * kTileK + j] = 0.0f;
+          }
           for (int d = 0; d < D; ++d) {
-            const float qd = q_row[d], gd = do_row[d];
+            float qd[kRows], gd[kRows];
+            for (int r = 0; r < kRows; ++r) qd[r] = q_rows[r][d], gd[r] = do_rows[r][d];
             for (int j = 0; j < kTileK; ++j) {
-              score[j] += qd * kt_tile[d * ldk + j];
-              dp[j] += gd * vt_tile[d * ldk + j];
+              const float kj = kt_tile[d * ldk + j], vj = vt_tile[d * ldk + j];
+              for (int r = 0; r < kRows; ++r) {
+                score[r][j] += qd[r] * kj;
+                dp[r * kTileK + j] += gd[r] * vj;
+              }
             }
           }
-          const int seen = visible_keys(causal, qb + i, offset, k_len) - kb;
-          const float row_lse = lse(q0 + qb + i, h), row_delta = delta(q0 + qb + i, h);
-          for (int j = 0; j < kTileK; ++j) {
-            const float pij = j < seen && j < nk ? exp_vectorizable(score[j] - row_lse) : 0.0f;
-            p[i][j] = pij;
-            ds[i][j] = pij * (dp[j] - row_delta);
+          for (int r = 0; r < kRows && i0 + r < nq; ++r) {
+            const int i = i0 + r;
+            const int seen = visible_keys(causal, qb + i, offset, k_len) - kb;
+            const float row_lse = lse(q0 + qb + i, h), row_delta = delta(q0 + qb + i, h);
+            for (int j = 0; j < kTileK; ++j) {
+              const float pij = j < seen && j < nk ? exp_vectorizable(score[r][j] - row_lse) : 0.0f;
+              p[i][j] = pij;
+              ds[i][j] = pij * (dp[r * kTileK + j] - row_delta);
+            }
           }
         }
+        // dV += P^T dO and dK += dS^T Q.
         for (int j = 0; j < nk; ++j) {
           float gk[DMax], gv[DMax];
           for (int d = 0; d < D; ++d) gk[d] = dk_acc[j][d], gv[d] = dv_acc[j][d];
@@ -231,6 +265,7 @@ struct BackwardSegment {
           }
           for (int d = 0; d < D; ++d) dk_acc[j][d] = gk[d], dv_acc[j][d] = gv[d];
         }
+        // dQ += dS K.
         for (int i = 0; i < nq; ++i) {
           float gq[DMax];
           for (int d = 0; d < D; ++d) gq[d] = 0.0f;

@@ -9,6 +9,10 @@
 
 #include "team_policy.hpp"
 
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cublas_v2.h>
+#endif
+
 namespace minimllm {
 namespace {
 
@@ -210,6 +214,53 @@ void blas_gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, 
               leading_dim(c.stride(0), c.extent(1)));
 }
 
+#ifdef KOKKOS_ENABLE_CUDA
+constexpr bool kCudaExec = std::is_same<ExecSpace, Kokkos::Cuda>::value;
+
+void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(what) + " failed: " + cublasGetStatusString(status));
+}
+
+// One handle per process, created on first use on Kokkos's CUDA stream (so cuBLAS calls are ordered
+// with Kokkos kernels without fences), destroyed before Kokkos::finalize tears the CUDA context down.
+cublasHandle_t cublas_handle() {
+  static cublasHandle_t handle = nullptr;
+  if (!handle) {
+    check_cublas(cublasCreate(&handle), "cublasCreate");
+    check_cublas(cublasSetStream(handle, Kokkos::Cuda().cuda_stream()), "cublasSetStream");
+    Kokkos::push_finalize_hook([] {
+      cublasDestroy(handle);
+      handle = nullptr;
+    });
+  }
+  return handle;
+}
+#else
+constexpr bool kCudaExec = false;
+#endif
+
+// cuBLAS is column-major, and a row-major X is the column-major X^T with the same leading dimension; so
+// C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T: operands swapped, m and n swapped. The default
+// math mode keeps full fp32 (no TF32), like the other backends. beta == 0 does not read C.
+void cublas_gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b,
+                 float beta, const t_mat& c, int k) {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (kCudaExec) {
+    const auto op = [](Trans t) { return t == Trans::yes ? CUBLAS_OP_T : CUBLAS_OP_N; };
+    check_cublas(cublasSgemm(cublas_handle(), op(trans_b), op(trans_a), static_cast<int>(c.extent(1)),
+                             static_cast<int>(c.extent(0)), k, &alpha, b.data(),
+                             leading_dim(b.stride(0), b.extent(1)), a.data(), leading_dim(a.stride(0), a.extent(1)),
+                             &beta, c.data(), leading_dim(c.stride(0), c.extent(1))),
+                 "cublasSgemm");
+    return;
+  }
+#endif
+  (void)trans_a, (void)trans_b, (void)alpha, (void)a, (void)b, (void)beta, (void)c, (void)k;
+  throw std::invalid_argument(std::string("gemm: GemmBackend::cublas needs the CUDA Kokkos backend, but it is ") +
+                              ExecSpace::name() + "; use GemmBackend::blas or GemmBackend::portable");
+}
+
 void portable_gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b,
                    float beta, const t_mat& c, int k) {
   const int m = static_cast<int>(c.extent(0));
@@ -229,6 +280,7 @@ void portable_gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const&
 }  // namespace
 
 GemmBackend default_gemm_backend() {
+  if (kCudaExec) return GemmBackend::cublas;
   return kMemSpaceIsHostAccessible ? GemmBackend::blas : GemmBackend::portable;
 }
 
@@ -238,6 +290,8 @@ const char* to_string(GemmBackend backend) {
       return "blas";
     case GemmBackend::portable:
       return "portable";
+    case GemmBackend::cublas:
+      return "cublas";
   }
   return "unknown";
 }
@@ -247,11 +301,15 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const
   check_shapes(trans_a, trans_b, a, b, c);
   if (c.extent(0) == 0 || c.extent(1) == 0) return;
   const int k = static_cast<int>(a.extent(trans_a == Trans::yes ? 0 : 1));
-  if (backend == GemmBackend::blas) {
-    blas_gemm(trans_a, trans_b, alpha, a, b, beta, c, k);
-  } else {
-    portable_gemm(trans_a, trans_b, alpha, a, b, beta, c, k);
+  switch (backend) {
+    case GemmBackend::blas:
+      return blas_gemm(trans_a, trans_b, alpha, a, b, beta, c, k);
+    case GemmBackend::cublas:
+      return cublas_gemm(trans_a, trans_b, alpha, a, b, beta, c, k);
+    case GemmBackend::portable:
+      break;
   }
+  portable_gemm(trans_a, trans_b, alpha, a, b, beta, c, k);
 }
 
 void set_blas_threads(int threads) {

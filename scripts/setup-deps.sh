@@ -2,22 +2,28 @@
 # Installs what minimllm needs on Debian/Ubuntu, only when missing (idempotent).
 #   scripts/setup-deps.sh            Debian packages (build, run, tests, reports)
 #   scripts/setup-deps.sh --openmp   also Kokkos 3.4.01 with the OpenMP backend, built from
-#                                    Debian's trilinos source package into $MINIMLLM_DEPS
+#                                    Debian's trilinos source package into $MINIMLLM_DEPS/kokkos-openmp
+#   scripts/setup-deps.sh --cuda     also Kokkos 3.4.01 with the CUDA backend (sm_80, needs
+#                                    /usr/local/cuda; no GPU) into $MINIMLLM_DEPS/kokkos-cuda
 set -euo pipefail
 
 deps_dir=${MINIMLLM_DEPS:-$HOME/.cache/minimllm}
+patch_dir="$(cd "$(dirname "$0")" && pwd)/patches"
 want_openmp=0
+want_cuda=0
 for arg in "$@"; do
   case "$arg" in
     --openmp) want_openmp=1 ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
-    *) echo "setup-deps.sh: unknown argument '$arg' (valid: --openmp, --help)" >&2; exit 2 ;;
+    --cuda) want_cuda=1 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "setup-deps.sh: unknown argument '$arg' (valid: --openmp, --cuda, --help)" >&2; exit 2 ;;
   esac
 done
 
 packages=(build-essential cmake pkg-config git libtrilinos-kokkos-dev mpich libmpich-dev
   libhdf5-mpich-dev hdf5-tools libopenblas-dev libyaml-cpp-dev libcli11-dev libfmt-dev
   libgtest-dev libbenchmark-dev python3-h5py python3-matplotlib)
+((want_cuda)) && packages+=(patch)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -31,31 +37,54 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-((want_openmp)) || exit 0
-
-kokkos_omp="$deps_dir/kokkos-openmp"
-if [ -f "$kokkos_omp/lib/cmake/Kokkos/KokkosConfig.cmake" ]; then
-  exit 0
-fi
-echo "setup-deps: building Kokkos 3.4.01 (OpenMP + Serial) into $kokkos_omp"
 work="$deps_dir/src"
-mkdir -p "$work/lists/partial"
-uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-uri=${uri:-http://deb.debian.org/debian}
-echo "deb-src $uri bookworm main" >"$work/sources.list"
-apt_private=(-o Dir::Etc::SourceList="$work/sources.list" -o Dir::Etc::SourceParts=/nonexistent
-  -o Dir::State::Lists="$work/lists")
-if ! ls "$work"/trilinos_*.orig.tar.* >/dev/null 2>&1; then
-  apt-get "${apt_private[@]}" update -qq
-  (cd "$work" && apt-get "${apt_private[@]}" source --download-only trilinos >/dev/null)
+
+# Extracts Kokkos 3.4.01 from Debian's trilinos source package (downloaded once, through a private
+# apt source list so the machine's apt configuration is untouched) into a fresh directory $1.
+extract_kokkos_source() {
+  local dest=$1
+  mkdir -p "$work/lists/partial"
+  if ! ls "$work"/trilinos_*.orig.tar.* >/dev/null 2>&1; then
+    local uri
+    uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+    echo "deb-src ${uri:-http://deb.debian.org/debian} bookworm main" >"$work/sources.list"
+    local apt_private=(-o Dir::Etc::SourceList="$work/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+      -o Dir::State::Lists="$work/lists")
+    apt-get "${apt_private[@]}" update -qq
+    (cd "$work" && apt-get "${apt_private[@]}" source --download-only trilinos >/dev/null)
+  fi
+  local tarball
+  tarball=$(ls "$work"/trilinos_*.orig.tar.* | head -1)
+  rm -rf "$dest" && mkdir -p "$dest"
+  tar -xf "$tarball" -C "$dest" --strip-components=3 --wildcards '*/packages/kokkos/*'
+}
+
+# build_kokkos NAME DESCRIPTION PATCH|"" [cmake arguments...]: Kokkos into $deps_dir/kokkos-NAME,
+# skipped when already installed. "@SRC@" in an argument stands for the source directory.
+build_kokkos() {
+  local name=$1 description=$2 patch_file=$3
+  shift 3
+  local prefix="$deps_dir/kokkos-$name"
+  [ -f "$prefix/lib/cmake/Kokkos/KokkosConfig.cmake" ] && return 0
+  echo "setup-deps: building Kokkos 3.4.01 ($description) into $prefix"
+  local src="$work/kokkos-src-$name" build="$work/kokkos-build-$name"
+  extract_kokkos_source "$src"
+  [ -z "$patch_file" ] || patch -s -p1 -d "$src" <"$patch_file"
+  cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" \
+    -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_CXX_STANDARD=17 "${@//@SRC@/$src}" >/dev/null
+  cmake --build "$build" -j "${MINIMLLM_BUILD_JOBS:-$(nproc)}" >/dev/null
+  cmake --install "$build" >/dev/null
+  rm -rf "$build" "$src"
+  echo "setup-deps: Kokkos $description installed in $prefix"
+}
+
+if ((want_openmp)); then
+  build_kokkos openmp "OpenMP + Serial" "" -DKokkos_ENABLE_OPENMP=ON -DKokkos_ENABLE_SERIAL=ON
 fi
-tarball=$(ls "$work"/trilinos_*.orig.tar.* | head -1)
-rm -rf "$work/kokkos-src" && mkdir -p "$work/kokkos-src"
-tar -xf "$tarball" -C "$work/kokkos-src" --strip-components=3 --wildcards '*/packages/kokkos/*'
-cmake -S "$work/kokkos-src" -B "$work/kokkos-build" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_INSTALL_PREFIX="$kokkos_omp" -DKokkos_ENABLE_OPENMP=ON -DKokkos_ENABLE_SERIAL=ON \
-  -DCMAKE_CXX_STANDARD=17 >/dev/null
-cmake --build "$work/kokkos-build" -j "$(nproc)" >/dev/null
-cmake --install "$work/kokkos-build" >/dev/null
-rm -rf "$work/kokkos-build" "$work/kokkos-src"
-echo "setup-deps: Kokkos OpenMP installed in $kokkos_omp"
+if ((want_cuda)); then
+  # The patch makes 3.4.01 build with CUDA 13 (see its hunks). No Hopper arch in 3.4: sm_80 code, with
+  # PTX that the driver JIT-compiles for sm_90. The installed bin/nvcc_wrapper is the apps' compiler.
+  PATH="/usr/local/cuda/bin:$PATH" build_kokkos cuda "CUDA + Serial, sm_80" \
+    "$patch_dir/kokkos-3.4.01-cuda13.patch" -DCMAKE_CXX_COMPILER=@SRC@/bin/nvcc_wrapper \
+    -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_AMPERE80=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
+fi

@@ -9,6 +9,7 @@
 
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/driver/cli.hpp"
+#include "minimllm/driver/device.hpp"
 #include "minimllm/driver/trainer.hpp"
 
 namespace {
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
   const minimllm::CliOutcome cli = minimllm::parse_command_line(argc, argv, out, err);
   int code = cli.exit_code;
   if (cli.run) {
-    Kokkos::initialize();
+    minimllm::initialize_kokkos(world.comm);  // one GPU per rank on CUDA; Kokkos::initialize() on host
     try {
       code = run(*cli.run, world);
     } catch (const minimllm::InputError& e) {

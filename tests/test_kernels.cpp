@@ -131,9 +131,16 @@ void expect_gradients_near(const std::vector<double>& analytic, const std::vecto
 
 // ---------------------------------------------------------------------------------------------- gemm
 
+#ifdef KOKKOS_ENABLE_CUDA
+constexpr bool kCudaExec = std::is_same<ExecSpace, Kokkos::Cuda>::value;
+#else
+constexpr bool kCudaExec = false;
+#endif
+
 std::vector<GemmBackend> backends() {
   std::vector<GemmBackend> list{GemmBackend::portable};
   if (kMemSpaceIsHostAccessible) list.push_back(GemmBackend::blas);
+  if (kCudaExec) list.push_back(GemmBackend::cublas);
   return list;
 }
 
@@ -254,15 +261,18 @@ TEST(Gemm, RejectsNonConformingShapesNamingThem) {
 }
 
 TEST(Gemm, DefaultBackendFollowsMemorySpace) {
-  if (kMemSpaceIsHostAccessible) {
-    EXPECT_EQ(default_gemm_backend(), GemmBackend::blas);
-  } else {
-    EXPECT_EQ(default_gemm_backend(), GemmBackend::portable);
-    const t_mat a("a", 2, 2);
+  const GemmBackend expected = kCudaExec                   ? GemmBackend::cublas
+                               : kMemSpaceIsHostAccessible ? GemmBackend::blas
+                                                           : GemmBackend::portable;
+  EXPECT_EQ(default_gemm_backend(), expected);
+  const t_mat a("a", 2, 2);
+  if (!kMemSpaceIsHostAccessible)
     EXPECT_THROW(gemm(Trans::no, Trans::no, 1.0f, a, a, 0.0f, a, GemmBackend::blas), std::invalid_argument);
-  }
+  if (!kCudaExec)
+    EXPECT_THROW(gemm(Trans::no, Trans::no, 1.0f, a, a, 0.0f, a, GemmBackend::cublas), std::invalid_argument);
   EXPECT_STREQ(to_string(GemmBackend::blas), "blas");
   EXPECT_STREQ(to_string(GemmBackend::portable), "portable");
+  EXPECT_STREQ(to_string(GemmBackend::cublas), "cublas");
 }
 
 // ------------------------------------------------------------------------------------------- rmsnorm

@@ -1,5 +1,5 @@
-// One GEMM interface for the whole code: vendor BLAS where the memory is host-accessible,
-// a portable Kokkos kernel everywhere (and as a reference to benchmark against).
+// One GEMM interface for the whole code: vendor BLAS where the memory is host-accessible, cuBLAS on the
+// CUDA backend, a portable Kokkos kernel everywhere (and as a reference to benchmark against).
 #pragma once
 
 #include "minimllm/core/types.hpp"
@@ -7,9 +7,10 @@
 namespace minimllm {
 
 enum class Trans { no, yes };
-enum class GemmBackend { blas, portable };
+enum class GemmBackend { blas, portable, cublas };
 
-// Backend used when none is named: BLAS when MemSpace is host-accessible, else portable.
+// Backend used when none is named: cuBLAS when ExecSpace is CUDA, BLAS when MemSpace is host-accessible,
+// else portable.
 GemmBackend default_gemm_backend();
 const char* to_string(GemmBackend backend);
 

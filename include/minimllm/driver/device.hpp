@@ -1,0 +1,25 @@
+// Which accelerator this rank drives: one GPU per rank, chosen from the rank's place on its node.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace minimllm {
+
+// This process's rank among the processes of `comm` on its node: from an MPI_COMM_TYPE_SHARED split
+// when MPI is initialised (collective over comm), else from the launcher's environment
+// (MPI_LOCALRANKID for MPICH/Hydra, OMPI_COMM_WORLD_LOCAL_RANK for Open MPI, SLURM_LOCALID), else 0.
+int node_local_rank(MPI_Comm comm = MPI_COMM_WORLD);
+
+// Kokkos::initialize for one MPI rank (collective over comm). With a CUDA backend it selects device
+// node_local_rank % visible devices, since Kokkos 3.4 maps every MPICH rank to device 0; a device the
+// user chose (KOKKOS_DEVICE_ID, KOKKOS_NUM_DEVICES, KOKKOS_RAND_DEVICES) is left to Kokkos. Host
+// backends get exactly Kokkos::initialize().
+void initialize_kokkos(MPI_Comm comm = MPI_COMM_WORLD);
+
+// Name of the GPU Kokkos runs on, as cudaGetDeviceProperties reports it (e.g. "NVIDIA H100 80GB HBM3"),
+// or "host" on host backends. Call after initialize_kokkos.
+std::string device_name();
+
+}  // namespace minimllm
