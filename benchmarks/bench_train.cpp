@@ -26,7 +26,6 @@ void BM_TrainingStep(benchmark::State& state, const char* deck) {
     for (size_t i = 1; i < result.steps.size(); ++i) {
       step_seconds.push_back(result.steps[i].step_seconds);
       mfu.push_back(result.steps[i].mfu);
-      state.SetIterationTime(result.steps[i].step_seconds);
     }
   }
   std::sort(mfu.begin(), mfu.end());
