@@ -317,11 +317,6 @@ void dispatch_head_dim(int head_dim, F&& f) {
 }  // namespace
 
 AttentionSegments make_segments(const SegmentTable& table, bool causal) {
-  const auto to_device = [](const std::vector<int>& host, const char* label) {
-    t_ivec v(std::string(label), host.size());
-    Kokkos::deep_copy(v, Kokkos::View<const int*, HostSpace, Kokkos::MemoryUnmanaged>(host.data(), host.size()));
-    return v;
-  };
   AttentionSegments segs;
   segs.causal = causal;
   segs.q_start = to_device(table.q_start, "attention::q_start");
@@ -347,7 +342,7 @@ void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& 
                        const t_mat& lse) {
   check_shapes(q, k, v, shape);
   // Work list: one item per (segment, query tile, head), built on the host from the segment lengths.
-  auto q_len = Kokkos::create_mirror_view_and_copy(HostSpace(), segs.q_len);
+  auto q_len = copy_to_host(segs.q_len);
   int items = 0;
   for (int s = 0; s < segs.count(); ++s) items += (q_len(s) + kTileQ - 1) / kTileQ * shape.heads;
   Kokkos::View<int* [3], MemSpace> work("attention::forward_work", items);
@@ -359,7 +354,7 @@ void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& 
         work_host(w, 0) = s, work_host(w, 1) = qf, work_host(w, 2) = h;
         ++w;
       }
-  Kokkos::deep_copy(work, work_host);
+  transfer(work, work_host);
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int H = shape.heads, D = shape.head_dim;
   const t_heads qh = pack_rows(q, H, D, scale, "attention::q"), kth = pack_transposed(k, H, D, "attention::kt");
@@ -404,7 +399,7 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
   auto work_host = Kokkos::create_mirror_view(work);
   for (int s = 0; s < segs.count(); ++s)
     for (int h = 0; h < shape.heads; ++h) work_host(s * shape.heads + h, 0) = s, work_host(s * shape.heads + h, 1) = h;
-  Kokkos::deep_copy(work, work_host);
+  transfer(work, work_host);
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int H = shape.heads, D = shape.head_dim;
   const t_heads qh = pack_rows(q, H, D, scale, "attention::q"), doh = pack_rows(dout, H, D, 1.0f, "attention::do");

@@ -71,7 +71,7 @@ double sum(const t_vec_const& v) {
         for (int i = chunk * kSumChunk; i < end; ++i) acc += v(i);
         partial(chunk) = acc;
       });
-  const auto partial_host = Kokkos::create_mirror_view_and_copy(HostSpace(), partial);
+  const auto partial_host = copy_to_host(partial);
   double total = 0.0;
   for (int chunk = 0; chunk < chunks; ++chunk) total += partial_host(chunk);
   return total;

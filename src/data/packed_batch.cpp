@@ -3,16 +3,6 @@
 #include <algorithm>
 
 namespace minimllm {
-namespace {
-
-t_ivec to_device(const std::vector<int>& host, const char* label) {
-  t_ivec v(std::string(label), host.size());
-  Kokkos::deep_copy(v, Kokkos::View<const int*, HostSpace, Kokkos::MemoryUnmanaged>(host.data(), host.size()));
-  return v;
-}
-
-}  // namespace
-
 EncoderInput pack_encoder(const Sampler& sampler, const GlobalBatch& batch, const std::vector<int>& images) {
   const std::vector<int> first_image = first_image_of_samples(batch);
   EncoderInput enc;
@@ -28,7 +18,7 @@ EncoderInput pack_encoder(const Sampler& sampler, const GlobalBatch& batch, cons
   }
   enc.pixels = t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("batch::pixels")), enc.patches,
                      sampler.patch_dim());
-  Kokkos::deep_copy(enc.pixels, Kokkos::View<const float**, Kokkos::LayoutRight, HostSpace, Kokkos::MemoryUnmanaged>(
+  transfer(enc.pixels, Kokkos::View<const float**, Kokkos::LayoutRight, HostSpace, Kokkos::MemoryUnmanaged>(
                                     pixels.data(), enc.patches, sampler.patch_dim()));
   enc.segments = make_self_segments(enc.image_patches, /*causal=*/false);
   return enc;

@@ -19,9 +19,9 @@ void allreduce_sum(const t_vec& v, MPI_Comm comm) {
   if constexpr (kMemSpaceIsHostAccessible) {
     MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.extent(0)), MPI_FLOAT, MPI_SUM, comm);
   } else {
-    auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), v);
+    auto host = copy_to_host(v);
     MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(host.extent(0)), MPI_FLOAT, MPI_SUM, comm);
-    Kokkos::deep_copy(v, host);
+    transfer(v, host);
   }
 }
 
@@ -32,6 +32,7 @@ StepExecutor::StepExecutor(const Sampler& sampler, Model& model, const World& wo
 
 StepOutcome StepExecutor::run(const GlobalBatch& batch, const StepPlan& plan) {
   StepOutcome out;
+  const TransferCounts transfers_before = transfer_counts();
   const int width = model_.config().llm.width;
   const double t0 = now_seconds();
   const RankWork work =
@@ -85,6 +86,7 @@ StepOutcome StepExecutor::run(const GlobalBatch& batch, const StepPlan& plan) {
   out.llm_seconds = t_llm - t_boundary_fwd;
   out.grad_sync_seconds = t_sync - t_enc_bwd;
   out.boundary_bytes = 2 * boundary.bytes_sent();
+  out.transfers = transfer_counts() - transfers_before;
   return out;
 }
 

@@ -206,7 +206,7 @@ Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(config) {
                                       ? 1.0f
                                       : inits[t].std * static_cast<float>(standard_normal(h, splitmix64(h)));
     }
-  Kokkos::deep_copy(params_, host);
+  transfer(params_, host);
 }
 
 void Model::zero_grads() { Kokkos::deep_copy(grads_, 0.0f); }

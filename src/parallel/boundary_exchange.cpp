@@ -149,7 +149,7 @@ void exchange(MPI_Comm comm, int width, const char* what, const t_mat_const& in,
     grow(s.out_host, wire_out * width_z, "minimllm::BoundaryExchange::out_host");
     grow(s.in_host, wire_in * width_z, "minimllm::BoundaryExchange::in_host");
     const auto range_out = std::make_pair(std::size_t(0), wire_out * width_z);
-    Kokkos::deep_copy(Kokkos::subview(s.out_host, range_out), Kokkos::subview(s.out, range_out));
+    transfer(Kokkos::subview(s.out_host, range_out), Kokkos::subview(s.out, range_out));
     out_buf = s.out_host.data();
     in_buf = s.in_host.data();
   }
@@ -157,7 +157,7 @@ void exchange(MPI_Comm comm, int width, const char* what, const t_mat_const& in,
                 s.in_displs.data(), MPI_FLOAT, comm);
   if constexpr (!kMemSpaceIsHostAccessible) {
     const auto range_in = std::make_pair(std::size_t(0), wire_in * width_z);
-    Kokkos::deep_copy(Kokkos::subview(s.in, range_in), Kokkos::subview(s.in_host, range_in));
+    transfer(Kokkos::subview(s.in, range_in), Kokkos::subview(s.in_host, range_in));
   }
   unpack(t_mat_um(s.in.data(), wire_in, width_z), self, out, to.rows_dev);
 }
@@ -201,13 +201,6 @@ std::vector<int> displacements(const std::vector<int>& counts) {
   std::vector<int> displs(counts.size(), 0);
   for (std::size_t p = 1; p < counts.size(); ++p) displs[p] = displs[p - 1] + counts[p - 1];
   return displs;
-}
-
-t_ivec to_device(const std::vector<int>& rows, const char* label) {
-  t_ivec dev(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), rows.size());
-  Kokkos::deep_copy(dev,
-                    Kokkos::View<const int*, HostSpace, Kokkos::MemoryUnmanaged>(rows.data(), rows.size()));
-  return dev;
 }
 
 }  // namespace

@@ -145,7 +145,7 @@ T* on_host(T* data, std::size_t count, std::vector<float>& stage, bool copy_in) 
   } else {
     stage.resize(count);
     if (copy_in) {
-      Kokkos::deep_copy(HostUnmanaged(stage.data(), count), ConstUnmanaged<MemSpace>(data, count));
+      transfer(HostUnmanaged(stage.data(), count), ConstUnmanaged<MemSpace>(data, count));
     }
     return stage.data();
   }
@@ -153,7 +153,7 @@ T* on_host(T* data, std::size_t count, std::vector<float>& stage, bool copy_in) 
 
 // Copies a staged result back into MemSpace; nothing to do when MPI wrote the data in place.
 void to_mem_space(const float* host, float* data, std::size_t count) {
-  if (host != data) Kokkos::deep_copy(MemUnmanaged(data, count), ConstUnmanaged<HostSpace>(host, count));
+  if (host != data) transfer(MemUnmanaged(data, count), ConstUnmanaged<HostSpace>(host, count));
 }
 
 class MpiCommunicator final : public Communicator {

@@ -22,12 +22,6 @@ class ScopedSeconds {
   double start_;
 };
 
-t_ivec to_device(const std::vector<int>& host, const char* label) {
-  t_ivec v(std::string(label), host.size());
-  Kokkos::deep_copy(v, Kokkos::View<const int*, HostSpace, Kokkos::MemoryUnmanaged>(host.data(), host.size()));
-  return v;
-}
-
 }  // namespace
 
 KvExchange::KvExchange(std::shared_ptr<Communicator> group, const MicroBatchWork& mb, int width)

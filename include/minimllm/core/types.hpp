@@ -2,6 +2,10 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
+#include <string>
+#include <vector>
+
+#include "minimllm/core/transfer.hpp"
 
 namespace minimllm {
 
@@ -28,5 +32,12 @@ using t_ivec_host = t_ivec::HostMirror;
 // True when host code may dereference pointers of MemSpace (Serial, OpenMP; not CUDA device memory).
 inline constexpr bool kMemSpaceIsHostAccessible =
     Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+
+// A new MemSpace view holding a copy of a host vector (index lists built on the host).
+inline t_ivec to_device(const std::vector<int>& host, const std::string& label) {
+  t_ivec v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), host.size());
+  transfer(v, Kokkos::View<const int*, HostSpace, Kokkos::MemoryUnmanaged>(host.data(), host.size()));
+  return v;
+}
 
 }  // namespace minimllm

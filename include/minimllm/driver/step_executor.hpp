@@ -23,6 +23,7 @@ struct StepOutcome {
   double kv_exchange_seconds = 0.0;  // context-parallel K/V all-gather + reduce-scatter (inside llm_seconds)
   std::int64_t boundary_bytes = 0;  // sent by this rank, both directions
   std::int64_t llm_rows = 0, encoder_rows = 0;  // work assigned to this rank
+  TransferCounts transfers;  // host<->device copies of this rank during the step (none on host backends)
 };
 
 class StepExecutor {

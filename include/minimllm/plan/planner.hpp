@@ -12,16 +12,28 @@
 
 namespace minimllm {
 
+// The step executor runs three phases separated by world-wide exchanges (encoder forward | boundary
+// all-to-all | LLM forward+backward | boundary all-to-all | encoder backward), so a phase starts when the
+// slowest rank finished the previous one: the predicted step is the sum over phases of the slowest rank.
+//   makespan    = max_r encoder_r + max_r boundary_r + max_r llm_r
+//   lower_bound = max(sum of image times / N, largest image)
+//               + max(sum of one-rank LLM compute / N, min over g <= N of the largest sample's time on g)
+// The bound holds for every plan of every policy (disaggregated ones use fewer ranks per phase).
 struct PlanPrediction {
-  double makespan = 0.0;     // predicted step time of the slowest rank (seconds)
-  double lower_bound = 0.0;  // max(total work / ranks, largest single sample on all ranks)
-  double idle_fraction = 0.0;   // 1 - mean busy / makespan
-  double comm_fraction = 0.0;   // communication share of the makespan
+  double makespan = 0.0;     // predicted step time (seconds), excluding the gradient all-reduce
+  double lower_bound = 0.0;  // see above
+  double idle_fraction = 0.0;  // 1 - mean busy / makespan
+  double comm_fraction = 0.0;  // communication on the critical path (boundary + the slowest LLM rank's
+                               // context-parallel exchanges) / makespan
+  double encoder = 0.0, boundary = 0.0, llm = 0.0;  // slowest rank of each phase
 };
 
 struct PlannerOptions {
   int static_group_size = 1;  // static: the fixed context-parallel degree (divides the world)
   int encoder_ranks = 0;      // disagg: 0 = choose from the cost model
+  // orch (and every policy that balances images): keep an image on its sample's LLM node when that
+  // node's least-loaded encoder rank is within this fraction of the mean encoder load of the best rank.
+  double locality_tolerance = 0.02;
 };
 
 class Planner {
@@ -35,7 +47,7 @@ class Planner {
 std::unique_ptr<Planner> make_planner(const std::string& policy, const CostModel& cost, const PlannerOptions& options);
 const std::vector<std::string>& planner_names();
 
-// Predicted time of a plan under the cost model (phases of a rank add up; the step is the slowest rank).
+// Predicted time of a plan under the cost model (see PlanPrediction).
 PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world_size);
 
 }  // namespace minimllm

@@ -1,0 +1,564 @@
+#include "planner_common.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+
+namespace minimllm::planning {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+// LoadTree
+
+LoadTree::LoadTree(int slots) : slots_(slots), leaves_(1) {
+  while (leaves_ < slots) leaves_ *= 2;
+  tree_.assign(2 * leaves_, Entry{kInf, INT_MAX});
+  for (int i = 0; i < slots; ++i) tree_[leaves_ + i] = Entry{0.0, i};
+  for (int i = leaves_ - 1; i >= 1; --i) tree_[i] = std::min(tree_[2 * i], tree_[2 * i + 1]);
+}
+
+int LoadTree::argmin(int first, int last) const {
+  Entry best{kInf, INT_MAX};
+  for (int l = first + leaves_, r = last + leaves_; l < r; l /= 2, r /= 2) {
+    if (l & 1) best = std::min(best, tree_[l++]);
+    if (r & 1) best = std::min(best, tree_[--r]);
+  }
+  return best.second;
+}
+
+void LoadTree::add(int slot, double amount) {
+  int i = leaves_ + slot;
+  tree_[i].first += amount;
+  for (i /= 2; i >= 1; i /= 2) tree_[i] = std::min(tree_[2 * i], tree_[2 * i + 1]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Per-sample costs
+
+std::vector<int> order_by_decreasing(const std::vector<double>& key) {
+  std::vector<int> order(key.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return key[a] > key[b] || (key[a] == key[b] && a < b); });
+  return order;
+}
+
+BatchCosts batch_costs(const GlobalBatch& batch, const CostModel& cost) {
+  BatchCosts costs;
+  const size_t n = batch.samples.size();
+  costs.tokens.resize(n);
+  costs.llm.resize(n);
+  for (size_t s = 0; s < n; ++s) {
+    costs.tokens[s] = batch.samples[s].tokens();
+    costs.llm[s] = cost.llm(costs.tokens[s]);
+    costs.total_llm += costs.llm[s];
+  }
+  costs.by_llm = order_by_decreasing(costs.llm);
+  return costs;
+}
+
+double llm_lower_bound(double total_llm, double largest_tokens, const CostModel& cost, int ranks) {
+  // The largest sample is the slowest on every group size (the time grows with tokens).
+  double best = kInf;
+  for (int g = 1; g <= ranks; ++g)
+    best = std::min(best, cost.llm_time_spanning(largest_tokens, g, g > cost.ranks_per_node));
+  return std::max(total_llm / ranks, best);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Samples to groups
+
+int assign_samples(const BatchCosts& costs, const std::vector<int>& order, const std::vector<RankRange>& groups,
+                   const CostModel& cost, std::vector<std::vector<int>>& samples, std::vector<double>& loads) {
+  struct Class {
+    int size = 1;
+    bool spans = false;
+    double capacity = 0.0;
+    std::vector<int> members;  // group indices
+  };
+  // Classes in increasing (size, spans): on equal finish times the smaller group wins.
+  std::map<std::pair<int, bool>, int> class_of;
+  for (const RankRange& g : groups) class_of.emplace(std::make_pair(g.size, cost.spans_nodes(g.first, g.size)), 0);
+  std::vector<Class> classes;
+  for (auto& [key, index] : class_of) {
+    index = static_cast<int>(classes.size());
+    classes.push_back({key.first, key.second, cost.token_capacity(key.first), {}});
+  }
+  std::vector<int> slot_in_class(groups.size());
+  for (size_t k = 0; k < groups.size(); ++k) {
+    Class& c = classes[class_of.at({groups[k].size, cost.spans_nodes(groups[k].first, groups[k].size)})];
+    slot_in_class[k] = static_cast<int>(c.members.size());
+    c.members.push_back(static_cast<int>(k));
+  }
+  std::vector<LoadTree> trees;
+  for (const Class& c : classes) {
+    trees.emplace_back(static_cast<int>(c.members.size()));
+    for (size_t i = 0; i < c.members.size(); ++i) trees.back().add(static_cast<int>(i), loads[c.members[i]]);
+  }
+  // If no class can hold a sample, the largest capacity is the best effort.
+  const auto roomiest = std::max_element(classes.begin(), classes.end(), [](const Class& a, const Class& b) {
+    return a.capacity < b.capacity || (a.capacity == b.capacity && a.size < b.size);
+  });
+  const int fallback = static_cast<int>(roomiest - classes.begin());
+
+  int overflowing = 0;
+  for (int s : order) {
+    int best_class = -1;
+    double best_finish = kInf, best_time = 0.0;
+    for (size_t c = 0; c < classes.size(); ++c) {
+      if (classes[c].capacity < costs.tokens[s]) continue;
+      const double time = costs.llm[s] / classes[c].size + cost.llm_comm(costs.tokens[s], classes[c].size, classes[c].spans);
+      const double finish = trees[c].load(trees[c].argmin()) + time;
+      if (finish < best_finish) best_class = static_cast<int>(c), best_finish = finish, best_time = time;
+    }
+    if (best_class < 0) {
+      ++overflowing;
+      best_class = fallback;
+      const Class& c = classes[fallback];
+      best_time = costs.llm[s] / c.size + cost.llm_comm(costs.tokens[s], c.size, c.spans);
+    }
+    const int slot = trees[best_class].argmin();
+    const int k = classes[best_class].members[slot];
+    trees[best_class].add(slot, best_time);
+    samples[k].push_back(s);
+    loads[k] += best_time;
+  }
+  return overflowing;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Groups on nodes
+
+std::vector<RankRange> place_groups(std::vector<int> sizes, int first_rank, int ranks, int ranks_per_node) {
+  const long long used = std::accumulate(sizes.begin(), sizes.end(), 0LL);
+  if (used > ranks) throw std::logic_error("place_groups: the groups need more ranks than there are");
+  const int singles = static_cast<int>(ranks - used), end = first_rank + ranks;
+  std::vector<int> by_size(sizes.size());
+  std::iota(by_size.begin(), by_size.end(), 0);
+  std::stable_sort(by_size.begin(), by_size.end(), [&](int a, int b) { return sizes[a] > sizes[b]; });
+
+  // Rank order: large groups, then each node's bin (its groups, then singletons to fill it), then the
+  // groups no bin could take, then the remaining singletons.
+  std::vector<int> sequence;  // group indices in rank order; -1 = a singleton
+  int cursor = first_rank;
+  size_t next = 0;
+  for (; next < by_size.size() && sizes[by_size[next]] > ranks_per_node; ++next) {
+    sequence.push_back(by_size[next]);
+    cursor += sizes[by_size[next]];
+  }
+  struct Bin {
+    int capacity;
+    std::vector<int> groups;
+  };
+  std::vector<Bin> bins;
+  for (int r = cursor; r < end;) {
+    const int node_end = std::min(end, (r / ranks_per_node + 1) * ranks_per_node);
+    bins.push_back({node_end - r, {}});
+    r = node_end;
+  }
+  // Best fit: the bin with the least room that still fits (lowest index on ties); bins keyed by room.
+  std::set<std::pair<int, int>> room;  // (free ranks, bin)
+  for (size_t b = 0; b < bins.size(); ++b) room.emplace(bins[b].capacity, static_cast<int>(b));
+  std::vector<int> spilled;
+  for (; next < by_size.size(); ++next) {
+    const int k = by_size[next];
+    const auto it = room.lower_bound({sizes[k], -1});
+    if (it == room.end()) {
+      spilled.push_back(k);
+      continue;
+    }
+    const auto [free, b] = *it;
+    room.erase(it);
+    bins[b].groups.push_back(k);
+    room.emplace(free - sizes[k], b);
+  }
+  std::vector<int> free_of_bin(bins.size());
+  for (const auto& [free, b] : room) free_of_bin[b] = free;
+  int singles_left = singles;
+  for (size_t b = 0; b < bins.size(); ++b) {
+    sequence.insert(sequence.end(), bins[b].groups.begin(), bins[b].groups.end());
+    const int fill = std::min(free_of_bin[b], singles_left);
+    sequence.insert(sequence.end(), fill, -1);
+    singles_left -= fill;
+  }
+  sequence.insert(sequence.end(), spilled.begin(), spilled.end());
+  sequence.insert(sequence.end(), singles_left, -1);
+
+  std::vector<RankRange> ranges(sizes.size());
+  std::vector<RankRange> singletons;
+  int rank = first_rank;
+  for (int k : sequence) {
+    if (k < 0) {
+      singletons.push_back({rank++, 1});
+    } else {
+      ranges[k] = {rank, sizes[k]};
+      rank += sizes[k];
+    }
+  }
+  ranges.insert(ranges.end(), singletons.begin(), singletons.end());
+  return ranges;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Images to encoder ranks
+
+std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost, const std::vector<int>& encoder_ranks,
+                                const std::vector<int>& preferred_rank, double tolerance) {
+  const std::vector<int> first_image = first_image_of_samples(batch);
+  const int images = first_image.back();
+  std::vector<double> time(images);
+  std::vector<int> sample_of(images);
+  double total = 0.0;
+  for (size_t s = 0; s < batch.samples.size(); ++s)
+    for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
+      time[i] = cost.encoder_time(batch.samples[s].images[i - first_image[s]].patches);
+      sample_of[i] = static_cast<int>(s);
+      total += time[i];
+    }
+  const int e = static_cast<int>(encoder_ranks.size());
+  const double slack = tolerance * total / e;
+  // Encoder ranks are sorted, so the ranks of one node are a contiguous range of positions.
+  const auto node_positions = [&](int node) {
+    const auto lo = std::lower_bound(encoder_ranks.begin(), encoder_ranks.end(), node * cost.ranks_per_node);
+    const auto hi = std::lower_bound(lo, encoder_ranks.end(), (node + 1) * cost.ranks_per_node);
+    return std::make_pair(static_cast<int>(lo - encoder_ranks.begin()), static_cast<int>(hi - encoder_ranks.begin()));
+  };
+
+  LoadTree loads(e);
+  std::vector<int> owner(images);
+  for (int i : order_by_decreasing(time)) {
+    int pos = loads.argmin();
+    const int preferred = preferred_rank[sample_of[i]];
+    if (preferred >= 0) {
+      const auto [lo, hi] = node_positions(cost.node_of(preferred));
+      if (lo < hi) {
+        const int local = loads.argmin(lo, hi);
+        if (loads.load(local) <= loads.load(pos) + slack) pos = local;
+      }
+    }
+    loads.add(pos, time[i]);
+    owner[i] = encoder_ranks[pos];
+  }
+  return owner;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Micro-batches
+
+namespace {
+
+// Samples of micro-batch m of n samples in `parts` micro-batches: the executor's split
+// (rank_work.cpp, micro_batch_samples): [n m / parts, n (m+1) / parts).
+int block_begin(int n, int m, int parts) { return static_cast<int>(static_cast<long long>(n) * m / parts); }
+
+// Deals samples (largest first) into `parts` blocks of the executor's fixed counts, each onto the block
+// with the fewest tokens that still has room. Returns the blocks' largest token sum and the order.
+double deal_blocks(const std::vector<int>& samples, const BatchCosts& costs, int parts, std::vector<int>& order) {
+  const int n = static_cast<int>(samples.size());
+  std::vector<double> tokens(n);
+  for (int i = 0; i < n; ++i) tokens[i] = costs.tokens[samples[i]];
+  std::vector<std::vector<int>> blocks(parts);
+  std::vector<int> room(parts);
+  LoadTree load(parts);
+  for (int b = 0; b < parts; ++b) room[b] = block_begin(n, b + 1, parts) - block_begin(n, b, parts);
+  for (int b = 0; b < parts; ++b)
+    if (room[b] == 0) load.add(b, kInf);
+  double worst = 0.0;
+  for (int i : order_by_decreasing(tokens)) {
+    const int b = load.argmin();
+    blocks[b].push_back(samples[i]);
+    load.add(b, tokens[i]);
+    worst = std::max(worst, load.load(b));
+    if (--room[b] == 0) load.add(b, kInf);  // full
+  }
+  order.clear();
+  for (const auto& block : blocks) order.insert(order.end(), block.begin(), block.end());
+  return worst;
+}
+
+}  // namespace
+
+void fit_micro_batches(LlmGroup& group, const BatchCosts& costs, const CostModel& cost) {
+  const int n = static_cast<int>(group.samples.size());
+  group.micro_batches = 1;
+  const double capacity = cost.token_capacity(static_cast<int>(group.ranks.size()));
+  double total = 0.0;
+  for (int s : group.samples) total += costs.tokens[s];
+  if (n <= 1 || total <= capacity) return;
+  std::vector<int> order;
+  for (int parts = std::max(2, static_cast<int>(std::ceil(total / capacity))); parts < n; ++parts) {
+    if (deal_blocks(group.samples, costs, parts, order) <= capacity) {
+      group.samples = order;
+      group.micro_batches = parts;
+      return;
+    }
+  }
+  group.micro_batches = n;  // one sample per micro-batch: the most memory can allow
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Plans
+
+StepPlan assemble_plan(const std::string& policy, Placement placement, const std::vector<RankRange>& groups,
+                       std::vector<std::vector<int>> samples, std::vector<int> encoder_ranks,
+                       const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
+                       double locality_tolerance) {
+  StepPlan plan;
+  plan.policy = policy;
+  plan.placement = placement;
+  // Groups in rank order, for readable plans.
+  std::vector<int> by_rank(groups.size());
+  std::iota(by_rank.begin(), by_rank.end(), 0);
+  std::sort(by_rank.begin(), by_rank.end(), [&](int a, int b) { return groups[a].first < groups[b].first; });
+  std::vector<int> preferred_rank(batch.samples.size(), -1);
+  for (int k : by_rank) {
+    LlmGroup group;
+    group.ranks.resize(groups[k].size);
+    std::iota(group.ranks.begin(), group.ranks.end(), groups[k].first);
+    group.samples = std::move(samples[k]);
+    fit_micro_batches(group, costs, cost);
+    for (int s : group.samples) preferred_rank[s] = groups[k].first;
+    plan.llm_groups.push_back(std::move(group));
+  }
+  plan.image_owner = balance_images(batch, cost, encoder_ranks, preferred_rank, locality_tolerance);
+  plan.encoder_ranks = std::move(encoder_ranks);
+  return plan;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Target-driven layouts
+
+namespace {
+
+// Time of samples with summed one-rank compute `work`, tokens and count on one group of g ranks that
+// spans nodes iff g > ranks_per_node: (work - k) / g + const, with k the bandwidth term's limit.
+struct RunTime {
+  double scaled, fixed;  // time(g) = scaled / g + fixed for g >= 2
+};
+RunTime run_time(const CostModel& cost, double work, double tokens, double count, bool spans) {
+  const LinkCost& l = cost.link(spans);
+  const double bandwidth_term = cost.kv_bytes_per_token * tokens / l.bandwidth;
+  return {work - bandwidth_term, count * cost.collectives_per_sample * l.latency + bandwidth_term};
+}
+
+double group_time(const CostModel& cost, double work, double tokens, double count, int g) {
+  if (g == 1) return work;
+  const RunTime t = run_time(cost, work, tokens, count, g > cost.ranks_per_node);
+  return t.scaled / g + t.fixed;
+}
+
+// Smallest g in [min_g, max_g] whose group time meets `target`; max_g + 1 if none. O(1): solve
+// scaled / g + fixed <= target on the node-local sizes, then on the spanning ones.
+int ranks_for_target(const CostModel& cost, double work, double tokens, double count, double target, int min_g,
+                     int max_g) {
+  if (min_g <= 1 && work <= target) return 1;
+  const auto solve = [&](bool spans, int lo, int hi) {
+    if (lo > hi) return -1;
+    const RunTime t = run_time(cost, work, tokens, count, spans);
+    const auto meets = [&](int g) { return t.scaled / g + t.fixed <= target; };
+    if (t.scaled <= 0.0) return meets(lo) ? lo : -1;  // the time only grows with g
+    if (target <= t.fixed) return -1;
+    const double g = std::max<double>(lo, std::ceil(t.scaled / (target - t.fixed) - 1e-9));
+    if (g > hi) return -1;
+    int gi = static_cast<int>(g);
+    if (!meets(gi)) ++gi;  // floating-point rounding of the ceiling
+    return gi <= hi && meets(gi) ? gi : -1;
+  };
+  const int lo = std::max(2, min_g);
+  const int local = solve(false, lo, std::min(cost.ranks_per_node, max_g));
+  if (local > 0) return local;
+  const int spanning = solve(true, std::max(lo, cost.ranks_per_node + 1), max_g);
+  return spanning > 0 ? spanning : max_g + 1;
+}
+
+int round_to_rule(SizeRule rule, int g, const CostModel& cost, double work, double tokens, double count,
+                  double target, int max_g) {
+  if (rule == SizeRule::any || g > max_g) return g;
+  // Next power of two that still meets the target (a larger one may cross a node and lose bandwidth).
+  int p = 1;
+  while (p < g) p *= 2;
+  for (; p <= max_g; p *= 2)
+    if (group_time(cost, work, tokens, count, p) <= target * (1.0 + 1e-12)) return p;
+  return max_g + 1;
+}
+
+// Smallest group size g <= max_g whose token_capacity holds `tokens` (max_g if none).
+class CapacityTable {
+ public:
+  CapacityTable(const CostModel& cost, int max_g) : unlimited_(cost.capacity_bytes <= 0.0) {
+    if (unlimited_) return;
+    best_up_to_.resize(max_g + 1, 0.0);
+    for (int g = 1; g <= max_g; ++g) best_up_to_[g] = std::max(best_up_to_[g - 1], cost.token_capacity(g));
+  }
+  int smallest_group(double tokens) const {
+    if (unlimited_) return 1;
+    const auto it = std::lower_bound(best_up_to_.begin() + 1, best_up_to_.end(), tokens);
+    return it == best_up_to_.end() ? static_cast<int>(best_up_to_.size()) - 1
+                                   : static_cast<int>(it - best_up_to_.begin());
+  }
+
+ private:
+  bool unlimited_;
+  std::vector<double> best_up_to_;  // best_up_to_[g] = max over g' <= g of token_capacity(g')
+};
+
+struct Demand {
+  long long ranks = 0;
+  int long_samples = 0;                  // the prefix of by_llm that the runs cover
+  std::vector<int> sizes;                // one group per run
+  std::vector<std::pair<int, int>> runs;  // [begin, end) positions in by_llm
+};
+
+class TargetSearch {
+ public:
+  TargetSearch(SizeRule rule, int ranks, const BatchCosts& costs, const CostModel& cost)
+      : rule_(rule), ranks_(ranks), costs_(costs), cost_(cost), capacity_(cost, ranks) {
+    // Run lengths the DP tries: every length up to 8, then 1.5x apart (plus the whole prefix, below).
+    for (int l = 1; l <= static_cast<int>(costs.by_llm.size()); l = l < 8 ? l + 1 : (3 * l + 1) / 2)
+      run_lengths_.push_back(l);
+    const size_t n = costs.by_llm.size();
+    work_.assign(n + 1, 0.0);
+    tokens_.assign(n + 1, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      work_[i + 1] = work_[i] + costs.llm[costs.by_llm[i]];
+      tokens_[i + 1] = tokens_[i] + costs.tokens[costs.by_llm[i]];
+    }
+  }
+
+  Demand demand(double target) const {
+    Demand d;
+    const int n = static_cast<int>(costs_.by_llm.size());
+    // Long samples are a prefix: time and tokens both fall along by_llm.
+    const auto is_short = [&](int i) {
+      const int s = costs_.by_llm[i];
+      return costs_.llm[s] <= target && capacity_.smallest_group(costs_.tokens[s]) == 1;
+    };
+    int lo = 0, hi = n;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (is_short(mid)) hi = mid;
+      else lo = mid + 1;
+    }
+    d.long_samples = lo;
+    const long long too_many = static_cast<long long>(ranks_) + 1;
+    std::vector<long long> best(d.long_samples + 1, too_many);
+    std::vector<int> from(d.long_samples + 1, -1), size(d.long_samples + 1, 0);
+    best[0] = 0;
+    for (int i = 1; i <= d.long_samples; ++i) {
+      const auto try_run = [&](int j) {
+        if (best[j] >= too_many) return true;
+        const int g = run_ranks(j, i, target);
+        if (g > ranks_) return false;  // a longer run needs at least as many ranks
+        if (best[j] + g < best[i]) best[i] = best[j] + g, from[i] = j, size[i] = g;
+        return true;
+      };
+      bool whole_prefix_tried = false;
+      for (int l : run_lengths_) {
+        if (l > i || !try_run(i - l)) break;
+        whole_prefix_tried = l == i;
+      }
+      if (!whole_prefix_tried) try_run(0);  // all long samples in one group
+    }
+    if (best[d.long_samples] >= too_many) {
+      d.ranks = too_many;
+      return d;
+    }
+    // Short samples fill the long groups' spare time first (rank-seconds g (T - time)), then ranks of
+    // their own.
+    double spare = 0.0;
+    for (int i = d.long_samples; i > 0; i = from[i]) {
+      d.runs.emplace_back(from[i], i);
+      d.sizes.push_back(size[i]);
+      spare += size[i] * (target - run_time(from[i], i, size[i]));
+    }
+    std::reverse(d.runs.begin(), d.runs.end());
+    std::reverse(d.sizes.begin(), d.sizes.end());
+    const double short_work = std::max(0.0, work_[n] - work_[d.long_samples] - spare);
+    d.ranks = best[d.long_samples] + static_cast<long long>(std::ceil(short_work / target));
+    return d;
+  }
+
+  // Smallest target (to a relative 1e-4) whose demand fits the ranks, by bisection from the lower bound.
+  double smallest_target() const {
+    if (costs_.by_llm.empty()) return 0.0;
+    double lo = llm_lower_bound(costs_.total_llm, costs_.tokens[costs_.by_llm.front()], cost_, ranks_);
+    if (demand(lo).ranks <= ranks_) return lo;
+    double hi = 2.0 * lo;
+    for (int i = 0; i < 64 && demand(hi).ranks > ranks_; ++i) lo = hi, hi *= 2.0;
+    for (int i = 0; i < 40 && hi - lo > 1e-4 * hi; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (demand(mid).ranks <= ranks_ ? hi : lo) = mid;
+    }
+    return hi;
+  }
+
+ private:
+  double run_time(int begin, int end, int g) const {
+    return group_time(cost_, work_[end] - work_[begin], tokens_[end] - tokens_[begin], end - begin, g);
+  }
+
+  int run_ranks(int begin, int end, double target) const {
+    const double work = work_[end] - work_[begin], tokens = tokens_[end] - tokens_[begin], count = end - begin;
+    const int min_g = capacity_.smallest_group(costs_.tokens[costs_.by_llm[begin]]);  // the run's largest
+    const int g = ranks_for_target(cost_, work, tokens, count, target, min_g, ranks_);
+    return round_to_rule(rule_, g, cost_, work, tokens, count, target, ranks_);
+  }
+
+  SizeRule rule_;
+  int ranks_;
+  std::vector<int> run_lengths_;
+  const BatchCosts& costs_;
+  const CostModel& cost_;
+  CapacityTable capacity_;
+  std::vector<double> work_, tokens_;  // prefix sums along by_llm
+};
+
+// Long runs pinned to their groups, short samples by earliest finish.
+LayoutChoice layout_for(const Demand& d, int ranks, const BatchCosts& costs, const CostModel& cost) {
+  LayoutChoice choice;
+  choice.groups = place_groups(d.sizes, 0, ranks, cost.ranks_per_node);
+  choice.samples.resize(choice.groups.size());
+  std::vector<double> loads(choice.groups.size(), 0.0);
+  for (size_t k = 0; k < d.runs.size(); ++k)
+    for (int i = d.runs[k].first; i < d.runs[k].second; ++i) {
+      const int s = costs.by_llm[i];
+      choice.samples[k].push_back(s);
+      loads[k] += cost.llm_time(costs.tokens[s], choice.groups[k].size, choice.groups[k].first);
+    }
+  const std::vector<int> rest(costs.by_llm.begin() + d.long_samples, costs.by_llm.end());
+  choice.overflowing = assign_samples(costs, rest, choice.groups, cost, choice.samples, loads);
+  choice.llm_makespan = loads.empty() ? 0.0 : *std::max_element(loads.begin(), loads.end());
+  return choice;
+}
+
+}  // namespace
+
+LayoutChoice best_target_layout(SizeRule rule, int ranks, const BatchCosts& costs, const CostModel& cost) {
+  const TargetSearch search(rule, ranks, costs, cost);
+  const double target = search.smallest_target();
+  // The all-singleton layout (no long samples: plain LPT) is the fallback every search must beat.
+  LayoutChoice best = layout_for(Demand{}, ranks, costs, cost);
+  std::vector<int> tried_sizes;
+  for (double looser : {1.0, 1.05, 1.15, 1.3}) {
+    if (target <= 0.0) break;
+    const Demand d = search.demand(target * looser);
+    if (d.ranks > ranks || d.sizes.empty() || d.sizes == tried_sizes) continue;
+    tried_sizes = d.sizes;
+    LayoutChoice choice = layout_for(d, ranks, costs, cost);
+    choice.target = target * looser;
+    if (std::tie(choice.overflowing, choice.llm_makespan) < std::tie(best.overflowing, best.llm_makespan))
+      best = std::move(choice);
+  }
+  return best;
+}
+
+}  // namespace minimllm::planning

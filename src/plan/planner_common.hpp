@@ -1,0 +1,109 @@
+// Building blocks shared by the planners (internal): a load tree for least-loaded queries, LPT
+// assignment of samples to groups and of images to encoder ranks, placement of groups on nodes,
+// micro-batches that respect memory, and the search for a group layout that meets a target step time.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "minimllm/plan/cost_model.hpp"
+#include "minimllm/plan/planner.hpp"
+#include "minimllm/plan/step_plan.hpp"
+
+namespace minimllm::planning {
+
+// Least-loaded slot queries over a fixed set of slots (a segment tree of (load, slot) minima; ties go to
+// the lowest slot, which keeps every planner deterministic). O(log n) per update and range query.
+class LoadTree {
+ public:
+  explicit LoadTree(int slots);
+  int size() const { return slots_; }
+  double load(int slot) const { return tree_[leaves_ + slot].first; }
+  int argmin() const { return tree_[1].second; }
+  int argmin(int first, int last) const;  // least-loaded slot in [first, last); requires first < last
+  void add(int slot, double amount);
+
+ private:
+  using Entry = std::pair<double, int>;
+  int slots_, leaves_;
+  std::vector<Entry> tree_;
+};
+
+// Indices 0..n-1 sorted by decreasing key, ties by increasing index.
+std::vector<int> order_by_decreasing(const std::vector<double>& key);
+
+// One LLM group as a range of consecutive ranks.
+struct RankRange {
+  int first = 0, size = 1;
+};
+
+// Per-sample quantities every planner needs, computed once per batch.
+struct BatchCosts {
+  std::vector<double> tokens;   // fused LLM sequence length
+  std::vector<double> llm;      // LLM compute on one rank (the key planners sort by)
+  std::vector<int> by_llm;      // samples by decreasing LLM cost
+  double total_llm = 0.0;
+};
+BatchCosts batch_costs(const GlobalBatch& batch, const CostModel& cost);
+
+// Earliest-finish-time list scheduling (LPT generalised to groups of different sizes): samples in the
+// given order (largest first) each go to the group where they would finish first among the groups that
+// can hold them (memory; if none can, the one that holds the most). Groups of equal size and node span
+// are interchangeable, so each such class keeps a LoadTree and only its least-loaded member is a
+// candidate: O(samples x classes x log groups). `samples` and `loads` (per group, predicted LLM time)
+// come in with whatever is already pinned and go out with the new samples appended. Returns how many
+// samples went to a group too small to hold them.
+int assign_samples(const BatchCosts& costs, const std::vector<int>& order, const std::vector<RankRange>& groups,
+                    const CostModel& cost, std::vector<std::vector<int>>& samples, std::vector<double>& loads);
+
+// Places groups of the given sizes on consecutive ranks in [first_rank, first_rank + ranks): groups larger
+// than a node first, from first_rank; the others best-fit-decreasing into the nodes' free space (so a
+// group that fits in a node does not span two unless the space is too fragmented); groups of one rank
+// fill the rest. Returns the ranges of `sizes` in their given order, then the singletons.
+std::vector<RankRange> place_groups(std::vector<int> sizes, int first_rank, int ranks, int ranks_per_node);
+
+// Images to encoder ranks by LPT on encoder time (largest first onto the least-loaded rank). When the
+// least-loaded encoder rank on the node of the sample's LLM group (preferred_rank[sample], -1: none) is
+// within `tolerance` x mean load of the best rank overall, it wins: rows then stay inside the node.
+std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost, const std::vector<int>& encoder_ranks,
+                                const std::vector<int>& preferred_rank, double tolerance);
+
+// Orders a group's samples and sets its micro-batch count (the executor splits a group's samples into
+// consecutive blocks of near-equal count) to the fewest micro-batches whose token sums all fit
+// token_capacity(g). A sample larger than the capacity ends up alone in its micro-batch (best effort).
+void fit_micro_batches(LlmGroup& group, const BatchCosts& costs, const CostModel& cost);
+
+// A colocated or disaggregated plan from LLM groups (rank ranges and their samples): micro-batches fitted
+// to memory, images balanced over encoder_ranks with each sample's group as the preferred node.
+StepPlan assemble_plan(const std::string& policy, Placement placement, const std::vector<RankRange>& groups,
+                       std::vector<std::vector<int>> samples, std::vector<int> encoder_ranks,
+                       const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
+                       double locality_tolerance);
+
+// Target-driven layouts (DHP, FlexSP). For a target LLM time T, the long samples (the prefix of
+// costs.by_llm that cannot meet T on one rank, by time or memory) are cut into runs of consecutive
+// samples, one group per run, by a dynamic programme that minimises the ranks they need:
+//   f[i] = min over run lengths l of f[i - l] + ranks(run i-l..i-1 meets T on one group)
+// where ranks() is any integer (SizeRule::any) or a power of two (SizeRule::power_of_two), at least what
+// the run's largest sample needs for memory, found in O(1) (the time is a/g + b in g). Run lengths are
+// 1..8, then grow geometrically (x1.5), so long runs (many samples forced into one big group by memory)
+// stay reachable at O(log n) candidates per sample. The short samples need ceil(their work / T) ranks.
+// The search bisects T for the smallest target whose demand fits the ranks, then also tries a few looser
+// targets and the all-singleton layout: each layout gets its long runs pinned to their groups and the
+// short samples by assign_samples; the layout with the smallest LLM makespan wins among those that
+// respect memory. O(n log n) per target (~30 targets), plus one assignment per candidate layout.
+enum class SizeRule { any, power_of_two };
+struct LayoutChoice {
+  std::vector<RankRange> groups;
+  std::vector<std::vector<int>> samples;
+  double llm_makespan = 0.0;
+  int overflowing = 0;  // samples on groups whose memory cannot hold them (0 when some layout can)
+  double target = 0.0;  // the target that produced it (0: the all-singleton layout)
+};
+LayoutChoice best_target_layout(SizeRule rule, int ranks, const BatchCosts& costs, const CostModel& cost);
+
+// Lower bound of the LLM phase on `ranks` ranks: max(total one-rank compute / ranks, the largest
+// sample's best time on any group of at most `ranks` ranks; memory ignored, so it bounds every plan).
+double llm_lower_bound(double total_llm, double largest_tokens, const CostModel& cost, int ranks);
+
+}  // namespace minimllm::planning

@@ -1,0 +1,321 @@
+// Planner tests: the default cost model against the model's own FLOP and parameter counts; every
+// policy's plans valid, deterministic and no better than the lower bound on random batches of several
+// shapes and world sizes; the dynamic policies never predicted slower than the static baseline; DHP's
+// non-power-of-two groups, FlexSP's powers of two, orch's separate encoder layout, disagg's encoder
+// count, and memory capacity per micro-batch.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "minimllm/data/packed_batch.hpp"
+#include "minimllm/model/model.hpp"
+#include "minimllm/plan/cost_model.hpp"
+#include "minimllm/plan/planner.hpp"
+
+namespace minimllm {
+namespace {
+
+constexpr double kGflops = 100.0;
+constexpr int kRanksPerNode = 4;  // small, so that worlds of 5 and more span nodes
+const std::vector<int> kWorlds = {1, 2, 3, 5, 8, 64, 256};
+
+// The three data shapes of the decks in inputs/ (fields set directly: no YAML needed).
+RunConfig text_longtail(int global_batch, std::uint64_t seed) {
+  RunConfig c;
+  c.seed = seed;
+  c.model.encoder = {32, 2, 1, 4, 4, 3};
+  c.model.llm = {128, 4, 2, 4, 256};
+  c.data.global_batch = global_batch;
+  c.data.text = {64, 1.2, 8, 2048};
+  c.data.images = {0.0, 0, 8, 8, 1};
+  return c;
+}
+
+RunConfig modality_incoherent(int global_batch, std::uint64_t seed) {
+  RunConfig c;
+  c.seed = seed;
+  c.model.encoder = {64, 4, 2, 4, 8, 3};
+  c.model.llm = {128, 4, 2, 4, 256};
+  c.data.global_batch = global_batch;
+  c.data.text = {96, 0.8, 16, 1024};
+  c.data.images = {1.5, 8, 16, 64, 8};
+  c.data.incoherence = 0.8;
+  return c;
+}
+
+RunConfig quickstart(int global_batch, std::uint64_t seed) {
+  RunConfig c;
+  c.seed = seed;
+  c.model.encoder = {32, 2, 1, 4, 4, 3};
+  c.model.llm = {64, 4, 2, 4, 64};
+  c.data.global_batch = global_batch;
+  c.data.text = {48, 0.6, 8, 160};
+  c.data.images = {1.0, 3, 8, 16, 4};
+  c.data.incoherence = 0.2;
+  return c;
+}
+
+struct Case {
+  std::string name;
+  RunConfig config;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (int n : {7, 64, 600}) {
+    out.push_back({"text_longtail/" + std::to_string(n), text_longtail(n, 11 + n)});
+    out.push_back({"modality_incoherent/" + std::to_string(n), modality_incoherent(n, 5 + n)});
+    out.push_back({"quickstart/" + std::to_string(n), quickstart(n, 1234 + n)});
+  }
+  return out;
+}
+
+bool same_plan(const StepPlan& a, const StepPlan& b) {
+  if (a.policy != b.policy || a.placement != b.placement || a.encoder_ranks != b.encoder_ranks ||
+      a.image_owner != b.image_owner || a.llm_groups.size() != b.llm_groups.size())
+    return false;
+  for (size_t k = 0; k < a.llm_groups.size(); ++k)
+    if (a.llm_groups[k].ranks != b.llm_groups[k].ranks || a.llm_groups[k].samples != b.llm_groups[k].samples ||
+        a.llm_groups[k].micro_batches != b.llm_groups[k].micro_batches)
+      return false;
+  return true;
+}
+
+// Tokens of each micro-batch of a group as the executor splits it (consecutive near-equal counts).
+std::vector<double> micro_batch_tokens(const LlmGroup& group, const GlobalBatch& batch) {
+  std::vector<double> tokens;
+  const long long n = static_cast<long long>(group.samples.size());
+  for (int m = 0; m < group.micro_batches; ++m) {
+    double sum = 0.0;
+    for (long long i = n * m / group.micro_batches; i < n * (m + 1) / group.micro_batches; ++i)
+      sum += batch.samples[group.samples[i]].tokens();
+    tokens.push_back(sum);
+  }
+  return tokens;
+}
+
+std::map<std::string, std::unique_ptr<Planner>> all_planners(const CostModel& cost,
+                                                            const PlannerOptions& options = {}) {
+  std::map<std::string, std::unique_ptr<Planner>> planners;
+  for (const std::string& name : planner_names()) planners[name] = make_planner(name, cost, options);
+  return planners;
+}
+
+GlobalBatch batch_of_lengths(const std::vector<int>& text_lengths) {
+  GlobalBatch batch;
+  for (size_t i = 0; i < text_lengths.size(); ++i) {
+    SampleMeta s;
+    s.id = static_cast<int>(i);
+    s.text_len = text_lengths[i];
+    batch.samples.push_back(s);
+  }
+  return batch;
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+TEST(CostModel, DefaultsMatchTheModelsFlopsAndParameters) {
+  const RunConfig config = modality_incoherent(8, 1);
+  const CostModel cost = default_cost_model(config, kGflops, kRanksPerNode);
+  const Model model(config.model, 1);
+  const double rate = kGflops * 1e9;
+  for (int s : {1, 17, 500}) {
+    LlmInput llm;
+    llm.tokens = s;
+    llm.attention_pairs = 0.5 * s * (s + 1.0);
+    EXPECT_NEAR((cost.llm(s) - cost.llm.c) * rate, model.llm_flops(llm), 1e-9 * model.llm_flops(llm));
+    EncoderInput enc;
+    enc.patches = s;
+    enc.attention_pairs = double(s) * s;  // one image of s patches
+    EXPECT_NEAR((cost.encoder_time(s) - cost.encoder.c) * rate, model.encoder_flops(enc),
+                1e-9 * model.encoder_flops(enc));
+  }
+  EXPECT_DOUBLE_EQ(cost.fixed_bytes, 16.0 * model.parameter_count());
+}
+
+TEST(CostModel, CommunicationAndMemory) {
+  CostModel cost = default_cost_model(text_longtail(8, 1), kGflops, kRanksPerNode);
+  EXPECT_DOUBLE_EQ(cost.llm_time(1000, 1), cost.llm(1000));
+  EXPECT_DOUBLE_EQ(cost.llm_comm(1000, 1, true), 0.0);
+  EXPECT_FALSE(cost.spans_nodes(0, 4));
+  EXPECT_TRUE(cost.spans_nodes(2, 4));
+  EXPECT_TRUE(cost.spans_nodes(0, 5));
+  // Crossing a node costs more than staying inside one.
+  EXPECT_GT(cost.llm_time(1000, 4, 2), cost.llm_time(1000, 4, 0));
+  EXPECT_TRUE(std::isinf(cost.token_capacity(1)));
+  cost.capacity_bytes = cost.fixed_bytes + 1000 * cost.bytes_per_token;
+  EXPECT_NEAR(cost.token_capacity(1), 1000.0, 1e-9);
+  EXPECT_GT(cost.token_capacity(2), cost.token_capacity(1));
+  EXPECT_GT(cost.token_capacity(8), cost.token_capacity(4));
+}
+
+TEST(Planners, NamesAndUnknownPolicy) {
+  EXPECT_EQ(planner_names(), (std::vector<std::string>{"static", "orch", "dhp", "flexsp", "disagg"}));
+  const CostModel cost = default_cost_model(quickstart(8, 1), kGflops, kRanksPerNode);
+  for (const std::string& name : planner_names()) EXPECT_EQ(make_planner(name, cost, {})->name(), name);
+  EXPECT_THROW(make_planner("megatron", cost, {}), InputError);
+}
+
+// Valid, deterministic, above the lower bound, and (dynamic policies) not slower than static.
+TEST(Planners, ValidDeterministicBoundedOnRandomBatches) {
+  for (const Case& c : cases()) {
+    const CostModel cost = default_cost_model(c.config, kGflops, kRanksPerNode);
+    const auto planners = all_planners(cost);
+    const Sampler sampler(c.config);
+    for (int step = 0; step < 2; ++step) {
+      const GlobalBatch batch = sampler.batch(step);
+      for (int world : kWorlds) {
+        SCOPED_TRACE(c.name + " step " + std::to_string(step) + " world " + std::to_string(world));
+        const double static_makespan = predict(planners.at("static")->plan(batch, world), batch, cost, world).makespan;
+        for (const auto& [name, planner] : planners) {
+          SCOPED_TRACE(name);
+          const StepPlan plan = planner->plan(batch, world);
+          EXPECT_NO_THROW(validate_plan(plan, batch, world));
+          EXPECT_EQ(plan.policy, name);
+          EXPECT_TRUE(same_plan(plan, planner->plan(batch, world)));
+          const PlanPrediction p = predict(plan, batch, cost, world);
+          EXPECT_GE(p.makespan, p.lower_bound * (1.0 - 1e-9));
+          EXPECT_GE(p.idle_fraction, -1e-9);
+          EXPECT_LE(p.idle_fraction, 1.0);
+          EXPECT_GE(p.comm_fraction, 0.0);
+          EXPECT_LE(p.comm_fraction, 1.0 + 1e-9);
+          if (name == "orch" || name == "dhp" || name == "flexsp") {
+            EXPECT_LE(p.makespan, static_makespan * (1.0 + 1e-9));
+          }
+          if (name == "flexsp")
+            for (const LlmGroup& g : plan.llm_groups) {
+              const size_t size = g.ranks.size();
+              EXPECT_EQ(size & (size - 1), 0u) << "group of " << size << " ranks";
+            }
+          if (name == "disagg" && world > 1) {
+            EXPECT_EQ(plan.placement, Placement::disaggregated);
+            EXPECT_GE(plan.encoder_ranks.size(), 1u);
+            EXPECT_LT(plan.encoder_ranks.size(), static_cast<size_t>(world));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Two samples that each need about three ranks, on six: DHP gives each a group of three, which no
+// power-of-two layout can match.
+TEST(Planners, DhpUsesGroupsOfThreeWhenTheyHelp) {
+  const RunConfig config = text_longtail(2, 1);
+  const CostModel cost = default_cost_model(config, kGflops, 8);
+  const GlobalBatch batch = batch_of_lengths({2000, 2000});
+  const int world = 6;
+  const StepPlan dhp = make_planner("dhp", cost, {})->plan(batch, world);
+  const StepPlan flexsp = make_planner("flexsp", cost, {})->plan(batch, world);
+  ASSERT_NO_THROW(validate_plan(dhp, batch, world));
+  std::vector<size_t> sizes;
+  for (const LlmGroup& g : dhp.llm_groups)
+    if (!g.samples.empty()) sizes.push_back(g.ranks.size());
+  EXPECT_EQ(sizes, (std::vector<size_t>{3, 3}));
+  const PlanPrediction p_dhp = predict(dhp, batch, cost, world);
+  const PlanPrediction p_flexsp = predict(flexsp, batch, cost, world);
+  EXPECT_LT(p_dhp.makespan, 0.8 * p_flexsp.makespan);
+  EXPECT_LT(p_dhp.makespan, 1.05 * p_dhp.lower_bound);
+}
+
+// One very long sample among short ones: both DHP and FlexSP give it a context-parallel group.
+TEST(Planners, LongSampleGetsAGroup) {
+  const CostModel cost = default_cost_model(text_longtail(2, 1), kGflops, kRanksPerNode);
+  std::vector<int> lengths(63, 64);
+  lengths.push_back(2048);
+  const GlobalBatch batch = batch_of_lengths(lengths);
+  for (const char* name : {"dhp", "flexsp"}) {
+    SCOPED_TRACE(name);
+    const StepPlan plan = make_planner(name, cost, {})->plan(batch, 16);
+    size_t group_of_long = 0;
+    for (const LlmGroup& g : plan.llm_groups)
+      if (std::count(g.samples.begin(), g.samples.end(), 63)) group_of_long = g.ranks.size();
+    EXPECT_GT(group_of_long, 1u);
+    const StepPlan baseline = make_planner("static", cost, {})->plan(batch, 16);
+    EXPECT_LT(predict(plan, batch, cost, 16).makespan, 0.5 * predict(baseline, batch, cost, 16).makespan);
+  }
+}
+
+TEST(Planners, OrchEncoderLayoutDiffersFromLlmLayout) {
+  const RunConfig config = modality_incoherent(64, 5);
+  const CostModel cost = default_cost_model(config, kGflops, kRanksPerNode);
+  const GlobalBatch batch = Sampler(config).batch(0);
+  const int world = 8;
+  const StepPlan plan = make_planner("orch", cost, {})->plan(batch, world);
+  ASSERT_NO_THROW(validate_plan(plan, batch, world));
+  std::vector<int> llm_rank(batch.samples.size());
+  for (const LlmGroup& g : plan.llm_groups)
+    for (int s : g.samples) llm_rank[s] = g.ranks.front();
+  const std::vector<int> first_image = first_image_of_samples(batch);
+  int moved = 0, moved_off_node = 0;
+  for (size_t s = 0; s < batch.samples.size(); ++s)
+    for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
+      moved += plan.image_owner[i] != llm_rank[s];
+      moved_off_node += cost.node_of(plan.image_owner[i]) != cost.node_of(llm_rank[s]);
+    }
+  EXPECT_GT(moved, 0);
+  // Node-aware tie-breaking keeps most images on their sample's node.
+  EXPECT_LT(moved_off_node, first_image.back() / 2);
+  // Both phases balanced: the encoder phase is within 10% of its bound.
+  const PlanPrediction p = predict(plan, batch, cost, world);
+  double encoder_total = 0.0;
+  for (const SampleMeta& sample : batch.samples)
+    for (const ImageMeta& image : sample.images) encoder_total += cost.encoder_time(image.patches);
+  EXPECT_LT(p.encoder, 1.1 * encoder_total / world);
+}
+
+TEST(Planners, DisaggChoosesOrTakesTheEncoderRanks) {
+  const RunConfig config = modality_incoherent(64, 5);
+  const CostModel cost = default_cost_model(config, kGflops, kRanksPerNode);
+  const GlobalBatch batch = Sampler(config).batch(0);
+  for (int world : {2, 3, 16}) {
+    const StepPlan plan = make_planner("disagg", cost, {})->plan(batch, world);
+    EXPECT_NO_THROW(validate_plan(plan, batch, world));
+    EXPECT_GE(plan.encoder_ranks.size(), 1u);
+    EXPECT_LT(plan.encoder_ranks.size(), static_cast<size_t>(world));
+  }
+  PlannerOptions options;
+  options.encoder_ranks = 5;
+  const StepPlan plan = make_planner("disagg", cost, options)->plan(batch, 16);
+  EXPECT_NO_THROW(validate_plan(plan, batch, 16));
+  EXPECT_EQ(plan.encoder_ranks, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_THROW(make_planner("disagg", cost, options)->plan(batch, 5), InputError);
+}
+
+// Memory: DHP and FlexSP give every sample a group that holds it, and every micro-batch fits
+// token_capacity(g) (memory is enforced through the micro-batch count). When every sample fits one
+// rank, all policies respect the capacity.
+TEST(Planners, MicroBatchesRespectCapacity) {
+  const RunConfig config = text_longtail(600, 3);
+  CostModel cost = default_cost_model(config, kGflops, kRanksPerNode);
+  const GlobalBatch batch = Sampler(config).batch(0);
+  const auto check = [&](const std::vector<std::string>& names, double tokens_on_one_rank, int world) {
+    cost.capacity_bytes = cost.fixed_bytes + tokens_on_one_rank * cost.bytes_per_token;
+    for (const std::string& name : names) {
+      SCOPED_TRACE(name + " world " + std::to_string(world) + " capacity " + std::to_string(tokens_on_one_rank));
+      const StepPlan plan = make_planner(name, cost, {})->plan(batch, world);
+      ASSERT_NO_THROW(validate_plan(plan, batch, world));
+      bool split = false;
+      for (const LlmGroup& g : plan.llm_groups) {
+        split |= g.micro_batches > 1;
+        for (double tokens : micro_batch_tokens(g, batch))
+          EXPECT_LE(tokens, cost.token_capacity(static_cast<int>(g.ranks.size())) * (1.0 + 1e-12));
+      }
+      EXPECT_TRUE(split);  // the capacity binds
+    }
+  };
+  int longest = 0;
+  for (const SampleMeta& s : batch.samples) longest = std::max(longest, s.tokens());
+  ASSERT_GT(longest, 1000);
+  // At 600 tokens per rank, the longest sample (2,048 tokens) needs a group of 6 or more.
+  for (int world : {8, 64}) check({"dhp", "flexsp"}, 600.0, world);
+  check(planner_names(), longest, 8);
+}
+
+}  // namespace
+}  // namespace minimllm

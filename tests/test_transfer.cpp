@@ -1,0 +1,31 @@
+// Host<->device transfer counting: copies that cross memory spaces count, the others do not.
+#include "minimllm/core/transfer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "minimllm/core/types.hpp"
+
+namespace minimllm {
+namespace {
+
+TEST(Transfer, CountsOnlyCopiesBetweenHostAndDevice) {
+  const TransferCounts before = transfer_counts();
+  const t_ivec ids = to_device({3, 1, 4, 1, 5}, "ids");  // host -> MemSpace
+  const t_ivec copy("copy", ids.extent(0));
+  transfer(copy, ids);  // MemSpace -> MemSpace: never a transfer
+  const auto back = copy_to_host(copy);  // MemSpace -> host
+  const TransferCounts counted = transfer_counts() - before;
+
+  const std::int64_t crossings = kMemSpaceIsHostAccessible ? 0 : 1;
+  EXPECT_EQ(counted.to_device, crossings);
+  EXPECT_EQ(counted.to_host, crossings);
+  EXPECT_EQ(counted.bytes, crossings * 2 * 5 * static_cast<std::int64_t>(sizeof(int)));
+  ASSERT_EQ(back.extent(0), 5u);
+  EXPECT_EQ(back(0), 3);
+  EXPECT_EQ(back(4), 5);
+}
+
+}  // namespace
+}  // namespace minimllm
