@@ -335,6 +335,37 @@ TEST_F(Hdf5WriterTest, RefusesExistingFileWithoutOverwriteAndReplacesWithIt) {
   EXPECT_EQ(read_steps(junk).size(), 0u);
 }
 
+// Reads a whole 2-D table as doubles (HDF5 converts int32 on read).
+std::vector<double> read_table(const std::string& path, const std::string& name, hsize_t dims[2]) {
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t dset = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  hid_t space = H5Dget_space(dset);
+  EXPECT_EQ(H5Sget_simple_extent_ndims(space), 2);
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  std::vector<double> values(dims[0] * dims[1]);
+  H5Dread(dset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+  H5Sclose(space), H5Dclose(dset), H5Fclose(file);
+  return values;
+}
+
+TEST_F(Hdf5WriterTest, PerRankTablesGrowOneRowPerCall) {
+  const std::string path = file("tables.h5");
+  {
+    Hdf5RunWriter writer(path, false);
+    writer.append_row("/ranks/llm_seconds", std::vector<double>{0.5, 1.5, 2.5});
+    writer.append_row("/plans/llm_group_of_rank", std::vector<int>{0, 0, -1});
+    writer.append_row("/ranks/llm_seconds", std::vector<double>{3.5, 4.5, 5.5});
+    EXPECT_THROW(writer.append_row("/ranks/llm_seconds", std::vector<double>{1.0}), std::invalid_argument);
+    writer.flush();
+  }
+  hsize_t dims[2] = {0, 0};
+  EXPECT_EQ(read_table(path, "/ranks/llm_seconds", dims), (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}));
+  EXPECT_EQ(dims[0], 2u);
+  EXPECT_EQ(dims[1], 3u);
+  EXPECT_EQ(read_table(path, "/plans/llm_group_of_rank", dims), (std::vector<double>{0, 0, -1}));
+  EXPECT_EQ(dims[0], 1u);
+}
+
 TEST_F(Hdf5WriterTest, UnwritablePathIsARuntimeErrorNamingThePath) {
   const std::string path = "/nonexistent-minimllm-dir/x.h5";
   try {

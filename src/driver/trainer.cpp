@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <memory>
 #include <ostream>
@@ -81,6 +82,7 @@ void write_provenance(Hdf5RunWriter& out, const RunConfig& config, const World& 
   out.set_run_attribute("ranks", static_cast<long long>(world.size));
   out.set_run_attribute("gemm_backend", to_string(default_gemm_backend()));
   out.set_run_attribute("placement", config.parallel.placement);
+  out.set_run_attribute("policy", "deck");
   out.set_run_attribute("parameters", static_cast<long long>(param_count));
   out.set_run_attribute("peak_gflops_per_rank", r.peak_gflops_per_rank);
   out.set_run_attribute("peak_source", r.peak_source);
@@ -115,6 +117,31 @@ PeakWork peak_work(const RunConfig& config, const Sampler& sampler, const Model&
   std::int64_t values[3] = {peak.llm_rows, peak.key_rows, peak.patches};
   MPI_Allreduce(MPI_IN_PLACE, values, 3, MPI_INT64_T, MPI_MAX, world.comm);
   return {values[0], values[1], values[2]};
+}
+
+// Per-rank values of one step, in the order of kRankFields.
+constexpr const char* kRankFields[] = {"step_seconds",     "planning_seconds", "data_seconds",
+                                       "encoder_seconds",  "boundary_seconds", "llm_seconds",
+                                       "kv_exchange_seconds", "grad_sync_seconds", "optimizer_seconds",
+                                       "model_flops",      "llm_rows",         "encoder_rows"};
+constexpr int kRankFieldCount = sizeof(kRankFields) / sizeof(kRankFields[0]);
+
+// /ranks/<field> [steps, ranks] (so imbalance and idle time can be seen) and /plans/llm_group_of_rank
+// [steps, ranks] (the step's groups: -1 for a rank with no LLM work). Gathered to rank 0, which writes.
+void write_rank_tables(Hdf5RunWriter* out, const World& world, const StepPlan& plan,
+                       const std::array<double, kRankFieldCount>& mine) {
+  std::vector<double> all(world.is_root() ? kRankFieldCount * world.size : 0);
+  MPI_Gather(mine.data(), kRankFieldCount, MPI_DOUBLE, all.data(), kRankFieldCount, MPI_DOUBLE, 0, world.comm);
+  if (!out) return;
+  for (int f = 0; f < kRankFieldCount; ++f) {
+    std::vector<double> column(world.size);
+    for (int r = 0; r < world.size; ++r) column[r] = all[r * kRankFieldCount + f];
+    out->append_row(std::string("/ranks/") + kRankFields[f], column);
+  }
+  std::vector<int> group_of_rank(world.size, -1);
+  for (size_t g = 0; g < plan.llm_groups.size(); ++g)
+    for (int r : plan.llm_groups[g].ranks) group_of_rank[r] = static_cast<int>(g);
+  out->append_row("/plans/llm_group_of_rank", group_of_rank);
 }
 
 void print_banner(std::ostream& log, const RunConfig& config, const World& world, const Model& model,
@@ -261,6 +288,11 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     s.llm_groups = static_cast<int>(plan.llm_groups.size());
     for (const LlmGroup& g : plan.llm_groups) s.max_group_size = std::max<int>(s.max_group_size, g.ranks.size());
     result.steps.push_back(s);
+    write_rank_tables(out.get(), world, plan,
+                      {t_end - t_start, t_plan - t_start, outcome.data_seconds, outcome.encoder_seconds,
+                       outcome.boundary_seconds, outcome.llm_seconds, outcome.kv_exchange_seconds,
+                       outcome.grad_sync_seconds, t_end - t_executed, outcome.flops,
+                       static_cast<double>(outcome.llm_rows), static_cast<double>(outcome.encoder_rows)});
     if (out) out->append_step(s);
     if (log) print_step(*log, s, config.steps);
   }

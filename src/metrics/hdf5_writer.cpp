@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -103,8 +104,14 @@ struct Hdf5RunWriter::Handles {
   hid_t steps = H5I_INVALID_HID;
   hid_t mem_type = H5I_INVALID_HID;  // compound laid out like StepRecord
   hsize_t rows = 0;
+  struct Table {
+    hid_t dataset = H5I_INVALID_HID;
+    hsize_t rows = 0, columns = 0;
+  };
+  std::map<std::string, Table> tables;  // per-rank tables (/ranks/..., /plans/...), by path
 
   ~Handles() {
+    for (auto& [path, table] : tables) H5Dclose(table.dataset);
     if (mem_type >= 0) H5Tclose(mem_type);
     if (steps >= 0) H5Dclose(steps);
     if (run >= 0) H5Gclose(run);
@@ -236,5 +243,64 @@ void Hdf5RunWriter::append_step(const StepRecord& record) {
   h_->rows += 1;
   check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path_, "flush");
 }
+
+namespace {
+
+// The table at `path`, created on first use as an extendible [0, columns] dataset of `file_type`
+// (intermediate groups created too).
+Hdf5RunWriter::Handles::Table& open_table(hid_t file, std::map<std::string, Hdf5RunWriter::Handles::Table>& tables,
+                                          const std::string& name, hsize_t columns, hid_t file_type,
+                                          const std::string& path) {
+  auto found = tables.find(name);
+  if (found != tables.end()) {
+    if (found->second.columns != columns)
+      throw std::invalid_argument(fmt::format("{}: {} has {} columns, not {}", path, name, found->second.columns, columns));
+    return found->second;
+  }
+  const std::string what = "create " + name;
+  const hsize_t dims[2] = {0, columns};
+  const hsize_t max_dims[2] = {H5S_UNLIMITED, columns};
+  const hsize_t chunk[2] = {kRowsPerChunk, columns > 0 ? columns : 1};
+  Scoped space(check(H5Screate_simple(2, dims, max_dims), path, what.c_str()), H5Sclose);
+  Scoped dcpl(check(H5Pcreate(H5P_DATASET_CREATE), path, what.c_str()), H5Pclose);
+  check(H5Pset_chunk(dcpl.get(), 2, chunk), path, what.c_str());
+  Scoped lcpl(check(H5Pcreate(H5P_LINK_CREATE), path, what.c_str()), H5Pclose);
+  check(H5Pset_create_intermediate_group(lcpl.get(), 1), path, what.c_str());
+  Hdf5RunWriter::Handles::Table table;
+  table.columns = columns;
+  table.dataset = check(H5Dcreate2(file, name.c_str(), file_type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
+                        path, what.c_str());
+  return tables.emplace(name, table).first->second;
+}
+
+}  // namespace
+
+template <typename T>
+void Hdf5RunWriter::append_row_impl(const std::string& name, const std::vector<T>& values) {
+  const bool is_double = std::is_same_v<T, double>;
+  Handles::Table& table = open_table(h_->file, h_->tables, name, values.size(),
+                                     is_double ? H5T_IEEE_F64LE : H5T_STD_I32LE, path_);
+  const std::string what = "append to " + name;
+  const hsize_t new_dims[2] = {table.rows + 1, table.columns};
+  check(H5Dset_extent(table.dataset, new_dims), path_, what.c_str());
+  Scoped file_space(check(H5Dget_space(table.dataset), path_, what.c_str()), H5Sclose);
+  const hsize_t start[2] = {table.rows, 0};
+  const hsize_t count[2] = {1, table.columns};
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path_, what.c_str());
+  Scoped mem_space(check(H5Screate_simple(2, count, nullptr), path_, what.c_str()), H5Sclose);
+  check(H5Dwrite(table.dataset, is_double ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT32, mem_space.get(), file_space.get(),
+                 H5P_DEFAULT, values.data()),
+        path_, what.c_str());
+  table.rows += 1;
+}
+
+void Hdf5RunWriter::append_row(const std::string& name, const std::vector<double>& values) {
+  append_row_impl(name, values);
+}
+void Hdf5RunWriter::append_row(const std::string& name, const std::vector<int>& values) {
+  append_row_impl(name, values);
+}
+
+void Hdf5RunWriter::flush() { check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path_, "flush"); }
 
 }  // namespace minimllm

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "minimllm/metrics/step_record.hpp"
 
@@ -27,10 +28,20 @@ class Hdf5RunWriter {
   // Appends one row to /steps and flushes the file.
   void append_step(const StepRecord& record);
 
+  // Appends one row to the 2-D table `name` (e.g. "/ranks/llm_seconds": one row per step, one column per
+  // rank), created on first use with as many columns as values. Not flushed: call flush() after the step.
+  void append_row(const std::string& name, const std::vector<double>& values);
+  void append_row(const std::string& name, const std::vector<int>& values);
+  void flush();
+
+  struct Handles;  // HDF5 ids (defined in the .cpp)
+
   const std::string& path() const { return path_; }
 
  private:
-  struct Handles;
+  template <typename T>
+  void append_row_impl(const std::string& name, const std::vector<T>& values);
+
   std::string path_;
   std::unique_ptr<Handles> h_;
 };
