@@ -48,7 +48,8 @@ void BM_AttentionForwardBackward(benchmark::State& state) {
   t_mat q("q", tokens, width), k("k", tokens, width), v("v", tokens, width), dout("dout", tokens, width);
   t_mat out("out", tokens, width), lse("lse", tokens, shape.heads);
   t_mat dq("dq", tokens, width), dk("dk", tokens, width), dv("dv", tokens, width);
-  Kokkos::deep_copy(q, 0.1f), Kokkos::deep_copy(k, 0.2f), Kokkos::deep_copy(v, 0.3f), Kokkos::deep_copy(dout, 1.0f);
+  Kokkos::deep_copy(q, 0.1f), Kokkos::deep_copy(k, 0.2f), Kokkos::deep_copy(v, 0.3f),
+      Kokkos::deep_copy(dout, 1.0f);
   for (auto _ : state) {
     attention_forward(q, k, v, segs, shape, out, lse);
     attention_backward(dout, q, k, v, out, lse, segs, shape, dq, dk, dv);
@@ -76,7 +77,11 @@ void BM_AttentionForward(benchmark::State& state) {
   }
   report_rate(state, attention_forward_flops({tokens}, true, shape));
 }
-BENCHMARK(BM_AttentionForward)->ArgNames({"tokens", "heads"})->Args({4096, 4})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionForward)
+    ->ArgNames({"tokens", "heads"})
+    ->Args({4096, 4})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_SgemmReference(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
@@ -86,7 +91,8 @@ void BM_SgemmReference(benchmark::State& state) {
     gemm(Trans::no, Trans::no, 1.0f, a, b, 0.0f, c);
     Kokkos::fence();
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_SgemmReference)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 

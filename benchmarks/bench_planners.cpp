@@ -69,7 +69,8 @@ void register_all() {
   for (const std::string deck : {"text_longtail", "modality_incoherent"})
     for (const auto& [ranks, samples] : {std::pair{1024, 4096}, std::pair{16384, 65536}})
       for (const std::string& policy : planner_names()) {
-        const std::string name = "plan/" + deck + "/" + std::to_string(ranks) + "x" + std::to_string(samples) + "/" + policy;
+        const std::string name =
+            "plan/" + deck + "/" + std::to_string(ranks) + "x" + std::to_string(samples) + "/" + policy;
         benchmark::RegisterBenchmark(name.c_str(), BM_Plan, deck, ranks, samples, policy)
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.2)

@@ -293,20 +293,25 @@ void check_shapes(const t_mat_strided_const& q, const t_mat_strided_const& k, co
   const size_t width = static_cast<size_t>(shape.heads) * shape.head_dim;
   if (shape.heads < 1 || shape.head_dim < 1 || shape.head_dim > kMaxHeadDim)
     throw std::invalid_argument("attention: head_dim " + std::to_string(shape.head_dim) + " with " +
-                                std::to_string(shape.heads) + " heads; valid: heads >= 1, 1 <= head_dim <= " +
-                                std::to_string(kMaxHeadDim));
+                                std::to_string(shape.heads) +
+                                " heads; valid: heads >= 1, 1 <= head_dim <= " + std::to_string(kMaxHeadDim));
   if (q.extent(1) != width || k.extent(1) != width || v.extent(1) != width || k.extent(0) != v.extent(0))
-    throw std::invalid_argument("attention: q/k/v widths must equal heads*head_dim = " + std::to_string(width));
+    throw std::invalid_argument("attention: q/k/v widths must equal heads*head_dim = " +
+                                std::to_string(width));
 }
 
 // Calls f(std::integral_constant<int, DMax>, std::bool_constant<exact>) for the head dimension.
 template <class F>
 void dispatch_head_dim(int head_dim, F&& f) {
   switch (head_dim) {
-    case 16: return f(std::integral_constant<int, 16>(), std::true_type());
-    case 32: return f(std::integral_constant<int, 32>(), std::true_type());
-    case 64: return f(std::integral_constant<int, 64>(), std::true_type());
-    case 128: return f(std::integral_constant<int, 128>(), std::true_type());
+    case 16:
+      return f(std::integral_constant<int, 16>(), std::true_type());
+    case 32:
+      return f(std::integral_constant<int, 32>(), std::true_type());
+    case 64:
+      return f(std::integral_constant<int, 64>(), std::true_type());
+    case 128:
+      return f(std::integral_constant<int, 128>(), std::true_type());
     default:
       if (head_dim < 32) return f(std::integral_constant<int, 32>(), std::false_type());
       if (head_dim < 64) return f(std::integral_constant<int, 64>(), std::false_type());
@@ -337,9 +342,9 @@ AttentionSegments make_self_segments(const std::vector<int>& lengths, bool causa
   return make_segments(table, causal);
 }
 
-void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& k, const t_mat_strided_const& v,
-                       const AttentionSegments& segs, AttentionShape shape, const t_mat_strided& out,
-                       const t_mat& lse) {
+void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& k,
+                       const t_mat_strided_const& v, const AttentionSegments& segs, AttentionShape shape,
+                       const t_mat_strided& out, const t_mat& lse) {
   check_shapes(q, k, v, shape);
   // Work list: one item per (segment, query tile, head), built on the host from the segment lengths.
   auto q_len = copy_to_host(segs.q_len);
@@ -357,7 +362,8 @@ void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& 
   transfer(work, work_host);
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int H = shape.heads, D = shape.head_dim;
-  const t_heads qh = pack_rows(q, H, D, scale, "attention::q"), kth = pack_transposed(k, H, D, "attention::kt");
+  const t_heads qh = pack_rows(q, H, D, scale, "attention::q"),
+                kth = pack_transposed(k, H, D, "attention::kt");
   const t_heads vh = pack_rows(v, H, D, 1.0f, "attention::v");
   dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
     using Functor = ForwardTile<decltype(dmax)::value, decltype(exact)::value>;
@@ -374,7 +380,8 @@ t_mat attention_delta(const t_mat_strided_const& dout, const t_mat_strided_const
   const int D = shape.head_dim;
   Kokkos::parallel_for(
       "minimllm::attention_delta",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {static_cast<int>(out.extent(0)), shape.heads}),
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0},
+                                                        {static_cast<int>(out.extent(0)), shape.heads}),
       KOKKOS_LAMBDA(const int row, const int h) {
         float sum = 0.0f;
         for (int d = 0; d < D; ++d) sum += dout(row, h * D + d) * out(row, h * D + d);
@@ -398,17 +405,21 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
   Kokkos::View<int* [2], MemSpace> work("attention::backward_work", items);
   auto work_host = Kokkos::create_mirror_view(work);
   for (int s = 0; s < segs.count(); ++s)
-    for (int h = 0; h < shape.heads; ++h) work_host(s * shape.heads + h, 0) = s, work_host(s * shape.heads + h, 1) = h;
+    for (int h = 0; h < shape.heads; ++h)
+      work_host(s * shape.heads + h, 0) = s, work_host(s * shape.heads + h, 1) = h;
   transfer(work, work_host);
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int H = shape.heads, D = shape.head_dim;
-  const t_heads qh = pack_rows(q, H, D, scale, "attention::q"), doh = pack_rows(dout, H, D, 1.0f, "attention::do");
-  const t_heads kh = pack_rows(k, H, D, 1.0f, "attention::k"), kth = pack_transposed(k, H, D, "attention::kt");
+  const t_heads qh = pack_rows(q, H, D, scale, "attention::q"),
+                doh = pack_rows(dout, H, D, 1.0f, "attention::do");
+  const t_heads kh = pack_rows(k, H, D, 1.0f, "attention::k"),
+                kth = pack_transposed(k, H, D, "attention::kt");
   const t_heads vth = pack_transposed(v, H, D, "attention::vt");
   const t_heads dqh("attention::dq", H, q.extent(0), D);
   dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
     using Functor = BackwardSegment<decltype(dmax)::value, decltype(exact)::value>;
-    Functor f{qh, doh, kh, kth, vth, lse, delta, dqh, dk, dv, view_of(segs), work, {shape.head_dim}, scale, segs.causal};
+    Functor f{qh,    doh,        kh, kth, vth, lse, delta, dqh, dk, dv, view_of(segs), work, {shape.head_dim},
+              scale, segs.causal};
     Kokkos::parallel_for("minimllm::attention_backward",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
   });

@@ -248,17 +248,19 @@ void cublas_gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a
 #ifdef KOKKOS_ENABLE_CUDA
   if constexpr (kCudaExec) {
     const auto op = [](Trans t) { return t == Trans::yes ? CUBLAS_OP_T : CUBLAS_OP_N; };
-    check_cublas(cublasSgemm(cublas_handle(), op(trans_b), op(trans_a), static_cast<int>(c.extent(1)),
-                             static_cast<int>(c.extent(0)), k, &alpha, b.data(),
-                             leading_dim(b.stride(0), b.extent(1)), a.data(), leading_dim(a.stride(0), a.extent(1)),
-                             &beta, c.data(), leading_dim(c.stride(0), c.extent(1))),
-                 "cublasSgemm");
+    check_cublas(
+        cublasSgemm(cublas_handle(), op(trans_b), op(trans_a), static_cast<int>(c.extent(1)),
+                    static_cast<int>(c.extent(0)), k, &alpha, b.data(), leading_dim(b.stride(0), b.extent(1)),
+                    a.data(), leading_dim(a.stride(0), a.extent(1)), &beta, c.data(),
+                    leading_dim(c.stride(0), c.extent(1))),
+        "cublasSgemm");
     return;
   }
 #endif
   (void)trans_a, (void)trans_b, (void)alpha, (void)a, (void)b, (void)beta, (void)c, (void)k;
-  throw std::invalid_argument(std::string("gemm: GemmBackend::cublas needs the CUDA Kokkos backend, but it is ") +
-                              ExecSpace::name() + "; use GemmBackend::blas or GemmBackend::portable");
+  throw std::invalid_argument(
+      std::string("gemm: GemmBackend::cublas needs the CUDA Kokkos backend, but it is ") + ExecSpace::name() +
+      "; use GemmBackend::blas or GemmBackend::portable");
 }
 
 void portable_gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b,

@@ -100,7 +100,9 @@ main() {
     case "$p" in
       */tests/*)
         run "$name" "$test_limit" "$p"
-        if [ -n "$mpiexec" ] && grep -q "\[${name}_np2\]" "$build/tests/CTestTestfile.cmake" 2>/dev/null; then
+        # ctest runs this program at several rank counts: an MPI test.
+        if [ -n "$mpiexec" ] && grep -q "\[${name}_np2\]" "$build/tests/CTestTestfile.cmake" 2>/dev/null
+        then
           run "${name}_np2" "$test_limit" "$mpiexec" -n 2 "$p"
         fi
         ;;

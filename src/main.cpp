@@ -22,10 +22,10 @@ std::string default_output_name(const std::string& run_name) {
 }
 
 int run(const minimllm::RunRequest& request, const minimllm::World& world) {
-  minimllm::RunConfig config = request.deck.empty()
-                                   ? minimllm::parse_run_config(minimllm::embedded_quickstart_deck(),
-                                                                "<embedded quickstart deck>")
-                                   : minimllm::load_run_config(request.deck);
+  minimllm::RunConfig config =
+      request.deck.empty()
+          ? minimllm::parse_run_config(minimllm::embedded_quickstart_deck(), "<embedded quickstart deck>")
+          : minimllm::load_run_config(request.deck);
   if (request.steps) config.steps = *request.steps;
   minimllm::TrainOptions options;
   options.out_path = request.out.empty() ? default_output_name(config.name) : request.out;

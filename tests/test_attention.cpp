@@ -142,9 +142,7 @@ TEST(Attention, HeadDimNotPowerOfTwo) { run_case(self_case({5, 40}, true, {2, 24
 TEST(Attention, HeadDim64LongerSequence) { run_case(self_case({130}, true, {2, 64})); }
 TEST(Attention, HeadDim128) { run_case(self_case({45}, true, {1, 128})); }
 // A query chunk placed inside a longer key sequence, as context parallelism needs.
-TEST(Attention, CausalOffsetChunks) {
-  run_case({{10, 33, 5}, {40, 70, 5}, {30, 37, 0}, true, {2, 16}});
-}
+TEST(Attention, CausalOffsetChunks) { run_case({{10, 33, 5}, {40, 70, 5}, {30, 37, 0}, true, {2, 16}}); }
 
 TEST(Attention, FlopsCountVisiblePairs) {
   const AttentionShape shape{2, 8};
@@ -155,7 +153,8 @@ TEST(Attention, FlopsCountVisiblePairs) {
 TEST(Attention, RejectsHeadDimAboveLimit) {
   t_mat q("q", 2, 256);
   t_mat out("out", 2, 256), lse("lse", 2, 1);
-  EXPECT_THROW(attention_forward(q, q, q, make_self_segments({2}, true), {1, 256}, out, lse), std::invalid_argument);
+  EXPECT_THROW(attention_forward(q, q, q, make_self_segments({2}, true), {1, 256}, out, lse),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Dense peak table: names as cudaGetDeviceProperties reports them, and names that must not match.
-#include "minimllm/metrics/device_peak.hpp"
-
 #include <gtest/gtest.h>
+
+#include "minimllm/metrics/device_peak.hpp"
 
 namespace minimllm {
 namespace {

@@ -359,7 +359,8 @@ TEST_F(Hdf5WriterTest, PerRankTablesGrowOneRowPerCall) {
     writer.flush();
   }
   hsize_t dims[2] = {0, 0};
-  EXPECT_EQ(read_table(path, "/ranks/llm_seconds", dims), (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}));
+  EXPECT_EQ(read_table(path, "/ranks/llm_seconds", dims),
+            (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}));
   EXPECT_EQ(dims[0], 2u);
   EXPECT_EQ(dims[1], 3u);
   EXPECT_EQ(read_table(path, "/plans/llm_group_of_rank", dims), (std::vector<double>{0, 0, -1}));

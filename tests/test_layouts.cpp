@@ -29,7 +29,9 @@ data:
 runtime: {peak_gflops_per_rank: 1}
 )";
 
-RunConfig deck(const std::string& extra = "") { return parse_run_config(std::string(kDeck) + extra, "layouts"); }
+RunConfig deck(const std::string& extra = "") {
+  return parse_run_config(std::string(kDeck) + extra, "layouts");
+}
 
 int world_size() {
   int n = 1;
@@ -43,8 +45,8 @@ struct Gradients {
 };
 
 // One step of `plan` on `comm`; returns the mean loss and the synced gradient buffer.
-Gradients run_step(const RunConfig& config, MPI_Comm comm, const std::function<StepPlan(const GlobalBatch&)>& plan_of,
-                   int pool_capacity = 8) {
+Gradients run_step(const RunConfig& config, MPI_Comm comm,
+                   const std::function<StepPlan(const GlobalBatch&)>& plan_of, int pool_capacity = 8) {
   const World world = World::of(comm);
   const Sampler sampler(config);
   Model model(config.model, config.seed);
@@ -55,7 +57,8 @@ Gradients run_step(const RunConfig& config, MPI_Comm comm, const std::function<S
   validate_plan(plan, batch, world.size);
   const StepOutcome outcome = executor.run(batch, plan);
   auto grads = Kokkos::create_mirror_view_and_copy(HostSpace(), model.grads());
-  return {outcome.loss_sum / batch.loss_targets(), std::vector<float>(grads.data(), grads.data() + grads.size())};
+  return {outcome.loss_sum / batch.loss_targets(),
+          std::vector<float>(grads.data(), grads.data() + grads.size())};
 }
 
 // Loss and every named tensor's gradient against the single-rank reference. Tolerance: the layouts sum
@@ -63,11 +66,13 @@ Gradients run_step(const RunConfig& config, MPI_Comm comm, const std::function<S
 // tensor's gradient must agree to 1e-5 in relative L2 norm, and the loss to 1e-5 relative.
 // Without images every encoder gradient is exactly zero (on every layout); otherwise none may be zero,
 // or the comparison would be vacuous.
-void expect_matches_reference(const RunConfig& config, const std::function<StepPlan(const GlobalBatch&)>& plan_of,
+void expect_matches_reference(const RunConfig& config,
+                              const std::function<StepPlan(const GlobalBatch&)>& plan_of,
                               int pool_capacity = 8) {
   const bool images = Sampler(config).batch(0).image_tokens() > 0;
   const Gradients got = run_step(config, MPI_COMM_WORLD, plan_of, pool_capacity);
-  const Gradients ref = run_step(config, MPI_COMM_SELF, [](const GlobalBatch& b) { return make_static_plan(b, 1); });
+  const Gradients ref =
+      run_step(config, MPI_COMM_SELF, [](const GlobalBatch& b) { return make_static_plan(b, 1); });
   EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss);
   const Model model(config.model, config.seed);
   for (const TensorRange& t : model.tensor_ranges()) {
@@ -76,8 +81,8 @@ void expect_matches_reference(const RunConfig& config, const std::function<StepP
       diff += std::pow(double(got.grads[i]) - ref.grads[i], 2);
       norm += std::pow(double(ref.grads[i]), 2);
     }
-    const bool encoder_side = t.name.rfind("encoder", 0) == 0 || t.name.rfind("projector", 0) == 0 ||
-                              t.name == "patch_embed";
+    const bool encoder_side =
+        t.name.rfind("encoder", 0) == 0 || t.name.rfind("projector", 0) == 0 || t.name == "patch_embed";
     if (!images && encoder_side) {
       EXPECT_EQ(norm + diff, 0.0) << t.name << ": no image, yet an encoder gradient";
       continue;
@@ -93,7 +98,8 @@ std::function<StepPlan(const GlobalBatch&)> grouped(std::vector<int> sizes) {
 
 TEST(Layouts, AnyGroupSizesOnFourRanks) {
   if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
-  for (const std::vector<int>& sizes : std::vector<std::vector<int>>{{4}, {3, 1}, {2, 2}, {2, 1, 1}, {1, 1, 1, 1}, {1, 3}}) {
+  for (const std::vector<int>& sizes :
+       std::vector<std::vector<int>>{{4}, {3, 1}, {2, 2}, {2, 1, 1}, {1, 1, 1, 1}, {1, 3}}) {
     SCOPED_TRACE(::testing::PrintToString(sizes));
     expect_matches_reference(deck(), grouped(sizes));
   }
@@ -118,7 +124,8 @@ TEST(Layouts, OneGroupOfAllRanksWithMicroBatches) {
 TEST(Layouts, EncoderLayoutIndependentOfLlmLayout) {
   // Images scattered over ranks with no relation to where their samples' LLM rows live.
   expect_matches_reference(deck(), [](const GlobalBatch& b) {
-    StepPlan plan = make_grouped_plan(b, world_size() >= 2 ? std::vector<int>{world_size() - 1, 1} : std::vector<int>{1});
+    StepPlan plan =
+        make_grouped_plan(b, world_size() >= 2 ? std::vector<int>{world_size() - 1, 1} : std::vector<int>{1});
     for (size_t i = 0; i < plan.image_owner.size(); ++i) plan.image_owner[i] = (7 * i + 3) % world_size();
     return plan;
   });
@@ -132,7 +139,8 @@ TEST(Layouts, DisaggregatedOneEncoderRankTwoLlmRanks) {
       LayoutShape shape;
       shape.placement = Placement::disaggregated;
       shape.encoder_ranks = {0};
-      shape.llm_groups = one_group ? std::vector<std::vector<int>>{{1, 2}} : std::vector<std::vector<int>>{{1}, {2}};
+      shape.llm_groups =
+          one_group ? std::vector<std::vector<int>>{{1, 2}} : std::vector<std::vector<int>>{{1}, {2}};
       shape.images_follow_groups = false;
       return deal_in_order(b, shape, "test-disaggregated");
     });
@@ -198,7 +206,8 @@ TEST(Layouts, InvalidPlansAreRejectedClearly) {
   };
   StepPlan twice = make_grouped_plan(batch, {2, 2});
   twice.llm_groups[1].ranks = {1, 2};
-  EXPECT_NE(message(twice, 4).find("rank 1 is in LLM groups 0 and 1"), std::string::npos) << message(twice, 4);
+  EXPECT_NE(message(twice, 4).find("rank 1 is in LLM groups 0 and 1"), std::string::npos)
+      << message(twice, 4);
   StepPlan lost = make_grouped_plan(batch, {2});
   lost.llm_groups[0].samples.pop_back();
   EXPECT_NE(message(lost, 2).find("sample 6 is in no LLM group"), std::string::npos) << message(lost, 2);

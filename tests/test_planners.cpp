@@ -80,7 +80,8 @@ bool same_plan(const StepPlan& a, const StepPlan& b) {
       a.image_owner != b.image_owner || a.llm_groups.size() != b.llm_groups.size())
     return false;
   for (size_t k = 0; k < a.llm_groups.size(); ++k)
-    if (a.llm_groups[k].ranks != b.llm_groups[k].ranks || a.llm_groups[k].samples != b.llm_groups[k].samples ||
+    if (a.llm_groups[k].ranks != b.llm_groups[k].ranks ||
+        a.llm_groups[k].samples != b.llm_groups[k].samples ||
         a.llm_groups[k].micro_batches != b.llm_groups[k].micro_batches)
       return false;
   return true;
@@ -100,7 +101,7 @@ std::vector<double> micro_batch_tokens(const LlmGroup& group, const GlobalBatch&
 }
 
 std::map<std::string, std::unique_ptr<Planner>> all_planners(const CostModel& cost,
-                                                            const PlannerOptions& options = {}) {
+                                                             const PlannerOptions& options = {}) {
   std::map<std::string, std::unique_ptr<Planner>> planners;
   for (const std::string& name : planner_names()) planners[name] = make_planner(name, cost, options);
   return planners;
@@ -154,6 +155,32 @@ TEST(CostModel, CommunicationAndMemory) {
   EXPECT_GT(cost.token_capacity(8), cost.token_capacity(4));
 }
 
+// Phases add up: slowest encoder rank + slowest boundary rank + slowest LLM rank.
+TEST(Predict, MatchesAHandComputation) {
+  CostModel cost;
+  cost.llm.a1 = 1.0;        // one second per token
+  cost.encoder.a1 = 1.0;    // one second per patch
+  cost.ranks_per_node = 1;  // every rank its own node
+  cost.boundary_bytes_per_patch = 1.0;
+  cost.inter_node = {0.0, 1.0};  // one byte per second
+  GlobalBatch batch = batch_of_lengths({10, 6});
+  batch.samples[0].images.push_back({4, 4, 4, 0});  // 4 patches
+  StepPlan plan;
+  plan.llm_groups = {{{0}, {0}, 1}, {{1}, {1}, 1}};
+  plan.encoder_ranks = {0, 1};
+  plan.image_owner = {1};  // encoded away from its sample's rank
+  ASSERT_NO_THROW(validate_plan(plan, batch, 2));
+  const PlanPrediction p = predict(plan, batch, cost, 2);
+  EXPECT_DOUBLE_EQ(p.encoder, 4.0);
+  EXPECT_DOUBLE_EQ(p.boundary, 4.0);  // 4 rows from rank 1 to rank 0
+  EXPECT_DOUBLE_EQ(p.llm, 14.0);      // 10 text + 4 image tokens on rank 0
+  EXPECT_DOUBLE_EQ(p.makespan, 22.0);
+  // max(4 / 2, 4) + max(20 / 2, 14 / 2 on two ranks)
+  EXPECT_DOUBLE_EQ(p.lower_bound, 14.0);
+  EXPECT_DOUBLE_EQ(p.idle_fraction, 1.0 - (18.0 + 14.0) / 2 / 22.0);
+  EXPECT_DOUBLE_EQ(p.comm_fraction, 4.0 / 22.0);
+}
+
 TEST(Planners, NamesAndUnknownPolicy) {
   EXPECT_EQ(planner_names(), (std::vector<std::string>{"static", "orch", "dhp", "flexsp", "disagg"}));
   const CostModel cost = default_cost_model(quickstart(8, 1), kGflops, kRanksPerNode);
@@ -171,7 +198,8 @@ TEST(Planners, ValidDeterministicBoundedOnRandomBatches) {
       const GlobalBatch batch = sampler.batch(step);
       for (int world : kWorlds) {
         SCOPED_TRACE(c.name + " step " + std::to_string(step) + " world " + std::to_string(world));
-        const double static_makespan = predict(planners.at("static")->plan(batch, world), batch, cost, world).makespan;
+        const double static_makespan =
+            predict(planners.at("static")->plan(batch, world), batch, cost, world).makespan;
         for (const auto& [name, planner] : planners) {
           SCOPED_TRACE(name);
           const StepPlan plan = planner->plan(batch, world);
@@ -297,7 +325,8 @@ TEST(Planners, MicroBatchesRespectCapacity) {
   const auto check = [&](const std::vector<std::string>& names, double tokens_on_one_rank, int world) {
     cost.capacity_bytes = cost.fixed_bytes + tokens_on_one_rank * cost.bytes_per_token;
     for (const std::string& name : names) {
-      SCOPED_TRACE(name + " world " + std::to_string(world) + " capacity " + std::to_string(tokens_on_one_rank));
+      SCOPED_TRACE(name + " world " + std::to_string(world) + " capacity " +
+                   std::to_string(tokens_on_one_rank));
       const StepPlan plan = make_planner(name, cost, {})->plan(batch, world);
       ASSERT_NO_THROW(validate_plan(plan, batch, world));
       bool split = false;

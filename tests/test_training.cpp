@@ -55,13 +55,15 @@ TEST(Training, StepRecordsAreConsistent) {
   for (const StepRecord& s : result.steps) {
     EXPECT_GT(s.step_seconds, 0.0);
     // Each phase is part of its rank's step, so its maximum over ranks cannot exceed the step's.
-    for (double phase : {s.data_seconds, s.encoder_seconds, s.llm_seconds, s.grad_sync_seconds, s.optimizer_seconds}) {
+    for (double phase :
+         {s.data_seconds, s.encoder_seconds, s.llm_seconds, s.grad_sync_seconds, s.optimizer_seconds}) {
       EXPECT_GE(phase, 0.0);
       EXPECT_LE(phase, s.step_seconds);
     }
     EXPECT_GT(s.model_flops, 0.0);
     EXPECT_GT(s.mfu, 0.0);
-    EXPECT_NEAR(s.tokens_per_second, (s.text_tokens + s.image_tokens) / s.step_seconds, 1e-6 * s.tokens_per_second);
+    EXPECT_NEAR(s.tokens_per_second, (s.text_tokens + s.image_tokens) / s.step_seconds,
+                1e-6 * s.tokens_per_second);
   }
 }
 

@@ -1,10 +1,9 @@
 // Host<->device transfer counting: copies that cross memory spaces count, the others do not.
-#include "minimllm/core/transfer.hpp"
-
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "minimllm/core/transfer.hpp"
 #include "minimllm/core/types.hpp"
 
 namespace minimllm {
@@ -14,7 +13,7 @@ TEST(Transfer, CountsOnlyCopiesBetweenHostAndDevice) {
   const TransferCounts before = transfer_counts();
   const t_ivec ids = to_device({3, 1, 4, 1, 5}, "ids");  // host -> MemSpace
   const t_ivec copy("copy", ids.extent(0));
-  transfer(copy, ids);  // MemSpace -> MemSpace: never a transfer
+  transfer(copy, ids);                   // MemSpace -> MemSpace: never a transfer
   const auto back = copy_to_host(copy);  // MemSpace -> host
   const TransferCounts counted = transfer_counts() - before;
 

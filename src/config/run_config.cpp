@@ -428,8 +428,9 @@ void check_model(const CrossChecker& x, const ModelConfig& m) {
   x.require(l.width % l.heads == 0, "model.llm.width", l.width,
             fmt::format("must be divisible by model.llm.heads (= {})", l.heads));
   // The attention kernel keeps a head's row in fixed-size tiles of at most kMaxHeadDim floats.
-  x.require(e.width / e.heads <= kMaxHeadDim, "model.encoder.width", e.width,
-            fmt::format("head dimension width / model.encoder.heads (= {}) must be <= {}", e.heads, kMaxHeadDim));
+  x.require(
+      e.width / e.heads <= kMaxHeadDim, "model.encoder.width", e.width,
+      fmt::format("head dimension width / model.encoder.heads (= {}) must be <= {}", e.heads, kMaxHeadDim));
   x.require(l.width / l.heads <= kMaxHeadDim, "model.llm.width", l.width,
             fmt::format("head dimension width / model.llm.heads (= {}) must be <= {}", l.heads, kMaxHeadDim));
   using ll = long long;

@@ -8,7 +8,9 @@ EncoderInput pack_encoder(const Sampler& sampler, const GlobalBatch& batch, cons
   EncoderInput enc;
   std::vector<float> pixels;
   for (int image : images) {
-    const int s = static_cast<int>(std::upper_bound(first_image.begin(), first_image.end(), image) - first_image.begin()) - 1;
+    const int s = static_cast<int>(std::upper_bound(first_image.begin(), first_image.end(), image) -
+                                   first_image.begin()) -
+                  1;
     const SampleMeta& sample = batch.samples[s];
     const int i = image - first_image[s];
     sampler.append_image_patches(batch.step, sample, i, pixels);
@@ -16,10 +18,10 @@ EncoderInput pack_encoder(const Sampler& sampler, const GlobalBatch& batch, cons
     enc.attention_pairs += static_cast<double>(sample.images[i].patches) * sample.images[i].patches;
     enc.patches += sample.images[i].patches;
   }
-  enc.pixels = t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("batch::pixels")), enc.patches,
-                     sampler.patch_dim());
+  enc.pixels = t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("batch::pixels")),
+                     enc.patches, sampler.patch_dim());
   transfer(enc.pixels, Kokkos::View<const float**, Kokkos::LayoutRight, HostSpace, Kokkos::MemoryUnmanaged>(
-                                    pixels.data(), enc.patches, sampler.patch_dim()));
+                           pixels.data(), enc.patches, sampler.patch_dim()));
   enc.segments = make_self_segments(enc.image_patches, /*causal=*/false);
   return enc;
 }

@@ -16,7 +16,8 @@ constexpr float kPixelNoise = 0.5f;
 // Poisson(mean) from two hashes: inversion of the cumulative distribution for small means; for large
 // means (where exp(-mean) underflows) the normal approximation, rounded and clamped at 0.
 int poisson(double mean, std::uint64_t h1, std::uint64_t h2) {
-  if (mean > 64.0) return static_cast<int>(std::max(0.0, std::round(mean + std::sqrt(mean) * standard_normal(h1, h2))));
+  if (mean > 64.0)
+    return static_cast<int>(std::max(0.0, std::round(mean + std::sqrt(mean) * standard_normal(h1, h2))));
   const double u = uniform01(h1);
   double p = std::exp(-mean), cdf = p;
   int n = 0;
@@ -99,7 +100,8 @@ int Sampler::shift_of_class(int klass) const {
 
 SampleMeta Sampler::sample_meta(int step, int id) const {
   const auto draw = [&](std::uint64_t what) {
-    return hash_coords({seed_, kMeta, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(id), what});
+    return hash_coords(
+        {seed_, kMeta, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(id), what});
   };
   const TextConfig& text = data_.text;
   const ImageConfig& img = data_.images;
@@ -179,8 +181,12 @@ void Sampler::append_image_patches(int step, const SampleMeta& sample, int image
   for (int p = 0; p < im.patches; ++p)
     for (int e = 0; e < pd; ++e) {
       const auto idx = static_cast<std::uint64_t>(p) * pd + e;
-      const auto c = {seed_, std::uint64_t(kPixels), static_cast<std::uint64_t>(step),
-                      static_cast<std::uint64_t>(sample.id), static_cast<std::uint64_t>(image), idx};
+      const auto c = {seed_,
+                      std::uint64_t(kPixels),
+                      static_cast<std::uint64_t>(step),
+                      static_cast<std::uint64_t>(sample.id),
+                      static_cast<std::uint64_t>(image),
+                      idx};
       const double noise = 2.0 * uniform01(hash_coords(c)) - 1.0;
       out[base + idx] = proto[e] + kPixelNoise * static_cast<float>(noise);
     }

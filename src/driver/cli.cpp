@@ -1,7 +1,6 @@
 #include "minimllm/driver/cli.hpp"
 
 #include <CLI/CLI.hpp>
-
 #include <ostream>
 
 #include "embedded_decks.hpp"
@@ -16,7 +15,8 @@ const char* embedded_quickstart_deck() { return kQuickstartDeck; }
 
 CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App app{
-      "minimllm: a multimodal LLM training mini-app (vision encoder + LLM, handwritten forward and backward)\n"
+      "minimllm: a multimodal LLM training mini-app (vision encoder + LLM, handwritten forward and "
+      "backward)\n"
       "on heterogeneous batches, with per-step metrics in HDF5. Exit codes: 0 success, 1 runtime failure,\n"
       "2 invalid input (deck or command line).",
       "minimllm"};
@@ -30,12 +30,14 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
 
   RunRequest request;
   int steps = 0;
-  CLI::App* run = app.add_subcommand("run", "Train on a deck (YAML input; see docs/INPUT.md) and write HDF5 metrics");
+  CLI::App* run =
+      app.add_subcommand("run", "Train on a deck (YAML input; see docs/INPUT.md) and write HDF5 metrics");
   run->add_option("deck", request.deck, "Input deck (default: the embedded quickstart deck)")
       ->check(CLI::ExistingFile);
   run->add_option("--out,-o", request.out,
                   "HDF5 output file (default: <deck name>-<UTC date-time>.h5 in the working directory)");
-  run->add_option("--steps", steps, "Number of steps, overriding the deck's `steps`")->check(CLI::Range(1, 1 << 30));
+  run->add_option("--steps", steps, "Number of steps, overriding the deck's `steps`")
+      ->check(CLI::Range(1, 1 << 30));
   run->add_flag("--overwrite", request.overwrite, "Replace the output file if it exists");
   run->failure_message(one_line);
 

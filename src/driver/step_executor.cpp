@@ -60,7 +60,8 @@ StepOutcome StepExecutor::run(const GlobalBatch& batch, const StepPlan& plan) {
   t_mat d_received("boundary::d_received", work.received_rows, width);
   for (size_t m = 0; m < llm_inputs.size(); ++m) {
     std::unique_ptr<KvExchange> kv;
-    if (work.group_ranks.size() > 1) kv = std::make_unique<KvExchange>(group_comm, work.micro_batches[m], 2 * width);
+    if (work.group_ranks.size() > 1)
+      kv = std::make_unique<KvExchange>(group_comm, work.micro_batches[m], 2 * width);
     out.loss_sum += model_.llm_forward_backward(llm_inputs[m], received, grad_scale, d_received, kv.get());
     if (kv) out.kv_exchange_seconds += kv->seconds();
     out.flops += model_.llm_flops(llm_inputs[m]);

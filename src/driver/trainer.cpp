@@ -104,7 +104,8 @@ PeakWork peak_work(const RunConfig& config, const Sampler& sampler, const Model&
       std::int64_t rows = 0;
       for (const SequenceChunk& c : mb.chunks) rows += c.end - c.begin;
       peak.llm_rows = std::max(peak.llm_rows, rows);
-      if (work.group_ranks.size() > 1) peak.key_rows = std::max<std::int64_t>(peak.key_rows, mb.sample_offsets.back());
+      if (work.group_ranks.size() > 1)
+        peak.key_rows = std::max<std::int64_t>(peak.key_rows, mb.sample_offsets.back());
     }
     std::int64_t patches = 0;
     const std::vector<int> first_image = first_image_of_samples(batch);
@@ -120,10 +121,10 @@ PeakWork peak_work(const RunConfig& config, const Sampler& sampler, const Model&
 }
 
 // Per-rank values of one step, in the order of kRankFields.
-constexpr const char* kRankFields[] = {"step_seconds",     "planning_seconds", "data_seconds",
-                                       "encoder_seconds",  "boundary_seconds", "llm_seconds",
+constexpr const char* kRankFields[] = {"step_seconds",        "planning_seconds",  "data_seconds",
+                                       "encoder_seconds",     "boundary_seconds",  "llm_seconds",
                                        "kv_exchange_seconds", "grad_sync_seconds", "optimizer_seconds",
-                                       "model_flops",      "llm_rows",         "encoder_rows"};
+                                       "model_flops",         "llm_rows",          "encoder_rows"};
 constexpr int kRankFieldCount = sizeof(kRankFields) / sizeof(kRankFields[0]);
 
 // /ranks/<field> [steps, ranks] (so imbalance and idle time can be seen) and /plans/llm_group_of_rank
@@ -131,7 +132,8 @@ constexpr int kRankFieldCount = sizeof(kRankFields) / sizeof(kRankFields[0]);
 void write_rank_tables(Hdf5RunWriter* out, const World& world, const StepPlan& plan,
                        const std::array<double, kRankFieldCount>& mine) {
   std::vector<double> all(world.is_root() ? kRankFieldCount * world.size : 0);
-  MPI_Gather(mine.data(), kRankFieldCount, MPI_DOUBLE, all.data(), kRankFieldCount, MPI_DOUBLE, 0, world.comm);
+  MPI_Gather(mine.data(), kRankFieldCount, MPI_DOUBLE, all.data(), kRankFieldCount, MPI_DOUBLE, 0,
+             world.comm);
   if (!out) return;
   for (int f = 0; f < kRankFieldCount; ++f) {
     std::vector<double> column(world.size);
@@ -147,29 +149,33 @@ void write_rank_tables(Hdf5RunWriter* out, const World& world, const StepPlan& p
 void print_banner(std::ostream& log, const RunConfig& config, const World& world, const Model& model,
                   const TrainResult& r, const PeakWork& peak) {
   const ModelConfig& m = config.model;
-  log << fmt::format("minimllm {} | deck {} ({}) | {} MPI ranks | {} | BLAS threads/rank {}\n", MINIMLLM_VERSION,
-                     config.name, config.deck_path, world.size, kokkos_description(), config.runtime.blas_threads);
+  log << fmt::format("minimllm {} | deck {} ({}) | {} MPI ranks | {} | BLAS threads/rank {}\n",
+                     MINIMLLM_VERSION, config.name, config.deck_path, world.size, kokkos_description(),
+                     config.runtime.blas_threads);
   log << fmt::format(
       "model: encoder {}x{} (heads {}, patch {}) -> LLM {}x{} (heads {}, vocab {}) | {:.3f} M parameters\n",
-      m.encoder.layers, m.encoder.width, m.encoder.heads, m.encoder.patch, m.llm.layers, m.llm.width, m.llm.heads,
-      m.llm.vocab, model.parameter_count() / 1e6);
+      m.encoder.layers, m.encoder.width, m.encoder.heads, m.encoder.patch, m.llm.layers, m.llm.width,
+      m.llm.heads, m.llm.vocab, model.parameter_count() / 1e6);
   const ParallelConfig& p = config.parallel;
-  log << fmt::format("data: global batch {} samples, {} steps, seed {} | layout: {} placement, LLM groups [{}]{}, "
-                     "micro-batches {}, comm pool {}\n",
-                     config.data.global_batch, config.steps, config.seed, p.placement,
-                     p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
-                     p.rotate_groups ? " rotating every step" : "", p.micro_batches, p.comm_pool_capacity);
+  log << fmt::format(
+      "data: global batch {} samples, {} steps, seed {} | layout: {} placement, LLM groups [{}]{}, "
+      "micro-batches {}, comm pool {}\n",
+      config.data.global_batch, config.steps, config.seed, p.placement,
+      p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
+      p.rotate_groups ? " rotating every step" : "", p.micro_batches, p.comm_pool_capacity);
   log << fmt::format("peak for MFU: {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank, r.peak_source);
-  log << fmt::format("memory estimate per rank: {:.1f} MiB (parameters, gradients, AdamW state; activations "
-                     "for up to {} LLM rows, {} gathered key rows, {} patches)\n",
-                     r.memory_estimate_mib, peak.llm_rows, peak.key_rows, peak.patches);
+  log << fmt::format(
+      "memory estimate per rank: {:.1f} MiB (parameters, gradients, AdamW state; activations "
+      "for up to {} LLM rows, {} gathered key rows, {} patches)\n",
+      r.memory_estimate_mib, peak.llm_rows, peak.key_rows, peak.patches);
 }
 
 void print_step(std::ostream& log, const StepRecord& s, int steps) {
-  log << fmt::format("step {:>5}/{}  loss {:.4f}  tokens {:>7} (text {}, image {})  {:8.1f} ms  {:>10.0f} tok/s  "
-                     "MFU {:5.1f}%\n",
-                     s.step, steps, s.loss, s.text_tokens + s.image_tokens, s.text_tokens, s.image_tokens,
-                     1e3 * s.step_seconds, s.tokens_per_second, 100.0 * s.mfu);
+  log << fmt::format(
+      "step {:>5}/{}  loss {:.4f}  tokens {:>7} (text {}, image {})  {:8.1f} ms  {:>10.0f} tok/s  "
+      "MFU {:5.1f}%\n",
+      s.step, steps, s.loss, s.text_tokens + s.image_tokens, s.text_tokens, s.image_tokens,
+      1e3 * s.step_seconds, s.tokens_per_second, 100.0 * s.mfu);
 }
 
 double median(std::vector<double> v) {
@@ -188,16 +194,19 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
     mfus.push_back(r.steps[i].mfu);
   }
   const StepRecord &first = r.steps.front(), &last = r.steps.back();
-  log << fmt::format("summary: loss {:.4f} -> {:.4f} over {} steps | median step {:.1f} ms | median {:.0f} tok/s "
-                     "({:.0f} per rank) | median MFU {:.1f}%\n",
-                     first.loss, last.loss, r.steps.size(), 1e3 * median(times), median(rates),
-                     median(rates) / world.size, 100.0 * median(mfus));
-  log << fmt::format("memory per rank: peak resident {:.1f} MiB, analytic estimate {:.1f} MiB (ratio {:.2f})\n",
-                     r.peak_resident_mib, r.memory_estimate_mib, r.peak_resident_mib / r.memory_estimate_mib);
+  log << fmt::format(
+      "summary: loss {:.4f} -> {:.4f} over {} steps | median step {:.1f} ms | median {:.0f} tok/s "
+      "({:.0f} per rank) | median MFU {:.1f}%\n",
+      first.loss, last.loss, r.steps.size(), 1e3 * median(times), median(rates), median(rates) / world.size,
+      100.0 * median(mfus));
+  log << fmt::format(
+      "memory per rank: peak resident {:.1f} MiB, analytic estimate {:.1f} MiB (ratio {:.2f})\n",
+      r.peak_resident_mib, r.memory_estimate_mib, r.peak_resident_mib / r.memory_estimate_mib);
   if (!out_path.empty()) log << "metrics written to " << out_path << "\n";
-  log << fmt::format("minimllm PERFORMANCE tokens_per_second={:.1f} tokens_per_second_per_rank={:.1f} mfu={:.4f} "
-                     "ranks={}\n",
-                     median(rates), median(rates) / world.size, median(mfus), world.size);
+  log << fmt::format(
+      "minimllm PERFORMANCE tokens_per_second={:.1f} tokens_per_second_per_rank={:.1f} mfu={:.4f} "
+      "ranks={}\n",
+      median(rates), median(rates) / world.size, median(mfus), world.size);
 }
 
 }  // namespace
@@ -256,10 +265,16 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
 
     // Times: max over ranks (the slowest rank sets the pace); counts and FLOPs: sums over ranks.
     const CommPoolStats& pool_now = pool.stats();
-    double maxima[10] = {t_end - t_start,          t_plan - t_start,          outcome.data_seconds,
-                         outcome.encoder_seconds,  outcome.llm_seconds,       outcome.boundary_seconds,
-                         outcome.grad_sync_seconds, t_end - t_executed,
-                         pool_now.creation_seconds - pool_before.creation_seconds, outcome.kv_exchange_seconds};
+    double maxima[10] = {t_end - t_start,
+                         t_plan - t_start,
+                         outcome.data_seconds,
+                         outcome.encoder_seconds,
+                         outcome.llm_seconds,
+                         outcome.boundary_seconds,
+                         outcome.grad_sync_seconds,
+                         t_end - t_executed,
+                         pool_now.creation_seconds - pool_before.creation_seconds,
+                         outcome.kv_exchange_seconds};
     MPI_Allreduce(MPI_IN_PLACE, maxima, 10, MPI_DOUBLE, MPI_MAX, world.comm);
     double sums[5] = {outcome.flops, static_cast<double>(outcome.boundary_bytes),
                       static_cast<double>(pool_now.hits - pool_before.hits),
@@ -286,7 +301,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     s.comm_creations = static_cast<std::int64_t>(sums[3]);
     s.comm_evictions = static_cast<std::int64_t>(sums[4]);
     s.llm_groups = static_cast<int>(plan.llm_groups.size());
-    for (const LlmGroup& g : plan.llm_groups) s.max_group_size = std::max<int>(s.max_group_size, g.ranks.size());
+    for (const LlmGroup& g : plan.llm_groups)
+      s.max_group_size = std::max<int>(s.max_group_size, g.ranks.size());
     result.steps.push_back(s);
     write_rank_tables(out.get(), world, plan,
                       {t_end - t_start, t_plan - t_start, outcome.data_seconds, outcome.encoder_seconds,

@@ -18,8 +18,8 @@ World World::of(MPI_Comm comm) {
 
 std::string kokkos_description() {
   std::ostringstream out;
-  out << "Kokkos " << KOKKOS_VERSION / 10000 << "." << KOKKOS_VERSION / 100 % 100 << "." << KOKKOS_VERSION % 100
-      << ", " << Kokkos::DefaultExecutionSpace::name() << " ("
+  out << "Kokkos " << KOKKOS_VERSION / 10000 << "." << KOKKOS_VERSION / 100 % 100 << "."
+      << KOKKOS_VERSION % 100 << ", " << Kokkos::DefaultExecutionSpace::name() << " ("
       << Kokkos::DefaultExecutionSpace().concurrency() << " threads)";
   return out.str();
 }

@@ -48,10 +48,10 @@ std::optional<Peak> lookup(const std::string& device_name) {
   const auto has = [&](const char* word) { return std::find(w.begin(), w.end(), word) != w.end(); };
   if (has("H200")) return has("NVL") ? kH200Nvl : kH200Sxm;  // "NVIDIA H200", "NVIDIA H200 NVL"
   if (has("H100")) {
-    if (has("PCIE")) return kH100Pcie;  // "NVIDIA H100 PCIe"
-    if (has("NVL")) return kH100Nvl;    // "NVIDIA H100 NVL"
+    if (has("PCIE")) return kH100Pcie;                              // "NVIDIA H100 PCIe"
+    if (has("NVL")) return kH100Nvl;                                // "NVIDIA H100 NVL"
     if (has("HBM3") || has("SXM") || has("SXM5")) return kH100Sxm;  // "NVIDIA H100 80GB HBM3"
-    return std::nullopt;  // other H100 parts (e.g. cut-down or China-market) have other rates
+    return std::nullopt;  // a bare "H100" does not say which board it is
   }
   if (has("A100")) return kA100;
   return std::nullopt;

@@ -248,13 +248,15 @@ namespace {
 
 // The table at `path`, created on first use as an extendible [0, columns] dataset of `file_type`
 // (intermediate groups created too).
-Hdf5RunWriter::Handles::Table& open_table(hid_t file, std::map<std::string, Hdf5RunWriter::Handles::Table>& tables,
+Hdf5RunWriter::Handles::Table& open_table(hid_t file,
+                                          std::map<std::string, Hdf5RunWriter::Handles::Table>& tables,
                                           const std::string& name, hsize_t columns, hid_t file_type,
                                           const std::string& path) {
   auto found = tables.find(name);
   if (found != tables.end()) {
     if (found->second.columns != columns)
-      throw std::invalid_argument(fmt::format("{}: {} has {} columns, not {}", path, name, found->second.columns, columns));
+      throw std::invalid_argument(
+          fmt::format("{}: {} has {} columns, not {}", path, name, found->second.columns, columns));
     return found->second;
   }
   const std::string what = "create " + name;
@@ -268,8 +270,9 @@ Hdf5RunWriter::Handles::Table& open_table(hid_t file, std::map<std::string, Hdf5
   check(H5Pset_create_intermediate_group(lcpl.get(), 1), path, what.c_str());
   Hdf5RunWriter::Handles::Table table;
   table.columns = columns;
-  table.dataset = check(H5Dcreate2(file, name.c_str(), file_type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
-                        path, what.c_str());
+  table.dataset =
+      check(H5Dcreate2(file, name.c_str(), file_type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT), path,
+            what.c_str());
   return tables.emplace(name, table).first->second;
 }
 
@@ -286,10 +289,11 @@ void Hdf5RunWriter::append_row_impl(const std::string& name, const std::vector<T
   Scoped file_space(check(H5Dget_space(table.dataset), path_, what.c_str()), H5Sclose);
   const hsize_t start[2] = {table.rows, 0};
   const hsize_t count[2] = {1, table.columns};
-  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path_, what.c_str());
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path_,
+        what.c_str());
   Scoped mem_space(check(H5Screate_simple(2, count, nullptr), path_, what.c_str()), H5Sclose);
-  check(H5Dwrite(table.dataset, is_double ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT32, mem_space.get(), file_space.get(),
-                 H5P_DEFAULT, values.data()),
+  check(H5Dwrite(table.dataset, is_double ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT32, mem_space.get(),
+                 file_space.get(), H5P_DEFAULT, values.data()),
         path_, what.c_str());
   table.rows += 1;
 }

@@ -48,7 +48,8 @@ class TensorBinder {
   std::vector<Init> inits_;
 };
 
-BlockWeights bind_block(TensorBinder& b, const std::string& name, int width, int hidden, float std, float out_std) {
+BlockWeights bind_block(TensorBinder& b, const std::string& name, int width, int hidden, float std,
+                        float out_std) {
   BlockWeights w;
   w.norm1 = b.vector(name + ".norm1", width);
   w.norm2 = b.vector(name + ".norm2", width);
@@ -69,14 +70,16 @@ ModelTensors bind_tensors(const ModelConfig& c, TensorBinder& b) {
   // Residual-branch outputs are scaled down by depth (GPT-2) so the residual stream starts stable.
   const float enc_out_std = std / std::sqrt(2.0f * std::max(1, e.layers));
   for (int i = 0; i < e.layers; ++i)
-    t.encoder.push_back(bind_block(b, "encoder." + std::to_string(i), e.width, e.mlp_ratio * e.width, std, enc_out_std));
+    t.encoder.push_back(
+        bind_block(b, "encoder." + std::to_string(i), e.width, e.mlp_ratio * e.width, std, enc_out_std));
   t.encoder_norm = b.vector("encoder_norm", e.width);
   t.projector_in = b.matrix("projector_in", e.width, l.width, std);
   t.projector_out = b.matrix("projector_out", l.width, l.width, std);
   t.token_embed = b.matrix("token_embed", l.vocab, l.width, std);
   const float llm_out_std = std / std::sqrt(2.0f * l.layers);
   for (int i = 0; i < l.layers; ++i)
-    t.llm.push_back(bind_block(b, "llm." + std::to_string(i), l.width, l.mlp_ratio * l.width, std, llm_out_std));
+    t.llm.push_back(
+        bind_block(b, "llm." + std::to_string(i), l.width, l.mlp_ratio * l.width, std, llm_out_std));
   t.final_norm = b.vector("final_norm", l.width);
   t.lm_head = b.matrix("lm_head", l.width, l.vocab, std);
   return t;
@@ -129,16 +132,16 @@ t_mat keys_and_values(BlockActivations& a, KvExchange* kv, int width) {
   return a.kv_full;
 }
 
-void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_out, const AttentionSegments& segs,
-                   AttentionShape shape, KvExchange* kv) {
+void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_out,
+                   const AttentionSegments& segs, AttentionShape shape, KvExchange* kv) {
   const int width = shape.heads * shape.head_dim;
   rmsnorm_forward(a.x_in, w.norm1, a.norm1, a.rstd1);
   gemm(Trans::no, Trans::no, 1.0f, a.norm1, w.qkv, 0.0f, a.qkv);
   const t_mat kv_full = keys_and_values(a, kv, width);
   const t_mat& keys = kv ? kv_full : a.qkv;
   const int key_col = kv ? 0 : width;
-  attention_forward(columns(a.qkv, 0, width), columns(keys, key_col, width), columns(keys, key_col + width, width),
-                    segs, shape, a.attn, a.lse);
+  attention_forward(columns(a.qkv, 0, width), columns(keys, key_col, width),
+                    columns(keys, key_col + width, width), segs, shape, a.attn, a.lse);
   Kokkos::deep_copy(a.x_mid, a.x_in);
   gemm(Trans::no, Trans::no, 1.0f, a.attn, w.attn_out, 1.0f, a.x_mid);
   rmsnorm_forward(a.x_mid, w.norm2, a.norm2, a.rstd2);
@@ -166,8 +169,9 @@ void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockAct
   const t_mat& d_keys = kv ? s.d_kv_full : s.d_qkv;
   const int key_col = kv ? 0 : width;
   attention_backward(s.d_attn, columns(a.qkv, 0, width), columns(keys, key_col, width),
-                     columns(keys, key_col + width, width), a.attn, a.lse, segs, shape, columns(s.d_qkv, 0, width),
-                     columns(d_keys, key_col, width), columns(d_keys, key_col + width, width));
+                     columns(keys, key_col + width, width), a.attn, a.lse, segs, shape,
+                     columns(s.d_qkv, 0, width), columns(d_keys, key_col, width),
+                     columns(d_keys, key_col + width, width));
   if (kv) kv->reduce(s.d_kv_full, columns(s.d_qkv, width, 2 * width));
   gemm(Trans::yes, Trans::no, 1.0f, a.norm1, s.d_qkv, 1.0f, g.qkv);
   gemm(Trans::no, Trans::yes, 1.0f, s.d_qkv, w.qkv, 0.0f, s.d_norm);
@@ -178,8 +182,8 @@ void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockAct
 double linear_flops(double rows, int in, int out) { return 6.0 * rows * in * out; }
 
 double block_flops(double rows, int width, int hidden) {
-  return linear_flops(rows, width, 3 * width) + linear_flops(rows, width, width) + linear_flops(rows, width, hidden) +
-         linear_flops(rows, hidden, width);
+  return linear_flops(rows, width, 3 * width) + linear_flops(rows, width, width) +
+         linear_flops(rows, width, hidden) + linear_flops(rows, hidden, width);
 }
 
 }  // namespace
@@ -194,7 +198,8 @@ Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(config) {
   TensorBinder param_binder(params_.data(), decayed_count_), grad_binder(grads_.data(), decayed_count_);
   weights_ = bind_tensors(config_, param_binder);
   weight_grads_ = bind_tensors(config_, grad_binder);
-  for (const auto& init : param_binder.inits()) tensor_ranges_.push_back({init.name, init.offset, init.count});
+  for (const auto& init : param_binder.inits())
+    tensor_ranges_.push_back({init.name, init.offset, init.count});
 
   // Initial values depend only on (seed, tensor, element): identical on every rank.
   auto host = Kokkos::create_mirror_view(params_);
@@ -202,9 +207,8 @@ Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(config) {
   for (std::size_t t = 0; t < inits.size(); ++t)
     for (std::size_t i = 0; i < inits[t].count; ++i) {
       const std::uint64_t h = hash_coords({seed, kInitStream, t, i});
-      host(inits[t].offset + i) = inits[t].std == 0.0f
-                                      ? 1.0f
-                                      : inits[t].std * static_cast<float>(standard_normal(h, splitmix64(h)));
+      host(inits[t].offset + i) =
+          inits[t].std == 0.0f ? 1.0f : inits[t].std * static_cast<float>(standard_normal(h, splitmix64(h)));
     }
   transfer(params_, host);
 }
@@ -226,7 +230,8 @@ void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts)
   if (rows == 0) return;
 
   const ModelTensors& w = weights_;
-  gemm(Trans::no, Trans::no, 1.0f, input.pixels, w.patch_embed, 0.0f, e.layers ? acts.blocks[0].x_in : acts.x_final);
+  gemm(Trans::no, Trans::no, 1.0f, input.pixels, w.patch_embed, 0.0f,
+       e.layers ? acts.blocks[0].x_in : acts.x_final);
   for (int l = 0; l < e.layers; ++l)
     block_forward(w.encoder[l], acts.blocks[l], l + 1 < e.layers ? acts.blocks[l + 1].x_in : acts.x_final,
                   input.segments, shape, nullptr);
@@ -236,7 +241,8 @@ void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts)
   gemm(Trans::no, Trans::no, 1.0f, acts.proj_act, w.projector_out, 0.0f, acts.embeddings);
 }
 
-void Model::encoder_backward(const EncoderInput& input, const EncoderActivations& acts, const t_mat& d_embeddings) {
+void Model::encoder_backward(const EncoderInput& input, const EncoderActivations& acts,
+                             const t_mat& d_embeddings) {
   const EncoderConfig& e = config_.encoder;
   const int rows = input.patches, width = e.width, hidden = e.mlp_ratio * e.width;
   if (rows == 0) return;
@@ -273,7 +279,8 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
   embedding_forward(input.text_ids, input.text_rows, w.token_embed, blocks[0].x_in);
   copy_rows(received, input.image_src_rows, blocks[0].x_in, input.image_rows);
   for (int l = 0; l < c.layers; ++l)
-    block_forward(w.llm[l], blocks[l], l + 1 < c.layers ? blocks[l + 1].x_in : x_final, input.segments, shape, kv);
+    block_forward(w.llm[l], blocks[l], l + 1 < c.layers ? blocks[l + 1].x_in : x_final, input.segments, shape,
+                  kv);
   t_mat normed = uninitialized("llm::normed", rows, width);
   t_vec rstd = uninitialized("llm::rstd", rows);
   rmsnorm_forward(x_final, w.final_norm, normed, rstd);
@@ -301,20 +308,23 @@ double Model::encoder_flops(const EncoderInput& enc) const {
   const double p = enc.patches;
   double flops = 4.0 * p * e.channels * e.patch * e.patch * e.width;  // patch embedding: no pixel gradient
   flops += e.layers * (block_flops(p, e.width, e.mlp_ratio * e.width) + 12.0 * enc.attention_pairs * e.width);
-  return flops + linear_flops(p, e.width, config_.llm.width) + linear_flops(p, config_.llm.width, config_.llm.width);
+  return flops + linear_flops(p, e.width, config_.llm.width) +
+         linear_flops(p, config_.llm.width, config_.llm.width);
 }
 
 double Model::llm_flops(const LlmInput& llm) const {
   const LlmConfig& c = config_.llm;
   const double t = llm.tokens;
   // Attention: 4 FLOPs per visible pair and feature forward, twice that backward.
-  const double per_layer = block_flops(t, c.width, c.mlp_ratio * c.width) + 12.0 * llm.attention_pairs * c.width;
+  const double per_layer =
+      block_flops(t, c.width, c.mlp_ratio * c.width) + 12.0 * llm.attention_pairs * c.width;
   return c.layers * per_layer + linear_flops(t, c.width, c.vocab);
 }
 
 double Model::linear_weight_in_attention_pairs() const {
   const LlmConfig& c = config_.llm;
-  const double linear_per_token = block_flops(1.0, c.width, c.mlp_ratio * c.width) * c.layers + linear_flops(1.0, c.width, c.vocab);
+  const double linear_per_token =
+      block_flops(1.0, c.width, c.mlp_ratio * c.width) * c.layers + linear_flops(1.0, c.width, c.vocab);
   return linear_per_token / (12.0 * c.width * c.layers);
 }
 

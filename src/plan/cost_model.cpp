@@ -39,11 +39,14 @@ double block_flops_per_row(double width, double hidden) {
          linear_flops(hidden, width);
 }
 
-double block_params(double width, double hidden) { return 4 * width * width + 2 * width * hidden + 2 * width; }
+double block_params(double width, double hidden) {
+  return 4 * width * width + 2 * width * hidden + 2 * width;
+}
 
 }  // namespace
 
-CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_per_node, double capacity_bytes) {
+CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_per_node,
+                             double capacity_bytes) {
   const EncoderConfig& e = config.model.encoder;
   const LlmConfig& m = config.model.llm;
   const double rate = gflops * 1e9;
@@ -74,7 +77,7 @@ CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_p
   cost.boundary_bytes_per_patch = 2.0 * w * 4.0;  // embedding row forward, its gradient backward
 
   const double params = pixels * ew + elayers * block_params(ew, ehidden) + ew + ew * w + w * w +  // encoder
-                        vocab * w + layers * block_params(w, hidden) + w + w * vocab;            // LLM
+                        vocab * w + layers * block_params(w, hidden) + w + w * vocab;              // LLM
   cost.fixed_bytes = 16.0 * params;  // parameters, gradients, two Adam moments (fp32)
   cost.bytes_per_token = (16.0 * w + 2.0 * hidden) * 4.0 * layers + vocab * 4.0;
   cost.gathered_bytes_per_token = (layers + 1.0) * 2.0 * w * 4.0;

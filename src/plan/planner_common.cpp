@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "minimllm/plan/rank_work.hpp"
+
 namespace minimllm::planning {
 namespace {
 
@@ -20,49 +22,89 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // ---------------------------------------------------------------------------------------------------
 // LoadTree
 
-LoadTree::LoadTree(int slots) : slots_(slots), leaves_(1) {
+LoadTree::LoadTree(int slots) : leaves_(1) {
   while (leaves_ < slots) leaves_ *= 2;
-  tree_.assign(2 * leaves_, Entry{kInf, INT_MAX});
-  for (int i = 0; i < slots; ++i) tree_[leaves_ + i] = Entry{0.0, i};
-  for (int i = leaves_ - 1; i >= 1; --i) tree_[i] = std::min(tree_[2 * i], tree_[2 * i + 1]);
+  load_.assign(2 * leaves_, kInf);
+  slot_.assign(2 * leaves_, INT_MAX);
+  for (int i = 0; i < slots; ++i) load_[leaves_ + i] = 0.0, slot_[leaves_ + i] = i;
+  for (int i = leaves_ - 1; i >= 1; --i) pull(i);
+}
+
+void LoadTree::pull(int node) {
+  // The left child holds the lower slots, so it wins ties.
+  const int l = 2 * node, r = l + 1;
+  const bool right = load_[r] < load_[l];
+  load_[node] = right ? load_[r] : load_[l];
+  slot_[node] = right ? slot_[r] : slot_[l];
 }
 
 int LoadTree::argmin(int first, int last) const {
-  Entry best{kInf, INT_MAX};
+  std::pair<double, int> best{kInf, INT_MAX};
+  const auto consider = [&](int node) { best = std::min(best, std::make_pair(load_[node], slot_[node])); };
+  if (last - first <= 16) {  // a node's ranks: scanning the leaves beats walking the tree
+    for (int i = first; i < last; ++i) consider(leaves_ + i);
+    return best.second;
+  }
   for (int l = first + leaves_, r = last + leaves_; l < r; l /= 2, r /= 2) {
-    if (l & 1) best = std::min(best, tree_[l++]);
-    if (r & 1) best = std::min(best, tree_[--r]);
+    if (l & 1) consider(l++);
+    if (r & 1) consider(--r);
   }
   return best.second;
 }
 
 void LoadTree::add(int slot, double amount) {
+  // Climb with the running minimum in registers (no reload of what was just stored); stop where a node
+  // keeps its value, as everything above it then does too.
   int i = leaves_ + slot;
-  tree_[i].first += amount;
-  for (i /= 2; i >= 1; i /= 2) tree_[i] = std::min(tree_[2 * i], tree_[2 * i + 1]);
+  double load = (load_[i] += amount);
+  for (; i > 1; i /= 2) {
+    const int sibling = i ^ 1;
+    const bool sibling_wins = (i & 1) ? load_[sibling] <= load : load_[sibling] < load;  // left wins ties
+    if (sibling_wins) load = load_[sibling], slot = slot_[sibling];
+    const int parent = i / 2;
+    if (load_[parent] == load && slot_[parent] == slot) break;
+    load_[parent] = load;
+    slot_[parent] = slot;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
 // Per-sample costs
 
-std::vector<int> order_by_decreasing(const std::vector<double>& key) {
-  std::vector<int> order(key.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return key[a] > key[b] || (key[a] == key[b] && a < b); });
+std::vector<int> order_by_decreasing(const std::vector<int>& key) {
+  const int n = static_cast<int>(key.size());
+  std::vector<int> order(n);
+  if (n == 0) return order;
+  const auto [lo, hi] = std::minmax_element(key.begin(), key.end());
+  if (*lo >= 0 && *hi <= 4 * n + 4096) {
+    // Counting sort: bucket starts in decreasing key order; stable, so ties keep increasing index.
+    std::vector<int> start(*hi + 2, 0);
+    for (int k : key) ++start[*hi - k + 1];
+    for (int k = 1; k <= *hi + 1; ++k) start[k] += start[k - 1];
+    for (int i = 0; i < n; ++i) order[start[*hi - key[i]]++] = i;
+    return order;
+  }
+  std::vector<std::pair<int, int>> records(n);  // (-key, index): in cache, unlike sorting indices
+  for (int i = 0; i < n; ++i) records[i] = {-key[i], i};
+  std::sort(records.begin(), records.end());
+  for (int i = 0; i < n; ++i) order[i] = records[i].second;
   return order;
 }
 
 BatchCosts batch_costs(const GlobalBatch& batch, const CostModel& cost) {
   BatchCosts costs;
   const size_t n = batch.samples.size();
+  std::vector<int> tokens(n);
   costs.tokens.resize(n);
   costs.llm.resize(n);
   for (size_t s = 0; s < n; ++s) {
-    costs.tokens[s] = batch.samples[s].tokens();
+    tokens[s] = batch.samples[s].tokens();
+    costs.max_tokens = std::max(costs.max_tokens, tokens[s]);
+    costs.tokens[s] = tokens[s];
     costs.llm[s] = cost.llm(costs.tokens[s]);
     costs.total_llm += costs.llm[s];
   }
-  costs.by_llm = order_by_decreasing(costs.llm);
+  costs.by_llm = order_by_decreasing(tokens);  // the LLM time grows with tokens
   return costs;
 }
 
@@ -77,28 +119,34 @@ double llm_lower_bound(double total_llm, double largest_tokens, const CostModel&
 // ---------------------------------------------------------------------------------------------------
 // Samples to groups
 
-int assign_samples(const BatchCosts& costs, const std::vector<int>& order, const std::vector<RankRange>& groups,
-                   const CostModel& cost, std::vector<std::vector<int>>& samples, std::vector<double>& loads) {
+int assign_samples(const BatchCosts& costs, const std::vector<int>& order,
+                   const std::vector<RankRange>& groups, const CostModel& cost,
+                   std::vector<std::vector<int>>& samples, std::vector<double>& loads) {
   struct Class {
     int size = 1;
-    bool spans = false;
     double capacity = 0.0;
-    std::vector<int> members;  // group indices
+    double inverse_size = 1.0, comm_fixed = 0.0, comm_per_token = 0.0;  // time = llm / g + comm(tokens)
+    std::vector<int> members;                                           // group indices
+    double time(double llm, double tokens) const {
+      return llm * inverse_size + comm_fixed + comm_per_token * tokens;
+    }
   };
   // Classes in increasing (size, spans): on equal finish times the smaller group wins.
   std::map<std::pair<int, bool>, int> class_of;
-  for (const RankRange& g : groups) class_of.emplace(std::make_pair(g.size, cost.spans_nodes(g.first, g.size)), 0);
+  for (const RankRange& g : groups)
+    class_of.emplace(std::make_pair(g.size, cost.spans_nodes(g.first, g.size)), 0);
   std::vector<Class> classes;
   for (auto& [key, index] : class_of) {
+    const auto [size, spans] = key;
     index = static_cast<int>(classes.size());
-    classes.push_back({key.first, key.second, cost.token_capacity(key.first), {}});
+    // The communication is linear in tokens (cost_model.hpp): two evaluations give its coefficients.
+    const double fixed = cost.llm_comm(0.0, size, spans);
+    classes.push_back(
+        {size, cost.token_capacity(size), 1.0 / size, fixed, cost.llm_comm(1.0, size, spans) - fixed, {}});
   }
-  std::vector<int> slot_in_class(groups.size());
-  for (size_t k = 0; k < groups.size(); ++k) {
-    Class& c = classes[class_of.at({groups[k].size, cost.spans_nodes(groups[k].first, groups[k].size)})];
-    slot_in_class[k] = static_cast<int>(c.members.size());
-    c.members.push_back(static_cast<int>(k));
-  }
+  for (size_t k = 0; k < groups.size(); ++k)
+    classes[class_of.at({groups[k].size, cost.spans_nodes(groups[k].first, groups[k].size)})]
+        .members.push_back(static_cast<int>(k));
   std::vector<LoadTree> trees;
   for (const Class& c : classes) {
     trees.emplace_back(static_cast<int>(c.members.size()));
@@ -112,25 +160,21 @@ int assign_samples(const BatchCosts& costs, const std::vector<int>& order, const
 
   int overflowing = 0;
   for (int s : order) {
-    int best_class = -1;
-    double best_finish = kInf, best_time = 0.0;
+    const double llm = costs.llm[s], tokens = costs.tokens[s];
+    int best = -1;
+    double best_finish = kInf;
     for (size_t c = 0; c < classes.size(); ++c) {
-      if (classes[c].capacity < costs.tokens[s]) continue;
-      const double time = costs.llm[s] / classes[c].size + cost.llm_comm(costs.tokens[s], classes[c].size, classes[c].spans);
-      const double finish = trees[c].load(trees[c].argmin()) + time;
-      if (finish < best_finish) best_class = static_cast<int>(c), best_finish = finish, best_time = time;
+      if (classes[c].capacity < tokens) continue;
+      const double finish = trees[c].min_load() + classes[c].time(llm, tokens);
+      if (finish < best_finish) best = static_cast<int>(c), best_finish = finish;
     }
-    if (best_class < 0) {
-      ++overflowing;
-      best_class = fallback;
-      const Class& c = classes[fallback];
-      best_time = costs.llm[s] / c.size + cost.llm_comm(costs.tokens[s], c.size, c.spans);
-    }
-    const int slot = trees[best_class].argmin();
-    const int k = classes[best_class].members[slot];
-    trees[best_class].add(slot, best_time);
+    if (best < 0) ++overflowing, best = fallback;
+    const double time = classes[best].time(llm, tokens);
+    const int slot = trees[best].argmin();
+    const int k = classes[best].members[slot];
+    trees[best].add(slot, time);
     samples[k].push_back(s);
-    loads[k] += best_time;
+    loads[k] += time;
   }
   return overflowing;
 }
@@ -211,39 +255,40 @@ std::vector<RankRange> place_groups(std::vector<int> sizes, int first_rank, int 
 // ---------------------------------------------------------------------------------------------------
 // Images to encoder ranks
 
-std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost, const std::vector<int>& encoder_ranks,
-                                const std::vector<int>& preferred_rank, double tolerance) {
-  const std::vector<int> first_image = first_image_of_samples(batch);
-  const int images = first_image.back();
-  std::vector<double> time(images);
-  std::vector<int> sample_of(images);
-  double total = 0.0;
-  for (size_t s = 0; s < batch.samples.size(); ++s)
-    for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
-      time[i] = cost.encoder_time(batch.samples[s].images[i - first_image[s]].patches);
-      sample_of[i] = static_cast<int>(s);
-      total += time[i];
-    }
+std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
+                                const std::vector<int>& encoder_ranks, const std::vector<int>& preferred_rank,
+                                double tolerance) {
   const int e = static_cast<int>(encoder_ranks.size());
-  const double slack = tolerance * total / e;
   // Encoder ranks are sorted, so the ranks of one node are a contiguous range of positions.
-  const auto node_positions = [&](int node) {
-    const auto lo = std::lower_bound(encoder_ranks.begin(), encoder_ranks.end(), node * cost.ranks_per_node);
-    const auto hi = std::lower_bound(lo, encoder_ranks.end(), (node + 1) * cost.ranks_per_node);
-    return std::make_pair(static_cast<int>(lo - encoder_ranks.begin()), static_cast<int>(hi - encoder_ranks.begin()));
-  };
+  const int nodes = cost.node_of(encoder_ranks.back()) + 1;
+  std::vector<int> node_begin(nodes + 1), node_of_position(e);
+  for (int pos = 0; pos < e; ++pos) node_of_position[pos] = cost.node_of(encoder_ranks[pos]);
+  for (int node = 0, pos = 0; node <= nodes; ++node) {
+    while (pos < e && node_of_position[pos] < node) ++pos;
+    node_begin[node] = pos;
+  }
+  std::vector<int> patches, node_of_image;  // node of the image's LLM group, -1: none
+  std::vector<double> time;
+  double total = 0.0;
+  for (size_t s = 0; s < batch.samples.size(); ++s) {
+    const int node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
+    for (const ImageMeta& image : batch.samples[s].images) {
+      patches.push_back(image.patches);
+      node_of_image.push_back(node < nodes ? node : -1);
+      time.push_back(cost.encoder_time(image.patches));
+      total += time.back();
+    }
+  }
+  const double slack = tolerance * total / e;
 
   LoadTree loads(e);
-  std::vector<int> owner(images);
-  for (int i : order_by_decreasing(time)) {
+  std::vector<int> owner(time.size());
+  for (int i : order_by_decreasing(patches)) {  // the encoder time grows with patches
     int pos = loads.argmin();
-    const int preferred = preferred_rank[sample_of[i]];
-    if (preferred >= 0) {
-      const auto [lo, hi] = node_positions(cost.node_of(preferred));
-      if (lo < hi) {
-        const int local = loads.argmin(lo, hi);
-        if (loads.load(local) <= loads.load(pos) + slack) pos = local;
-      }
+    const int node = node_of_image[i];
+    if (node >= 0 && node_of_position[pos] != node && node_begin[node] < node_begin[node + 1]) {
+      const int local = loads.argmin(node_begin[node], node_begin[node + 1]);
+      if (loads.load(local) <= loads.load(pos) + slack) pos = local;
     }
     loads.add(pos, time[i]);
     owner[i] = encoder_ranks[pos];
@@ -256,20 +301,19 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
 
 namespace {
 
-// Samples of micro-batch m of n samples in `parts` micro-batches: the executor's split
-// (rank_work.cpp, micro_batch_samples): [n m / parts, n (m+1) / parts).
-int block_begin(int n, int m, int parts) { return static_cast<int>(static_cast<long long>(n) * m / parts); }
-
-// Deals samples (largest first) into `parts` blocks of the executor's fixed counts, each onto the block
-// with the fewest tokens that still has room. Returns the blocks' largest token sum and the order.
-double deal_blocks(const std::vector<int>& samples, const BatchCosts& costs, int parts, std::vector<int>& order) {
+// Deals samples (largest first) into `parts` blocks of the executor's fixed counts (micro_batch_begin), each
+// onto the block with the fewest tokens that still has room. Returns the blocks' largest token sum and the
+// order.
+double deal_blocks(const std::vector<int>& samples, const BatchCosts& costs, int parts,
+                   std::vector<int>& order) {
   const int n = static_cast<int>(samples.size());
-  std::vector<double> tokens(n);
-  for (int i = 0; i < n; ++i) tokens[i] = costs.tokens[samples[i]];
+  std::vector<int> tokens(n);
+  for (int i = 0; i < n; ++i) tokens[i] = static_cast<int>(costs.tokens[samples[i]]);
   std::vector<std::vector<int>> blocks(parts);
   std::vector<int> room(parts);
   LoadTree load(parts);
-  for (int b = 0; b < parts; ++b) room[b] = block_begin(n, b + 1, parts) - block_begin(n, b, parts);
+  for (int b = 0; b < parts; ++b)
+    room[b] = micro_batch_begin(n, b + 1, parts) - micro_batch_begin(n, b, parts);
   for (int b = 0; b < parts; ++b)
     if (room[b] == 0) load.add(b, kInf);
   double worst = 0.0;
@@ -358,8 +402,8 @@ double group_time(const CostModel& cost, double work, double tokens, double coun
 
 // Smallest g in [min_g, max_g] whose group time meets `target`; max_g + 1 if none. O(1): solve
 // scaled / g + fixed <= target on the node-local sizes, then on the spanning ones.
-int ranks_for_target(const CostModel& cost, double work, double tokens, double count, double target, int min_g,
-                     int max_g) {
+int ranks_for_target(const CostModel& cost, double work, double tokens, double count, double target,
+                     int min_g, int max_g) {
   if (min_g <= 1 && work <= target) return 1;
   const auto solve = [&](bool spans, int lo, int hi) {
     if (lo > hi) return -1;
@@ -413,8 +457,8 @@ class CapacityTable {
 
 struct Demand {
   long long ranks = 0;
-  int long_samples = 0;                  // the prefix of by_llm that the runs cover
-  std::vector<int> sizes;                // one group per run
+  int long_samples = 0;                   // the prefix of by_llm that the runs cover
+  std::vector<int> sizes;                 // one group per run
   std::vector<std::pair<int, int>> runs;  // [begin, end) positions in by_llm
 };
 
@@ -434,26 +478,54 @@ class TargetSearch {
     }
   }
 
-  Demand demand(double target) const {
-    Demand d;
-    const int n = static_cast<int>(costs_.by_llm.size());
-    // Long samples are a prefix: time and tokens both fall along by_llm.
+  Demand demand(double target) const { return cut_runs(target, long_prefix(target)); }
+
+  // Smallest target (to a relative 1e-3) whose demand fits the ranks, by bisection from the lower bound
+  // (the target is usually within ~10% of it, hence the first bracket).
+  double smallest_target() const {
+    if (costs_.by_llm.empty()) return 0.0;
+    double lo = llm_lower_bound(costs_.total_llm, costs_.max_tokens, cost_, ranks_);
+    if (demand(lo).ranks <= ranks_) return lo;
+    double hi = 1.125 * lo;
+    for (int i = 0; i < 64 && demand(hi).ranks > ranks_; ++i) lo = hi, hi *= 2.0;
+    for (int i = 0; i < 40 && hi - lo > 1e-3 * hi; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (demand(mid).ranks <= ranks_ ? hi : lo) = mid;
+    }
+    return hi;
+  }
+
+ private:
+  // Long samples are a prefix of by_llm (time and tokens both fall along it): those that miss the
+  // target on one rank or do not fit its memory.
+  int long_prefix(double target) const {
     const auto is_short = [&](int i) {
       const int s = costs_.by_llm[i];
       return costs_.llm[s] <= target && capacity_.smallest_group(costs_.tokens[s]) == 1;
     };
-    int lo = 0, hi = n;
+    int lo = 0, hi = static_cast<int>(costs_.by_llm.size());
     while (lo < hi) {
       const int mid = lo + (hi - lo) / 2;
-      if (is_short(mid)) hi = mid;
-      else lo = mid + 1;
+      if (is_short(mid)) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
     }
-    d.long_samples = lo;
+    return lo;
+  }
+
+  // The DP over run cuttings of the long prefix, minimising the ranks of its groups; then the short
+  // samples fill the groups' spare time, g (T - time), and ranks of their own.
+  Demand cut_runs(double target, int long_samples) const {
+    Demand d;
+    d.long_samples = long_samples;
+    const int n = static_cast<int>(costs_.by_llm.size());
     const long long too_many = static_cast<long long>(ranks_) + 1;
-    std::vector<long long> best(d.long_samples + 1, too_many);
-    std::vector<int> from(d.long_samples + 1, -1), size(d.long_samples + 1, 0);
+    std::vector<long long> best(long_samples + 1, too_many);
+    std::vector<int> from(long_samples + 1, -1), size(long_samples + 1, 0);
     best[0] = 0;
-    for (int i = 1; i <= d.long_samples; ++i) {
+    for (int i = 1; i <= long_samples; ++i) {
       const auto try_run = [&](int j) {
         if (best[j] >= too_many) return true;
         const int g = run_ranks(j, i, target);
@@ -468,46 +540,30 @@ class TargetSearch {
       }
       if (!whole_prefix_tried) try_run(0);  // all long samples in one group
     }
-    if (best[d.long_samples] >= too_many) {
+    if (best[long_samples] >= too_many) {
       d.ranks = too_many;
       return d;
     }
-    // Short samples fill the long groups' spare time first (rank-seconds g (T - time)), then ranks of
-    // their own.
     double spare = 0.0;
-    for (int i = d.long_samples; i > 0; i = from[i]) {
+    for (int i = long_samples; i > 0; i = from[i]) {
       d.runs.emplace_back(from[i], i);
       d.sizes.push_back(size[i]);
       spare += size[i] * (target - run_time(from[i], i, size[i]));
     }
     std::reverse(d.runs.begin(), d.runs.end());
     std::reverse(d.sizes.begin(), d.sizes.end());
-    const double short_work = std::max(0.0, work_[n] - work_[d.long_samples] - spare);
-    d.ranks = best[d.long_samples] + static_cast<long long>(std::ceil(short_work / target));
+    const double short_work = std::max(0.0, work_[n] - work_[long_samples] - spare);
+    d.ranks = best[long_samples] + static_cast<long long>(std::ceil(short_work / target));
     return d;
   }
 
-  // Smallest target (to a relative 1e-4) whose demand fits the ranks, by bisection from the lower bound.
-  double smallest_target() const {
-    if (costs_.by_llm.empty()) return 0.0;
-    double lo = llm_lower_bound(costs_.total_llm, costs_.tokens[costs_.by_llm.front()], cost_, ranks_);
-    if (demand(lo).ranks <= ranks_) return lo;
-    double hi = 2.0 * lo;
-    for (int i = 0; i < 64 && demand(hi).ranks > ranks_; ++i) lo = hi, hi *= 2.0;
-    for (int i = 0; i < 40 && hi - lo > 1e-4 * hi; ++i) {
-      const double mid = 0.5 * (lo + hi);
-      (demand(mid).ranks <= ranks_ ? hi : lo) = mid;
-    }
-    return hi;
-  }
-
- private:
   double run_time(int begin, int end, int g) const {
     return group_time(cost_, work_[end] - work_[begin], tokens_[end] - tokens_[begin], end - begin, g);
   }
 
   int run_ranks(int begin, int end, double target) const {
-    const double work = work_[end] - work_[begin], tokens = tokens_[end] - tokens_[begin], count = end - begin;
+    const double work = work_[end] - work_[begin], tokens = tokens_[end] - tokens_[begin],
+                 count = end - begin;
     const int min_g = capacity_.smallest_group(costs_.tokens[costs_.by_llm[begin]]);  // the run's largest
     const int g = ranks_for_target(cost_, work, tokens, count, target, min_g, ranks_);
     return round_to_rule(rule_, g, cost_, work, tokens, count, target, ranks_);
@@ -542,22 +598,37 @@ LayoutChoice layout_for(const Demand& d, int ranks, const BatchCosts& costs, con
 
 }  // namespace
 
-LayoutChoice best_target_layout(SizeRule rule, int ranks, const BatchCosts& costs, const CostModel& cost) {
-  const TargetSearch search(rule, ranks, costs, cost);
-  const double target = search.smallest_target();
-  // The all-singleton layout (no long samples: plain LPT) is the fallback every search must beat.
-  LayoutChoice best = layout_for(Demand{}, ranks, costs, cost);
-  std::vector<int> tried_sizes;
-  for (double looser : {1.0, 1.05, 1.15, 1.3}) {
-    if (target <= 0.0) break;
-    const Demand d = search.demand(target * looser);
-    if (d.ranks > ranks || d.sizes.empty() || d.sizes == tried_sizes) continue;
-    tried_sizes = d.sizes;
-    LayoutChoice choice = layout_for(d, ranks, costs, cost);
-    choice.target = target * looser;
-    if (std::tie(choice.overflowing, choice.llm_makespan) < std::tie(best.overflowing, best.llm_makespan))
-      best = std::move(choice);
+LayoutChoice best_target_layout(const std::vector<SizeRule>& rules, int ranks, const BatchCosts& costs,
+                                const CostModel& cost) {
+  LayoutChoice best;
+  bool found = false;
+  const auto consider = [&](LayoutChoice choice) {
+    if (!found ||
+        std::tie(choice.overflowing, choice.llm_makespan) < std::tie(best.overflowing, best.llm_makespan))
+      best = std::move(choice), found = true;
+  };
+  const auto good_enough = [&](double makespan) {
+    return found && best.overflowing == 0 && best.llm_makespan <= makespan;
+  };
+  std::set<std::vector<int>> tried;  // group sizes already evaluated (rules often agree)
+  for (SizeRule rule : rules) {
+    const TargetSearch search(rule, ranks, costs, cost);
+    const double target = search.smallest_target();
+    // A looser target (fewer, smaller groups) only while the best layout is slower than that target: a
+    // layout planned for T rarely finishes much before T.
+    for (double looser : {1.0, 1.05, 1.1, 1.2, 1.4}) {
+      if (target <= 0.0 || good_enough(looser * target)) break;
+      const Demand d = search.demand(target * looser);
+      if (d.ranks > ranks || d.sizes.empty() || !tried.insert(d.sizes).second) continue;
+      LayoutChoice choice = layout_for(d, ranks, costs, cost);
+      choice.target = target * looser;
+      consider(std::move(choice));
+    }
   }
+  // The all-singleton layout (plain LPT), unless it cannot win: it is never faster than the largest
+  // sample on one rank.
+  if (costs.by_llm.empty() || !good_enough(costs.llm[costs.by_llm.front()]))
+    consider(layout_for(Demand{}, ranks, costs, cost));
   return best;
 }
 

@@ -12,25 +12,28 @@
 
 namespace minimllm::planning {
 
-// Least-loaded slot queries over a fixed set of slots (a segment tree of (load, slot) minima; ties go to
-// the lowest slot, which keeps every planner deterministic). O(log n) per update and range query.
+// Least-loaded slot queries over a fixed set of slots: a tournament tree whose nodes hold the least load
+// below them and its slot (ties go to the lowest slot, which keeps every planner deterministic). O(log n)
+// per update and range query. Loads only grow.
 class LoadTree {
  public:
   explicit LoadTree(int slots);
-  int size() const { return slots_; }
-  double load(int slot) const { return tree_[leaves_ + slot].first; }
-  int argmin() const { return tree_[1].second; }
+  double load(int slot) const { return load_[leaves_ + slot]; }
+  int argmin() const { return slot_[1]; }
+  double min_load() const { return load_[1]; }
   int argmin(int first, int last) const;  // least-loaded slot in [first, last); requires first < last
   void add(int slot, double amount);
 
  private:
-  using Entry = std::pair<double, int>;
-  int slots_, leaves_;
-  std::vector<Entry> tree_;
+  void pull(int node);  // node = the lesser of its children
+  int leaves_;
+  std::vector<double> load_;
+  std::vector<int> slot_;
 };
 
-// Indices 0..n-1 sorted by decreasing key, ties by increasing index.
-std::vector<int> order_by_decreasing(const std::vector<double>& key);
+// Indices 0..n-1 sorted by decreasing key, ties by increasing index (a counting sort when the keys are
+// small non-negative integers, as tokens and patches are).
+std::vector<int> order_by_decreasing(const std::vector<int>& key);
 
 // One LLM group as a range of consecutive ranks.
 struct RankRange {
@@ -39,9 +42,10 @@ struct RankRange {
 
 // Per-sample quantities every planner needs, computed once per batch.
 struct BatchCosts {
-  std::vector<double> tokens;   // fused LLM sequence length
-  std::vector<double> llm;      // LLM compute on one rank (the key planners sort by)
-  std::vector<int> by_llm;      // samples by decreasing LLM cost
+  std::vector<double> tokens;  // fused LLM sequence length
+  int max_tokens = 0;
+  std::vector<double> llm;  // LLM compute on one rank (the key planners sort by)
+  std::vector<int> by_llm;  // samples by decreasing LLM cost (= decreasing tokens)
   double total_llm = 0.0;
 };
 BatchCosts batch_costs(const GlobalBatch& batch, const CostModel& cost);
@@ -53,8 +57,9 @@ BatchCosts batch_costs(const GlobalBatch& batch, const CostModel& cost);
 // candidate: O(samples x classes x log groups). `samples` and `loads` (per group, predicted LLM time)
 // come in with whatever is already pinned and go out with the new samples appended. Returns how many
 // samples went to a group too small to hold them.
-int assign_samples(const BatchCosts& costs, const std::vector<int>& order, const std::vector<RankRange>& groups,
-                    const CostModel& cost, std::vector<std::vector<int>>& samples, std::vector<double>& loads);
+int assign_samples(const BatchCosts& costs, const std::vector<int>& order,
+                   const std::vector<RankRange>& groups, const CostModel& cost,
+                   std::vector<std::vector<int>>& samples, std::vector<double>& loads);
 
 // Places groups of the given sizes on consecutive ranks in [first_rank, first_rank + ranks): groups larger
 // than a node first, from first_rank; the others best-fit-decreasing into the nodes' free space (so a
@@ -65,8 +70,9 @@ std::vector<RankRange> place_groups(std::vector<int> sizes, int first_rank, int 
 // Images to encoder ranks by LPT on encoder time (largest first onto the least-loaded rank). When the
 // least-loaded encoder rank on the node of the sample's LLM group (preferred_rank[sample], -1: none) is
 // within `tolerance` x mean load of the best rank overall, it wins: rows then stay inside the node.
-std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost, const std::vector<int>& encoder_ranks,
-                                const std::vector<int>& preferred_rank, double tolerance);
+std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
+                                const std::vector<int>& encoder_ranks, const std::vector<int>& preferred_rank,
+                                double tolerance);
 
 // Orders a group's samples and sets its micro-batch count (the executor splits a group's samples into
 // consecutive blocks of near-equal count) to the fewest micro-batches whose token sums all fit
@@ -82,16 +88,18 @@ StepPlan assemble_plan(const std::string& policy, Placement placement, const std
 
 // Target-driven layouts (DHP, FlexSP). For a target LLM time T, the long samples (the prefix of
 // costs.by_llm that cannot meet T on one rank, by time or memory) are cut into runs of consecutive
-// samples, one group per run, by a dynamic programme that minimises the ranks they need:
-//   f[i] = min over run lengths l of f[i - l] + ranks(run i-l..i-1 meets T on one group)
-// where ranks() is any integer (SizeRule::any) or a power of two (SizeRule::power_of_two), at least what
-// the run's largest sample needs for memory, found in O(1) (the time is a/g + b in g). Run lengths are
-// 1..8, then grow geometrically (x1.5), so long runs (many samples forced into one big group by memory)
-// stay reachable at O(log n) candidates per sample. The short samples need ceil(their work / T) ranks.
-// The search bisects T for the smallest target whose demand fits the ranks, then also tries a few looser
-// targets and the all-singleton layout: each layout gets its long runs pinned to their groups and the
-// short samples by assign_samples; the layout with the smallest LLM makespan wins among those that
-// respect memory. O(n log n) per target (~30 targets), plus one assignment per candidate layout.
+// samples, one group per run, by a dynamic programme:
+//   f[i] = min over run lengths l of f[i - l] + (fewest ranks on which run i-l..i-1 meets T)
+// where the ranks are any integer (SizeRule::any) or a power of two (SizeRule::power_of_two), at least
+// what the run's largest sample needs for memory, found in O(1) (the time is a/g + b in g). Run lengths
+// are 1..8, then 1.5x apart, plus the whole prefix, so long runs (many samples forced into one big group
+// by memory) stay reachable at O(log n) candidates per sample. The short samples fill the groups' spare
+// time g (T - time), then need ceil(rest / T) ranks of their own.
+// For each rule, the search bisects T for the smallest target whose demand fits the ranks, then tries
+// that target and looser ones (x1.05 .. x1.4) while the best layout so far is slower than the target
+// tried, and the all-singleton layout when that could win. Each layout gets its long runs pinned to
+// their groups and the short samples by assign_samples; the smallest LLM makespan wins among the
+// layouts that respect memory. O(n log n) per target (~20 per rule), plus one assignment per layout.
 enum class SizeRule { any, power_of_two };
 struct LayoutChoice {
   std::vector<RankRange> groups;
@@ -100,7 +108,8 @@ struct LayoutChoice {
   int overflowing = 0;  // samples on groups whose memory cannot hold them (0 when some layout can)
   double target = 0.0;  // the target that produced it (0: the all-singleton layout)
 };
-LayoutChoice best_target_layout(SizeRule rule, int ranks, const BatchCosts& costs, const CostModel& cost);
+LayoutChoice best_target_layout(const std::vector<SizeRule>& rules, int ranks, const BatchCosts& costs,
+                                const CostModel& cost);
 
 // Lower bound of the LLM phase on `ranks` ranks: max(total one-rank compute / ranks, the largest
 // sample's best time on any group of at most `ranks` ranks; memory ignored, so it bounds every plan).

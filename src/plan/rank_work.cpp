@@ -12,16 +12,15 @@ double prefix_cost(int k, double linear_weight) { return k * linear_weight + 0.5
 // Samples of one micro-batch of a group: contiguous blocks, as even as possible.
 std::vector<int> micro_batch_samples(const LlmGroup& group, int m) {
   const int n = static_cast<int>(group.samples.size()), parts = group.micro_batches;
-  const int first = static_cast<int>(static_cast<long long>(n) * m / parts);
-  const int last = static_cast<int>(static_cast<long long>(n) * (m + 1) / parts);
-  return std::vector<int>(group.samples.begin() + first, group.samples.begin() + last);
+  return std::vector<int>(group.samples.begin() + micro_batch_begin(n, m, parts),
+                          group.samples.begin() + micro_batch_begin(n, m + 1, parts));
 }
 
 // Calls visit(member, sample, chunk bounds) for every member's chunk of every sample of a micro-batch,
 // member-major within each sample — the order in which rows are numbered on their holders.
 template <class Visit>
-void for_each_chunk(const GlobalBatch& batch, const std::vector<int>& samples, int members, double linear_weight,
-                    Visit&& visit) {
+void for_each_chunk(const GlobalBatch& batch, const std::vector<int>& samples, int members,
+                    double linear_weight, Visit&& visit) {
   for (int s : samples) {
     const std::vector<int> bounds = balanced_chunk_bounds(batch.samples[s].tokens(), members, linear_weight);
     for (int p = 0; p < members; ++p) visit(p, s, bounds[p], bounds[p + 1]);
@@ -59,7 +58,8 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
   std::vector<int> patch_offset(images + 1, 0);  // global patch numbering, image by image
   for (size_t s = 0; s < batch.samples.size(); ++s)
     for (size_t i = 0; i < batch.samples[s].images.size(); ++i)
-      patch_offset[first_image[s] + i + 1] = patch_offset[first_image[s] + i] + batch.samples[s].images[i].patches;
+      patch_offset[first_image[s] + i + 1] =
+          patch_offset[first_image[s] + i] + batch.samples[s].images[i].patches;
 
   // Where every patch is produced: its owner's encoder rows follow the global image order.
   std::vector<int> src_rank(patch_offset.back()), src_row(patch_offset.back());
@@ -91,7 +91,8 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
         const FusedLayout layout = fused_layout(sample);
         for (size_t i = 0; i < sample.images.size(); ++i) {
           const int first_row = layout.image_first_row[i], image = first_image[s] + static_cast<int>(i);
-          for (int row = std::max(begin, first_row); row < std::min(end, first_row + sample.images[i].patches); ++row) {
+          for (int row = std::max(begin, first_row);
+               row < std::min(end, first_row + sample.images[i].patches); ++row) {
             const int patch = patch_offset[image] + row - first_row;
             dst_rank[patch] = group.ranks[p];
             dst_row[patch] = received[group.ranks[p]]++;
@@ -103,7 +104,8 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
       if (!mine) continue;
       // Gathered keys: rank-major (member by member, each in its own chunk order) -> sample-major.
       mb.sample_offsets.assign(1, 0);
-      for (int s : mb.samples) mb.sample_offsets.push_back(mb.sample_offsets.back() + batch.samples[s].tokens());
+      for (int s : mb.samples)
+        mb.sample_offsets.push_back(mb.sample_offsets.back() + batch.samples[s].tokens());
       mb.kv_order.resize(mb.sample_offsets.back());
       std::vector<int> member_next(members, 0);
       for (int p = 1; p < members; ++p) member_next[p] = member_next[p - 1] + mb.member_rows[p - 1];

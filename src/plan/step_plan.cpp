@@ -22,7 +22,8 @@ std::vector<int> first_image_of_samples(const GlobalBatch& batch) {
 
 void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_size) {
   const auto fail = [&](const std::string& what) {
-    throw std::invalid_argument(fmt::format("invalid step plan (policy {}, step {}): {}", plan.policy, batch.step, what));
+    throw std::invalid_argument(
+        fmt::format("invalid step plan (policy {}, step {}): {}", plan.policy, batch.step, what));
   };
   std::vector<int> rank_group(world_size, -1), sample_group(batch.samples.size(), -1);
   std::vector<bool> is_encoder(world_size, false);
@@ -32,15 +33,19 @@ void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_siz
     if (group.ranks.empty()) fail(fmt::format("LLM group {} has no rank", g));
     for (size_t i = 0; i < group.ranks.size(); ++i) {
       const int r = group.ranks[i];
-      if (r < 0 || r >= world_size) fail(fmt::format("LLM group {} names rank {}; valid ranks are 0..{}", g, r, world_size - 1));
-      if (i > 0 && r <= group.ranks[i - 1]) fail(fmt::format("LLM group {} ranks {} are not sorted and unique", g, group.ranks));
+      if (r < 0 || r >= world_size)
+        fail(fmt::format("LLM group {} names rank {}; valid ranks are 0..{}", g, r, world_size - 1));
+      if (i > 0 && r <= group.ranks[i - 1])
+        fail(fmt::format("LLM group {} ranks {} are not sorted and unique", g, group.ranks));
       if (rank_group[r] >= 0) fail(fmt::format("rank {} is in LLM groups {} and {}", r, rank_group[r], g));
       rank_group[r] = static_cast<int>(g);
     }
     for (int s : group.samples) {
       if (s < 0 || s >= static_cast<int>(batch.samples.size()))
-        fail(fmt::format("LLM group {} names sample {}; the batch has {} samples", g, s, batch.samples.size()));
-      if (sample_group[s] >= 0) fail(fmt::format("sample {} is in LLM groups {} and {}", s, sample_group[s], g));
+        fail(fmt::format("LLM group {} names sample {}; the batch has {} samples", g, s,
+                         batch.samples.size()));
+      if (sample_group[s] >= 0)
+        fail(fmt::format("sample {} is in LLM groups {} and {}", s, sample_group[s], g));
       sample_group[s] = static_cast<int>(g);
     }
     if (group.micro_batches < 1 || group.micro_batches > std::max<int>(1, group.samples.size()))
@@ -53,7 +58,8 @@ void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_siz
   for (size_t i = 0; i < plan.encoder_ranks.size(); ++i) {
     const int r = plan.encoder_ranks[i];
     if (r < 0 || r >= world_size || (i > 0 && r <= plan.encoder_ranks[i - 1]))
-      fail(fmt::format("encoder ranks {} must be sorted, unique and within 0..{}", plan.encoder_ranks, world_size - 1));
+      fail(fmt::format("encoder ranks {} must be sorted, unique and within 0..{}", plan.encoder_ranks,
+                       world_size - 1));
     is_encoder[r] = true;
   }
   for (int r = 0; r < world_size; ++r) {
@@ -62,16 +68,18 @@ void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_siz
       fail(fmt::format("colocated placement needs every rank in an LLM group and encoding; rank {} is {}", r,
                        llm ? "not an encoder rank" : "in no LLM group"));
     if (plan.placement == Placement::disaggregated && llm == is_encoder[r])
-      fail(fmt::format("disaggregated placement needs every rank in exactly one of the encoder ranks and the LLM "
-                       "groups; rank {} is in {}",
-                       r, llm ? "both" : "neither"));
+      fail(fmt::format(
+          "disaggregated placement needs every rank in exactly one of the encoder ranks and the LLM "
+          "groups; rank {} is in {}",
+          r, llm ? "both" : "neither"));
   }
   const int images = first_image_of_samples(batch).back();
   if (static_cast<int>(plan.image_owner.size()) != images)
     fail(fmt::format("image_owner has {} entries for {} images", plan.image_owner.size(), images));
   for (int i = 0; i < images; ++i) {
     const int r = plan.image_owner[i];
-    if (r < 0 || r >= world_size || !is_encoder[r]) fail(fmt::format("image {} is owned by rank {}, not an encoder rank", i, r));
+    if (r < 0 || r >= world_size || !is_encoder[r])
+      fail(fmt::format("image {} is owned by rank {}, not an encoder rank", i, r));
   }
 }
 
@@ -94,7 +102,8 @@ StepPlan deal_in_order(const GlobalBatch& batch, const LayoutShape& shape, const
     for (int image_in_group = 0; sample < end; ++sample) {
       group.samples.push_back(sample);
       for (int i = first_image[sample]; i < first_image[sample + 1]; ++i, ++image_in_group)
-        if (shape.images_follow_groups) plan.image_owner[i] = group.ranks[image_in_group % group.ranks.size()];
+        if (shape.images_follow_groups)
+          plan.image_owner[i] = group.ranks[image_in_group % group.ranks.size()];
     }
     group.micro_batches = std::max(1, std::min<int>(shape.micro_batches, group.samples.size()));
     plan.llm_groups.push_back(std::move(group));
@@ -126,7 +135,8 @@ StepPlan make_grouped_plan(const GlobalBatch& batch, const std::vector<int>& gro
 
 StepPlan make_static_plan(const GlobalBatch& batch, int world_size, int group_size) {
   if (group_size < 1 || world_size % group_size != 0)
-    throw std::invalid_argument(fmt::format("static plan: group size {} must divide the {} ranks", group_size, world_size));
+    throw std::invalid_argument(
+        fmt::format("static plan: group size {} must divide the {} ranks", group_size, world_size));
   StepPlan plan = make_grouped_plan(batch, std::vector<int>(world_size / group_size, group_size));
   plan.policy = "static";
   return plan;
@@ -142,18 +152,20 @@ StepPlan make_deck_plan(const RunConfig& config, const GlobalBatch& batch, int w
   if (shape.placement == Placement::disaggregated) {
     encoders = p.encoder_ranks;
     if (encoders < 1 || encoders >= world_size)
-      throw InputError(fmt::format("{}: parallel.encoder_ranks = {}: disaggregated placement needs 1 to {} encoder "
-                                   "ranks on {} MPI ranks (the rest run the LLM)",
-                                   deck, encoders, world_size - 1, world_size));
+      throw InputError(
+          fmt::format("{}: parallel.encoder_ranks = {}: disaggregated placement needs 1 to {} encoder "
+                      "ranks on {} MPI ranks (the rest run the LLM)",
+                      deck, encoders, world_size - 1, world_size));
   }
   shape.encoder_ranks = iota_ranks(0, encoders);
   const int first_llm = shape.placement == Placement::disaggregated ? encoders : 0;
   const int llm_ranks = world_size - first_llm;
   std::vector<int> sizes = p.group_sizes.empty() ? std::vector<int>(llm_ranks, 1) : p.group_sizes;
   if (std::accumulate(sizes.begin(), sizes.end(), 0LL) != llm_ranks)
-    throw InputError(fmt::format("{}: parallel.group_sizes = [{}]: sizes must sum to the {} LLM ranks of this run "
-                                 "({} MPI ranks, {} placement)",
-                                 deck, fmt::join(sizes, ", "), llm_ranks, world_size, p.placement));
+    throw InputError(
+        fmt::format("{}: parallel.group_sizes = [{}]: sizes must sum to the {} LLM ranks of this run "
+                    "({} MPI ranks, {} placement)",
+                    deck, fmt::join(sizes, ", "), llm_ranks, world_size, p.placement));
   // Rotating layouts regroup the ranks every step: a new partition, on shifted ranks.
   const int shift = p.rotate_groups ? batch.step : 0;
   std::rotate(sizes.begin(), sizes.begin() + shift % sizes.size(), sizes.end());

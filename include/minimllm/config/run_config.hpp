@@ -19,20 +19,20 @@ class InputError : public std::runtime_error {
 inline constexpr int kMaxHeadDim = 128;
 
 struct EncoderConfig {
-  int width = 32;         // model.encoder.width
-  int heads = 2;          // model.encoder.heads (width % heads == 0)
-  int layers = 1;         // model.encoder.layers (>= 0)
-  int mlp_ratio = 4;      // model.encoder.mlp_ratio
-  int patch = 4;          // model.encoder.patch: square patch side in pixels
-  int channels = 3;       // model.encoder.channels
+  int width = 32;     // model.encoder.width
+  int heads = 2;      // model.encoder.heads (width % heads == 0)
+  int layers = 1;     // model.encoder.layers (>= 0)
+  int mlp_ratio = 4;  // model.encoder.mlp_ratio
+  int patch = 4;      // model.encoder.patch: square patch side in pixels
+  int channels = 3;   // model.encoder.channels
 };
 
 struct LlmConfig {
-  int width = 64;         // model.llm.width
-  int heads = 4;          // model.llm.heads (width % heads == 0)
-  int layers = 2;         // model.llm.layers (>= 1)
-  int mlp_ratio = 4;      // model.llm.mlp_ratio
-  int vocab = 64;         // model.llm.vocab (>= 8)
+  int width = 64;     // model.llm.width
+  int heads = 4;      // model.llm.heads (width % heads == 0)
+  int layers = 2;     // model.llm.layers (>= 1)
+  int mlp_ratio = 4;  // model.llm.mlp_ratio
+  int vocab = 64;     // model.llm.vocab (>= 8)
 };
 
 struct ModelConfig {
@@ -43,10 +43,10 @@ struct ModelConfig {
 
 // Text length distribution: lognormal with the given median and sigma, clamped to [min, max].
 struct TextConfig {
-  int median = 48;        // data.text.median
-  double sigma = 0.8;     // data.text.sigma (>= 0; larger = longer tail)
-  int min = 4;            // data.text.min (>= 2)
-  int max = 256;          // data.text.max (>= min): the cap
+  int median = 48;     // data.text.median
+  double sigma = 0.8;  // data.text.sigma (>= 0; larger = longer tail)
+  int min = 4;         // data.text.min (>= 2)
+  int max = 256;       // data.text.max (>= min): the cap
 };
 
 // Images per sample ~ Poisson(mean) capped at max; side lengths drawn uniformly from
@@ -60,29 +60,29 @@ struct ImageConfig {
 };
 
 struct DataConfig {
-  int global_batch = 8;   // data.global_batch: samples per step over all ranks
+  int global_batch = 8;  // data.global_batch: samples per step over all ranks
   TextConfig text;
   ImageConfig images;
   // data.incoherence in [0, 1]: probability that a sample is extreme — half of those image-heavy
   // (max_per_sample images, min text), half text-heavy (no image, text drawn from the upper tail).
   double incoherence = 0.0;
-  double noise = 0.1;     // data.noise in [0, 1): probability a text token ignores the hidden rule
+  double noise = 0.1;  // data.noise in [0, 1): probability a text token ignores the hidden rule
 };
 
 struct OptimizerConfig {
-  float lr = 3e-3f;             // optimizer.lr (> 0)
-  float beta1 = 0.9f;           // optimizer.beta1 in [0, 1)
-  float beta2 = 0.95f;          // optimizer.beta2 in [0, 1)
-  float eps = 1e-8f;            // optimizer.eps (> 0)
-  float weight_decay = 0.0f;    // optimizer.weight_decay (>= 0)
-  int warmup_steps = 0;         // optimizer.warmup_steps (>= 0): linear warm-up of lr
+  float lr = 3e-3f;           // optimizer.lr (> 0)
+  float beta1 = 0.9f;         // optimizer.beta1 in [0, 1)
+  float beta2 = 0.95f;        // optimizer.beta2 in [0, 1)
+  float eps = 1e-8f;          // optimizer.eps (> 0)
+  float weight_decay = 0.0f;  // optimizer.weight_decay (>= 0)
+  int warmup_steps = 0;       // optimizer.warmup_steps (>= 0): linear warm-up of lr
 };
 
 struct RuntimeConfig {
   // runtime.peak_gflops_per_rank: dense fp32 peak per rank used for MFU; 0 = measure the BLAS
   // sgemm rate at start-up.
   double peak_gflops_per_rank = 0.0;
-  int blas_threads = 1;         // runtime.blas_threads: BLAS threads per rank (>= 1)
+  int blas_threads = 1;  // runtime.blas_threads: BLAS threads per rank (>= 1)
 };
 
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).
@@ -92,21 +92,21 @@ struct ParallelConfig {
   // or all but the encoder ranks when disaggregated); context parallel inside each group. Empty: one
   // rank per group (plain data parallel). Samples go to groups in order, in proportion to group size.
   std::vector<int> group_sizes;
-  bool rotate_groups = false;        // parallel.rotate_groups: rotate sizes and ranks every step
-  int micro_batches = 1;             // parallel.micro_batches: per group, capped at its sample count
-  std::string placement = "colocated";  // parallel.placement: colocated | disaggregated
-  int encoder_ranks = 0;             // parallel.encoder_ranks: disaggregated: the first N ranks encode
+  bool rotate_groups = false;             // parallel.rotate_groups: rotate sizes and ranks every step
+  int micro_batches = 1;                  // parallel.micro_batches: per group, capped at its sample count
+  std::string placement = "colocated";    // parallel.placement: colocated | disaggregated
+  int encoder_ranks = 0;                  // parallel.encoder_ranks: disaggregated: the first N ranks encode
   std::string encoder_layout = "follow";  // parallel.encoder_layout: follow (a sample's images on its
                                           // group, round-robin) | round_robin (image i on rank i mod N)
-  int comm_pool_capacity = 64;       // parallel.comm_pool_capacity: most cached communicators
+  int comm_pool_capacity = 64;            // parallel.comm_pool_capacity: most cached communicators
 };
 
 struct RunConfig {
-  std::string name;             // name: short identifier used in output names
-  std::string deck_path;        // where the deck was read from ("<embedded>" for built-ins)
-  std::string deck_text;        // the deck's full text, stored in the HDF5 output
-  std::uint64_t seed = 1234;    // seed
-  int steps = 10;               // steps (>= 1)
+  std::string name;           // name: short identifier used in output names
+  std::string deck_path;      // where the deck was read from ("<embedded>" for built-ins)
+  std::string deck_text;      // the deck's full text, stored in the HDF5 output
+  std::uint64_t seed = 1234;  // seed
+  int steps = 10;             // steps (>= 1)
   ModelConfig model;
   DataConfig data;
   OptimizerConfig optimizer;

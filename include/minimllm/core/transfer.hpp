@@ -52,8 +52,8 @@ void transfer(const Dst& dst, const Src& src) {
 // host copy, counted.
 template <class View>
 auto copy_to_host(const View& src) {
-  detail::count_transfer<Kokkos::HostSpace, typename View::memory_space>(
-      src.size() * sizeof(typename View::value_type));
+  detail::count_transfer<Kokkos::HostSpace, typename View::memory_space>(src.size() *
+                                                                         sizeof(typename View::value_type));
   return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), src);
 }
 

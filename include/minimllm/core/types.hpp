@@ -30,8 +30,7 @@ using t_vec_host = t_vec::HostMirror;
 using t_ivec_host = t_ivec::HostMirror;
 
 // True when host code may dereference pointers of MemSpace (Serial, OpenMP; not CUDA device memory).
-inline constexpr bool kMemSpaceIsHostAccessible =
-    Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+inline constexpr bool kMemSpaceIsHostAccessible = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
 
 // A new MemSpace view holding a copy of a host vector (index lists built on the host).
 inline t_ivec to_device(const std::vector<int>& host, const std::string& label) {

@@ -19,14 +19,14 @@ struct EncoderInput {
 };
 
 struct LlmInput {
-  int tokens = 0;                   // local rows: this rank's chunks, concatenated
-  int key_rows = 0;                 // rows of the (gathered) key sequence the segments index
-  AttentionSegments segments;       // causal; one per chunk: local query rows vs the sample's key rows
-  t_ivec text_ids, text_rows;       // token id and local row of every text token
-  t_ivec image_rows;                // local row of every image row...
-  t_ivec image_src_rows;            // ...and the received-embeddings row that fills it
-  t_ivec targets;                   // [tokens]: next text token id, or -1 where no loss is taken
-  double attention_pairs = 0.0;     // visible query-key pairs over local query rows (FLOP counts)
+  int tokens = 0;                // local rows: this rank's chunks, concatenated
+  int key_rows = 0;              // rows of the (gathered) key sequence the segments index
+  AttentionSegments segments;    // causal; one per chunk: local query rows vs the sample's key rows
+  t_ivec text_ids, text_rows;    // token id and local row of every text token
+  t_ivec image_rows;             // local row of every image row...
+  t_ivec image_src_rows;         // ...and the received-embeddings row that fills it
+  t_ivec targets;                // [tokens]: next text token id, or -1 where no loss is taken
+  double attention_pairs = 0.0;  // visible query-key pairs over local query rows (FLOP counts)
 };
 
 // The images `images` (global numbers, in order) for the encoder.

@@ -22,14 +22,14 @@ struct ImageMeta {
 };
 
 struct SampleMeta {
-  int id = 0;                 // index within the step's global batch
+  int id = 0;  // index within the step's global batch
   int text_len = 0;
-  int klass = 0;              // hidden class shared by the sample's images and its text rule
+  int klass = 0;  // hidden class shared by the sample's images and its text rule
   std::vector<ImageMeta> images;
 
   int image_tokens() const;
   int tokens() const { return text_len + image_tokens(); }  // length of the fused LLM sequence
-  int loss_targets() const;   // text tokens that have a predecessor in the fused sequence
+  int loss_targets() const;  // text tokens that have a predecessor in the fused sequence
 };
 
 struct GlobalBatch {
@@ -43,8 +43,8 @@ struct GlobalBatch {
 
 // Where each element of a sample's fused sequence comes from.
 struct FusedLayout {
-  std::vector<int> text_rows;         // fused position of text token t
-  std::vector<int> image_first_row;   // fused position of image i's first patch
+  std::vector<int> text_rows;        // fused position of text token t
+  std::vector<int> image_first_row;  // fused position of image i's first patch
 };
 FusedLayout fused_layout(const SampleMeta& sample);
 
@@ -67,8 +67,8 @@ class Sampler {
   DataConfig data_;
   std::uint64_t seed_;
   int vocab_, patch_, channels_;
-  std::vector<int> successor_perm_;    // the hidden rule's permutation of the vocabulary
-  std::vector<float> class_prototype_; // [classes, patch_dim]
+  std::vector<int> successor_perm_;     // the hidden rule's permutation of the vocabulary
+  std::vector<float> class_prototype_;  // [classes, patch_dim]
 };
 
 }  // namespace minimllm

@@ -8,9 +8,9 @@
 namespace minimllm {
 
 struct RunRequest {
-  std::string deck;            // empty: the embedded quickstart deck
-  std::string out;             // empty: <name>-<UTC timestamp>.h5 in the working directory
-  std::optional<int> steps;    // overrides the deck's steps
+  std::string deck;          // empty: the embedded quickstart deck
+  std::string out;           // empty: <name>-<UTC timestamp>.h5 in the working directory
+  std::optional<int> steps;  // overrides the deck's steps
   bool overwrite = false;
 };
 

@@ -15,13 +15,13 @@
 namespace minimllm {
 
 struct StepOutcome {
-  double loss_sum = 0.0;       // sum of per-target losses over the world
-  double flops = 0.0;          // model FLOPs of this rank
+  double loss_sum = 0.0;  // sum of per-target losses over the world
+  double flops = 0.0;     // model FLOPs of this rank
   // Phase times of this rank (seconds, fenced)
   double data_seconds = 0.0, encoder_seconds = 0.0, boundary_seconds = 0.0, llm_seconds = 0.0,
          grad_sync_seconds = 0.0;
   double kv_exchange_seconds = 0.0;  // context-parallel K/V all-gather + reduce-scatter (inside llm_seconds)
-  std::int64_t boundary_bytes = 0;  // sent by this rank, both directions
+  std::int64_t boundary_bytes = 0;   // sent by this rank, both directions
   std::int64_t llm_rows = 0, encoder_rows = 0;  // work assigned to this rank
   TransferCounts transfers;  // host<->device copies of this rank during the step (none on host backends)
 };

@@ -13,17 +13,17 @@
 namespace minimllm {
 
 struct TrainOptions {
-  std::string out_path;    // HDF5 output; empty = none
-  bool overwrite = false;  // replace out_path if it exists
+  std::string out_path;         // HDF5 output; empty = none
+  bool overwrite = false;       // replace out_path if it exists
   std::ostream* log = nullptr;  // progress lines on rank 0; null = silent
 };
 
 struct TrainResult {
-  std::vector<StepRecord> steps;        // identical on every rank
-  double peak_gflops_per_rank = 0.0;    // used for MFU
-  std::string peak_source;              // "measured ..." or "deck ..."
-  double memory_estimate_mib = 0.0;     // analytic, per rank (max over ranks)
-  double peak_resident_mib = 0.0;       // max over ranks
+  std::vector<StepRecord> steps;      // identical on every rank
+  double peak_gflops_per_rank = 0.0;  // used for MFU
+  std::string peak_source;            // "measured ..." or "deck ..."
+  double memory_estimate_mib = 0.0;   // analytic, per rank (max over ranks)
+  double peak_resident_mib = 0.0;     // max over ranks
 };
 
 // Trains for config.steps steps on world. Throws InputError for invalid input (e.g. the output file

@@ -39,9 +39,9 @@ struct AttentionShape {
 };
 
 // q, k, v: [rows, heads*head_dim]; out: [q rows, heads*head_dim]; lse: [q rows, heads].
-void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& k, const t_mat_strided_const& v,
-                       const AttentionSegments& segs, AttentionShape shape, const t_mat_strided& out,
-                       const t_mat& lse);
+void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& k,
+                       const t_mat_strided_const& v, const AttentionSegments& segs, AttentionShape shape,
+                       const t_mat_strided& out, const t_mat& lse);
 
 // Overwrites dq, dk, dv (keys named by no segment get zero gradient). Deterministic.
 void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_const& q,

@@ -15,23 +15,23 @@
 namespace minimllm {
 
 struct BlockWeights {
-  t_vec_um norm1, norm2;   // [width]
-  t_mat_um qkv;            // [width, 3*width]
-  t_mat_um attn_out;       // [width, width]
-  t_mat_um mlp_in;         // [width, mlp_ratio*width]
-  t_mat_um mlp_out;        // [mlp_ratio*width, width]
+  t_vec_um norm1, norm2;  // [width]
+  t_mat_um qkv;           // [width, 3*width]
+  t_mat_um attn_out;      // [width, width]
+  t_mat_um mlp_in;        // [width, mlp_ratio*width]
+  t_mat_um mlp_out;       // [mlp_ratio*width, width]
 };
 
 struct ModelTensors {
-  t_mat_um patch_embed;               // [channels*patch*patch, enc width]
+  t_mat_um patch_embed;  // [channels*patch*patch, enc width]
   std::vector<BlockWeights> encoder;
-  t_vec_um encoder_norm;              // [enc width]
-  t_mat_um projector_in;              // [enc width, llm width]
-  t_mat_um projector_out;             // [llm width, llm width]
-  t_mat_um token_embed;               // [vocab, llm width]
+  t_vec_um encoder_norm;   // [enc width]
+  t_mat_um projector_in;   // [enc width, llm width]
+  t_mat_um projector_out;  // [llm width, llm width]
+  t_mat_um token_embed;    // [vocab, llm width]
   std::vector<BlockWeights> llm;
-  t_vec_um final_norm;                // [llm width]
-  t_mat_um lm_head;                   // [llm width, vocab]
+  t_vec_um final_norm;  // [llm width]
+  t_mat_um lm_head;     // [llm width, vocab]
 };
 
 // Saved activations of one transformer block (what backward needs).

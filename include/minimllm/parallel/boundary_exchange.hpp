@@ -38,7 +38,7 @@ class BoundaryExchange {
   MPI_Comm world_;
   RowRoute route_;
   int width_;
-  t_ivec send_rows_, recv_rows_;  // device copies of the row lists
+  t_ivec send_rows_, recv_rows_;                // device copies of the row lists
   std::vector<int> send_displs_, recv_displs_;  // in rows
 };
 

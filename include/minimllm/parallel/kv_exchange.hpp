@@ -29,7 +29,7 @@ class KvExchange {
   int width_, full_rows_, local_rows_;
   std::vector<std::size_t> member_floats_;
   t_ivec kv_order_, identity_;  // sample-major row -> rank-major row, and 0..full_rows-1
-  t_mat local_, rank_major_;     // staging buffers
+  t_mat local_, rank_major_;    // staging buffers
   double seconds_ = 0.0;
 };
 

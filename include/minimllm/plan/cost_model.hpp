@@ -29,9 +29,10 @@ struct CostModel {
   PhaseCost encoder, llm;           // compute, on one rank
   LinkCost intra_node, inter_node;  // collectives within a node / spanning nodes
   int ranks_per_node = 1;
-  double kv_bytes_per_token = 0.0;  // bytes each rank all-gathers per token per step under context parallelism
-  double collectives_per_sample = 1.0;     // context-parallel collectives per sample (2 per LLM layer)
-  double boundary_bytes_per_patch = 0.0;   // encoder output row forward + its gradient backward
+  // Bytes each rank all-gathers (and reduce-scatters back) per token per step under context parallelism.
+  double kv_bytes_per_token = 0.0;
+  double collectives_per_sample = 1.0;    // context-parallel collectives per sample (2 per LLM layer)
+  double boundary_bytes_per_patch = 0.0;  // encoder output row forward + its gradient backward
   // Memory per rank (bytes): fixed (parameters, gradients, optimizer) + per LLM token held (its share,
   // tokens / g) + the gathered K|V every member holds for all tokens of the micro-batch (g > 1 only).
   double fixed_bytes = 0.0, bytes_per_token = 0.0, capacity_bytes = 0.0;  // capacity 0: unlimited

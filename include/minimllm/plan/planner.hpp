@@ -20,8 +20,8 @@ namespace minimllm {
 //               + max(sum of one-rank LLM compute / N, min over g <= N of the largest sample's time on g)
 // The bound holds for every plan of every policy (disaggregated ones use fewer ranks per phase).
 struct PlanPrediction {
-  double makespan = 0.0;     // predicted step time (seconds), excluding the gradient all-reduce
-  double lower_bound = 0.0;  // see above
+  double makespan = 0.0;       // predicted step time (seconds), excluding the gradient all-reduce
+  double lower_bound = 0.0;    // see above
   double idle_fraction = 0.0;  // 1 - mean busy / makespan
   double comm_fraction = 0.0;  // communication on the critical path (boundary + the slowest LLM rank's
                                // context-parallel exchanges) / makespan
@@ -31,8 +31,9 @@ struct PlanPrediction {
 struct PlannerOptions {
   int static_group_size = 1;  // static: the fixed context-parallel degree (divides the world)
   int encoder_ranks = 0;      // disagg: 0 = choose from the cost model
-  // orch (and every policy that balances images): keep an image on its sample's LLM node when that
-  // node's least-loaded encoder rank is within this fraction of the mean encoder load of the best rank.
+  // orch, dhp, flexsp, disagg (LPT over encoder ranks): an image goes to the least-loaded encoder rank on
+  // its sample's LLM node unless that rank carries more than this fraction of the mean encoder load
+  // above the least-loaded rank overall (node-aware tie-breaking; 0 = plain LPT).
   double locality_tolerance = 0.02;
 };
 
@@ -44,7 +45,8 @@ class Planner {
 };
 
 // "static", "orch", "dhp", "flexsp", "disagg"; throws InputError for an unknown name (listing valid ones).
-std::unique_ptr<Planner> make_planner(const std::string& policy, const CostModel& cost, const PlannerOptions& options);
+std::unique_ptr<Planner> make_planner(const std::string& policy, const CostModel& cost,
+                                      const PlannerOptions& options);
 const std::vector<std::string>& planner_names();
 
 // Predicted time of a plan under the cost model (see PlanPrediction).

@@ -15,29 +15,35 @@ namespace minimllm {
 // Returns ranks+1 boundaries; chunks may be empty when tokens < ranks.
 std::vector<int> balanced_chunk_bounds(int tokens, int ranks, double linear_weight);
 
+// First sample (0-based, within a group's list of n) of micro-batch m of `parts`: consecutive, as even
+// as possible blocks [begin(m), begin(m+1)).
+inline int micro_batch_begin(int n, int m, int parts) {
+  return static_cast<int>(static_cast<long long>(n) * m / parts);
+}
+
 struct SequenceChunk {
   int sample = 0;          // index into the global batch
   int begin = 0, end = 0;  // rows of the sample's fused sequence held here
 };
 
 struct MicroBatchWork {
-  std::vector<int> samples;              // in order
-  std::vector<SequenceChunk> chunks;     // this rank's chunk of each sample, same order (may be empty)
-  std::vector<int> sample_offsets;       // first row of each sample in the gathered keys (size samples+1)
+  std::vector<int> samples;           // in order
+  std::vector<SequenceChunk> chunks;  // this rank's chunk of each sample, same order (may be empty)
+  std::vector<int> sample_offsets;    // first row of each sample in the gathered keys (size samples+1)
   // Context parallelism: kv_order[i] is where sample-major key row i sits in the rank-major result of an
   // all-gather of every member's local rows; member_rows[r] = local rows of group member r.
   std::vector<int> kv_order;
   std::vector<int> member_rows;
-  int received_offset = 0;               // first row of this micro-batch's image rows in the received buffer
+  int received_offset = 0;  // first row of this micro-batch's image rows in the received buffer
 };
 
 struct RankWork {
-  int group = -1;                         // index of this rank's LLM group; -1: no LLM work
+  int group = -1;  // index of this rank's LLM group; -1: no LLM work
   std::vector<int> group_ranks;
   std::vector<MicroBatchWork> micro_batches;
-  std::vector<int> images;                // global image numbers this rank encodes, in order
-  RowRoute image_route;                   // encoder output rows -> received image rows
-  int received_rows = 0;                  // image rows this rank's LLM chunks need
+  std::vector<int> images;  // global image numbers this rank encodes, in order
+  RowRoute image_route;     // encoder output rows -> received image rows
+  int received_rows = 0;    // image rows this rank's LLM chunks need
 };
 
 RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size,

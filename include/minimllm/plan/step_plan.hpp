@@ -42,9 +42,9 @@ struct LayoutShape {
   std::vector<std::vector<int>> llm_groups;  // sorted rank lists
   std::vector<int> encoder_ranks;            // sorted
   Placement placement = Placement::colocated;
-  int micro_batches = 1;                     // per group, capped at its sample count
-  bool images_follow_groups = true;          // a sample's images round-robin over its group's ranks;
-                                             // else image i on encoder_ranks[i mod size]
+  int micro_batches = 1;             // per group, capped at its sample count
+  bool images_follow_groups = true;  // a sample's images round-robin over its group's ranks;
+                                     // else image i on encoder_ranks[i mod size]
 };
 
 // Samples dealt to groups in order, in contiguous blocks proportional to group size.
