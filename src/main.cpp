@@ -11,6 +11,7 @@
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/device.hpp"
 #include "minimllm/driver/trainer.hpp"
+#include "minimllm/plan/planner.hpp"
 
 namespace {
 
@@ -19,6 +20,12 @@ std::string default_output_name(const std::string& run_name) {
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::gmtime(&now));
   return run_name + "-" + stamp + ".h5";
+}
+
+// "runs/x.h5" + "dhp" -> "runs/x-dhp.h5"
+std::string with_suffix(const std::string& path, const std::string& suffix) {
+  const auto dot = path.rfind(".h5");
+  return dot == std::string::npos ? path + "-" + suffix : path.substr(0, dot) + "-" + suffix + ".h5";
 }
 
 int run(const minimllm::RunRequest& request, const minimllm::World& world) {
@@ -31,7 +38,20 @@ int run(const minimllm::RunRequest& request, const minimllm::World& world) {
   options.out_path = request.out.empty() ? default_output_name(config.name) : request.out;
   options.overwrite = request.overwrite;
   options.log = &std::cout;
-  minimllm::train(config, world, options);
+  if (request.policy != "all") {
+    if (!request.policy.empty()) config.parallel.policy = request.policy;
+    minimllm::train(config, world, options);
+    return 0;
+  }
+  // Every planner on the same data, one after the other, each from the same initial model.
+  std::vector<std::pair<std::string, minimllm::TrainResult>> results;
+  const std::string out = options.out_path;
+  for (const std::string& policy : minimllm::planner_names()) {
+    config.parallel.policy = policy;
+    options.out_path = with_suffix(out, policy);
+    results.emplace_back(policy, minimllm::train(config, world, options));
+  }
+  if (world.is_root()) minimllm::print_policy_comparison(std::cout, results);
   return 0;
 }
 

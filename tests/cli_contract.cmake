@@ -58,6 +58,8 @@ expect_no_file(invalid_deck_no_output bad.h5)
 expect(invalid_deck_two_ranks 2 "model.llm.width" ${MPIEXEC} -n 2 ${MINIMLLM} run bad_width.yaml --out bad2.h5)
 expect_no_file(invalid_deck_two_ranks_no_output bad2.h5)
 expect(typo_key 2 "stepz" ${MINIMLLM} run typo.yaml --out typo.h5)
+expect(unknown_policy 2 "--policy: magic not in" ${MINIMLLM} run --policy magic --out policy.h5)
+expect_no_file(unknown_policy_no_output policy.h5)
 
 # A real run, then the same output again: refused without --overwrite, file kept byte for byte.
 expect(run_embedded 0 "" ${MPIEXEC} -n 2 ${MINIMLLM} run --steps 2 --out first.h5)

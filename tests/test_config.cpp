@@ -415,6 +415,8 @@ std::vector<BadDeck> bad_decks() {
                 {"parallel.comm_pool_capacity = 0", "[1, 100000]"}),
       with_name("ParallelEncoderLayoutUnknown", "parallel: {encoder_layout: random}",
                 {"parallel.encoder_layout = random", "follow, round_robin"}),
+      with_name("ParallelPolicyUnknown", "parallel: {policy: magic}",
+                {"parallel.policy = magic", "deck, static, orch, dhp, flexsp, disagg"}),
       with_name("ParallelUnknownKey", "parallel: {groups: [2]}",
                 {"parallel.groups", "valid keys in parallel"}),
       with_name("LlmWidthNotDivisibleByHeads", "model: {llm: {width: 65, heads: 4}}",

@@ -63,6 +63,8 @@ StepRecord make_record(int i) {
   r.kv_exchange_seconds = 0.25 + i;
   r.boundary_seconds = 0.75 + i;
   r.planning_seconds = 1.5 + i;
+  r.predicted_seconds = 0.375 + i;
+  r.lower_bound_seconds = 0.125 + 2 * i;
   r.boundary_bytes = (std::int64_t{1} << 41) + i;
   r.llm_groups = 3 + i;
   r.max_group_size = 5 + i;
@@ -93,6 +95,8 @@ void expect_record_eq(const StepRecord& a, const StepRecord& b, std::size_t row)
   EXPECT_EQ(a.kv_exchange_seconds, b.kv_exchange_seconds);
   EXPECT_EQ(a.boundary_seconds, b.boundary_seconds);
   EXPECT_EQ(a.planning_seconds, b.planning_seconds);
+  EXPECT_EQ(a.predicted_seconds, b.predicted_seconds);
+  EXPECT_EQ(a.lower_bound_seconds, b.lower_bound_seconds);
   EXPECT_EQ(a.boundary_bytes, b.boundary_bytes);
   EXPECT_EQ(a.llm_groups, b.llm_groups);
   EXPECT_EQ(a.max_group_size, b.max_group_size);
@@ -127,6 +131,8 @@ std::vector<Member> expected_members() {
           {"kv_exchange_seconds", offsetof(StepRecord, kv_exchange_seconds), H5T_NATIVE_DOUBLE},
           {"boundary_seconds", offsetof(StepRecord, boundary_seconds), H5T_NATIVE_DOUBLE},
           {"planning_seconds", offsetof(StepRecord, planning_seconds), H5T_NATIVE_DOUBLE},
+          {"predicted_seconds", offsetof(StepRecord, predicted_seconds), H5T_NATIVE_DOUBLE},
+          {"lower_bound_seconds", offsetof(StepRecord, lower_bound_seconds), H5T_NATIVE_DOUBLE},
           {"boundary_bytes", offsetof(StepRecord, boundary_bytes), H5T_NATIVE_INT64},
           {"llm_groups", offsetof(StepRecord, llm_groups), H5T_NATIVE_INT32},
           {"max_group_size", offsetof(StepRecord, max_group_size), H5T_NATIVE_INT32},

@@ -8,6 +8,7 @@
 
 #include "minimllm/driver/step_executor.hpp"
 #include "minimllm/driver/trainer.hpp"
+#include "minimllm/plan/planner.hpp"
 
 namespace minimllm {
 namespace {
@@ -190,6 +191,17 @@ TEST(Layouts, PoolCappedAtTwoUnderChurn) {
   for (const StepRecord& s : result.steps) evictions += s.comm_evictions, creations += s.comm_creations;
   EXPECT_GT(evictions, 0) << "the cap never bit: the test does not exercise eviction";
   EXPECT_GT(creations, 2);
+}
+
+TEST(Layouts, EveryPlannerGivesTheSingleRankLossCurve) {
+  if (world_size() < 2) GTEST_SKIP() << "needs 2 or more ranks for the planners to differ";
+  for (const std::string& policy : planner_names()) {
+    SCOPED_TRACE(policy);
+    RunConfig config = deck();
+    config.steps = 3;
+    config.parallel.policy = policy;
+    expect_same_curve(config);
+  }
 }
 
 TEST(Layouts, InvalidPlansAreRejectedClearly) {

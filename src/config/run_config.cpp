@@ -389,6 +389,8 @@ void read_runtime(const Section& s, RuntimeConfig& c) {
 }
 
 void read_parallel(const Section& s, ParallelConfig& c) {
+  s.read_choice("policy", c.policy, policy_names());
+  s.read_int("ranks_per_node", c.ranks_per_node, 0, kMaxRanks);
   s.read_int_list("group_sizes", c.group_sizes, 1, kMaxRanks);
   s.read_bool("rotate_groups", c.rotate_groups);
   s.read_int("micro_batches", c.micro_batches, 1, kMaxGlobalBatch);
@@ -520,14 +522,20 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   read_optimizer(top.section("optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps"}),
                  cfg.optimizer);
   read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads"}), cfg.runtime);
-  read_parallel(top.section("parallel", {"group_sizes", "rotate_groups", "micro_batches", "placement",
-                                         "encoder_ranks", "encoder_layout", "comm_pool_capacity"}),
-                cfg.parallel);
+  read_parallel(
+      top.section("parallel", {"policy", "ranks_per_node", "group_sizes", "rotate_groups", "micro_batches",
+                               "placement", "encoder_ranks", "encoder_layout", "comm_pool_capacity"}),
+      cfg.parallel);
 
   const CrossChecker cross(origin);
   check_model(cross, cfg.model);
   check_data(cross, cfg.data, cfg.model);
   return cfg;
+}
+
+const std::vector<std::string>& policy_names() {
+  static const std::vector<std::string> names = {"deck", "static", "orch", "dhp", "flexsp", "disagg"};
+  return names;
 }
 
 RunConfig load_run_config(const std::string& path) {

@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "embedded_decks.hpp"
+#include "minimllm/config/run_config.hpp"
 
 #ifndef MINIMLLM_VERSION
 #define MINIMLLM_VERSION "unknown"
@@ -38,6 +39,12 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
                   "HDF5 output file (default: <deck name>-<UTC date-time>.h5 in the working directory)");
   run->add_option("--steps", steps, "Number of steps, overriding the deck's `steps`")
       ->check(CLI::Range(1, 1 << 30));
+  std::vector<std::string> policies = policy_names();
+  policies.push_back("all");
+  run->add_option("--policy", request.policy,
+                  "Layout policy, overriding the deck's parallel.policy; `all` runs every planner in turn on "
+                  "the same data and compares them (one output file per policy: <out>-<policy>.h5)")
+      ->check(CLI::IsMember(policies));
   run->add_flag("--overwrite", request.overwrite, "Replace the output file if it exists");
   run->failure_message(one_line);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <ostream>
 
@@ -16,6 +17,7 @@
 #include "minimllm/metrics/hdf5_writer.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
+#include "minimllm/plan/layout_source.hpp"
 #include "minimllm/plan/rank_work.hpp"
 #include "minimllm/plan/step_plan.hpp"
 
@@ -82,7 +84,7 @@ void write_provenance(Hdf5RunWriter& out, const RunConfig& config, const World& 
   out.set_run_attribute("ranks", static_cast<long long>(world.size));
   out.set_run_attribute("gemm_backend", to_string(default_gemm_backend()));
   out.set_run_attribute("placement", config.parallel.placement);
-  out.set_run_attribute("policy", "deck");
+  out.set_run_attribute("policy", config.parallel.policy);
   out.set_run_attribute("parameters", static_cast<long long>(param_count));
   out.set_run_attribute("peak_gflops_per_rank", r.peak_gflops_per_rank);
   out.set_run_attribute("peak_source", r.peak_source);
@@ -94,12 +96,13 @@ void write_provenance(Hdf5RunWriter& out, const RunConfig& config, const World& 
 struct PeakWork {
   std::int64_t llm_rows = 0, key_rows = 0, patches = 0;
 };
-PeakWork peak_work(const RunConfig& config, const Sampler& sampler, const Model& model, const World& world) {
+PeakWork peak_work(const RunConfig& config, const Sampler& sampler, const Model& model, const World& world,
+                   const LayoutSource& layouts) {
   PeakWork peak;
   for (int step = 0; step < config.steps; ++step) {
     const GlobalBatch batch = sampler.batch(step);
-    const RankWork work = derive_rank_work(make_deck_plan(config, batch, world.size), batch, world.rank,
-                                           world.size, model.linear_weight_in_attention_pairs());
+    const RankWork work = derive_rank_work(layouts.plan(batch), batch, world.rank, world.size,
+                                           model.linear_weight_in_attention_pairs());
     for (const MicroBatchWork& mb : work.micro_batches) {
       std::int64_t rows = 0;
       for (const SequenceChunk& c : mb.chunks) rows += c.end - c.begin;
@@ -209,19 +212,45 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
       median(rates), median(rates) / world.size, median(mfus), world.size);
 }
 
+// Median of a StepRecord field over the steps after the warm-up.
+template <class Field>
+double median_after_warmup(const TrainResult& r, Field field) {
+  std::vector<double> values;
+  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i) values.push_back(field(r.steps[i]));
+  return median(values);
+}
+
 }  // namespace
+
+void print_policy_comparison(std::ostream& out,
+                             const std::vector<std::pair<std::string, TrainResult>>& runs) {
+  if (runs.empty()) return;
+  const auto tps = [](const StepRecord& s) { return s.tokens_per_second; };
+  const double base_tps = median_after_warmup(runs.front().second, tps);
+  const double base_loss = runs.front().second.steps.back().loss;
+  out << fmt::format("\npolicy comparison (same data; rates from steps after the warm-up; vs {}):\n",
+                     runs.front().first);
+  out << fmt::format("{:<8} {:>10} {:>11} {:>8} {:>13} {:>11} {:>11} {:>12}\n", "policy", "step ms",
+                     "tokens/s", "speed-up", "predicted ms", "pred./LB", "last loss", "loss diff");
+  for (const auto& [policy, r] : runs) {
+    const double step = median_after_warmup(r, [](const StepRecord& s) { return s.step_seconds; });
+    const double predicted = median_after_warmup(r, [](const StepRecord& s) { return s.predicted_seconds; });
+    const double ratio = median_after_warmup(r, [](const StepRecord& s) {
+      return s.lower_bound_seconds > 0 ? s.predicted_seconds / s.lower_bound_seconds : 0.0;
+    });
+    const double loss = r.steps.back().loss;
+    out << fmt::format("{:<8} {:>10.1f} {:>11.0f} {:>7.2f}x {:>13.2f} {:>11.3f} {:>11.5f} {:>12.1e}\n",
+                       policy, 1e3 * step, median_after_warmup(r, tps),
+                       median_after_warmup(r, tps) / base_tps, 1e3 * predicted, ratio, loss,
+                       std::abs(loss - base_loss) / base_loss);
+  }
+}
 
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options) {
   std::ostream* log = world.is_root() ? options.log : nullptr;
   set_blas_threads(config.runtime.blas_threads);
   const Sampler sampler(config);
   Model model(config.model, config.seed);
-  // Every step's layout is derived before anything is written: a deck whose layout cannot fit this
-  // run fails here (InputError) and leaves no output file.
-  const PeakWork peak = peak_work(config, sampler, model, world);
-  std::unique_ptr<Hdf5RunWriter> out = open_output(options, world);
-  t_vec adam_m("adamw::m", model.parameter_count()), adam_v("adamw::v", model.parameter_count());
-
   TrainResult result;
   if (config.runtime.peak_gflops_per_rank > 0.0) {
     result.peak_gflops_per_rank = config.runtime.peak_gflops_per_rank;
@@ -229,10 +258,20 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   } else {
     double local = measure_sgemm_gflops(), sum = 0.0;
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, world.comm);
-    result.peak_gflops_per_rank = sum / world.size;
+    result.peak_gflops_per_rank = sum / world.size;  // identical on every rank: planners depend on it
     result.peak_source = fmt::format("measured: BLAS sgemm 1024^3 with {} thread(s), mean over ranks",
                                      config.runtime.blas_threads);
   }
+  const int per_node =
+      config.parallel.ranks_per_node > 0 ? config.parallel.ranks_per_node : ranks_per_node(world);
+  const LayoutSource layouts(config, world.size,
+                             default_cost_model(config, result.peak_gflops_per_rank, per_node));
+  // Every step's layout is derived before anything is written: a deck whose layout cannot fit this
+  // run fails here (InputError) and leaves no output file.
+  const PeakWork peak = peak_work(config, sampler, model, world, layouts);
+  std::unique_ptr<Hdf5RunWriter> out = open_output(options, world);
+  t_vec adam_m("adamw::m", model.parameter_count()), adam_v("adamw::v", model.parameter_count());
+
   const double state_bytes = 4.0 * 4.0 * model.parameter_count();  // params, grads, AdamW m and v
   result.memory_estimate_mib =
       (state_bytes + model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows)) / 1048576.0;
@@ -244,9 +283,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   for (int step = 0; step < config.steps; ++step) {
     const double t_start = now_seconds();
     const GlobalBatch batch = sampler.batch(step);
-    const StepPlan plan = make_deck_plan(config, batch, world.size);
-    validate_plan(plan, batch, world.size);
+    const StepPlan plan = layouts.plan(batch);
     const double t_plan = now_seconds();
+    const PlanPrediction predicted = layouts.predict(plan, batch);
     const CommPoolStats pool_before = pool.stats();
     const StepOutcome outcome = executor.run(batch, plan);
     const double t_executed = now_seconds();
@@ -300,6 +339,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     s.comm_hits = static_cast<std::int64_t>(sums[2]);
     s.comm_creations = static_cast<std::int64_t>(sums[3]);
     s.comm_evictions = static_cast<std::int64_t>(sums[4]);
+    s.predicted_seconds = predicted.makespan;
+    s.lower_bound_seconds = predicted.lower_bound;
     s.llm_groups = static_cast<int>(plan.llm_groups.size());
     for (const LlmGroup& g : plan.llm_groups)
       s.max_group_size = std::max<int>(s.max_group_size, g.ranks.size());

@@ -38,6 +38,16 @@ std::string host_name() {
   return name;
 }
 
+int ranks_per_node(const World& world) {
+  MPI_Comm node;
+  MPI_Comm_split_type(world.comm, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node);
+  int local = 1, largest = 1;
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  MPI_Allreduce(&local, &largest, 1, MPI_INT, MPI_MAX, world.comm);
+  return largest;
+}
+
 double peak_resident_mib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

@@ -73,6 +73,8 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(tokens_per_second, "token/s"),
       MINIMLLM_FIELD(model_flops, "FLOP"),
       MINIMLLM_FIELD(mfu, "1"),
+      MINIMLLM_FIELD(predicted_seconds, "s"),
+      MINIMLLM_FIELD(lower_bound_seconds, "s"),
       MINIMLLM_FIELD(boundary_bytes, "byte"),
       MINIMLLM_FIELD(llm_groups, "1"),
       MINIMLLM_FIELD(max_group_size, "rank"),

@@ -88,6 +88,10 @@ struct RuntimeConfig {
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).
 // Sizes that depend on the number of ranks are checked when the run starts (exit code 2 as well).
 struct ParallelConfig {
+  // parallel.policy: where each step's layout comes from: `deck` (the keys below) or a planner:
+  // static | orch | dhp | flexsp | disagg (docs/PARALLELISM.md). The command line's --policy overrides it.
+  std::string policy = "deck";
+  int ranks_per_node = 0;  // parallel.ranks_per_node: for the planners' cost model; 0 = detect
   // parallel.group_sizes: LLM group sizes, any positive integers summing to the LLM ranks (all ranks,
   // or all but the encoder ranks when disaggregated); context parallel inside each group. Empty: one
   // rank per group (plain data parallel). Samples go to groups in order, in proportion to group size.
@@ -117,6 +121,8 @@ struct RunConfig {
 // Parses and validates a deck; throws InputError naming path, key, value and what is valid.
 // Unknown keys are errors (a typo must not silently fall back to a default).
 RunConfig load_run_config(const std::string& path);
+// Valid values of parallel.policy (and of --policy).
+const std::vector<std::string>& policy_names();
 RunConfig parse_run_config(const std::string& yaml_text, const std::string& origin);
 
 }  // namespace minimllm

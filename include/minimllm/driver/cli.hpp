@@ -1,4 +1,5 @@
-// The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--overwrite]`, --help, --version.
+// The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--policy P] [--overwrite]`, --help,
+// --version.
 #pragma once
 
 #include <iosfwd>
@@ -11,6 +12,7 @@ struct RunRequest {
   std::string deck;          // empty: the embedded quickstart deck
   std::string out;           // empty: <name>-<UTC timestamp>.h5 in the working directory
   std::optional<int> steps;  // overrides the deck's steps
+  std::string policy;        // overrides parallel.policy; "all": every planner in turn, same data
   bool overwrite = false;
 };
 

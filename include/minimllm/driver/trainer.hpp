@@ -30,4 +30,9 @@ struct TrainResult {
 // exists without overwrite) before any step runs; std::runtime_error for runtime failures.
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options);
 
+// One line per policy: median step time and tokens/s (steps after the warm-up), tokens/s relative to the
+// first (static) run, the cost model's median prediction and its ratio to the lower bound, and the last
+// step's loss with its relative difference from the first run's (layout invariance: ~1e-6 expected).
+void print_policy_comparison(std::ostream& out, const std::vector<std::pair<std::string, TrainResult>>& runs);
+
 }  // namespace minimllm
