@@ -10,6 +10,7 @@
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/device.hpp"
+#include "minimllm/driver/simulator.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/plan/planner.hpp"
 
@@ -55,6 +56,23 @@ int run(const minimllm::RunRequest& request, const minimllm::World& world) {
   return 0;
 }
 
+int simulate(const minimllm::SimulateRequest& request, const minimllm::World& world) {
+  minimllm::RunConfig config = minimllm::load_run_config(request.deck);
+  if (request.steps) config.steps = *request.steps;
+  if (request.global_batch) config.data.global_batch = *request.global_batch;
+  minimllm::SimulateOptions options;
+  options.ranks = request.ranks;
+  options.ranks_per_node = request.ranks_per_node;
+  options.gflops_per_rank = request.gflops;
+  options.policies =
+      request.policy == "all" ? minimllm::planner_names() : std::vector<std::string>{request.policy};
+  options.out_path = request.out;
+  options.overwrite = request.overwrite;
+  options.log = &std::cout;
+  if (world.is_root()) minimllm::simulate(config, options);  // serial: the virtual ranks need no real ones
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,10 +84,10 @@ int main(int argc, char** argv) {
 
   const minimllm::CliOutcome cli = minimllm::parse_command_line(argc, argv, out, err);
   int code = cli.exit_code;
-  if (cli.run) {
+  if (cli.run || cli.simulate) {
     minimllm::initialize_kokkos(world.comm);  // one GPU per rank on CUDA; Kokkos::initialize() on host
     try {
-      code = run(*cli.run, world);
+      code = cli.run ? run(*cli.run, world) : simulate(*cli.simulate, world);
     } catch (const minimllm::InputError& e) {
       // Every rank reads the same input and fails alike, so all return 2 without aborting.
       err << "minimllm: error: " << e.what() << std::endl;

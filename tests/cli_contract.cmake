@@ -61,6 +61,17 @@ expect(typo_key 2 "stepz" ${MINIMLLM} run typo.yaml --out typo.h5)
 expect(unknown_policy 2 "--policy: magic not in" ${MINIMLLM} run --policy magic --out policy.h5)
 expect_no_file(unknown_policy_no_output policy.h5)
 
+# The simulator: a projection for 64 virtual ranks, and its invalid inputs.
+expect(simulate 0 "" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/modality_incoherent.yaml --ranks 64 --global-batch 512
+       --steps 2 --out sim.h5)
+if(NOT EXISTS ${WORK_DIR}/sim.h5)
+  message(STATUS "FAIL simulate_output: sim.h5 was not written")
+  math(EXPR failures "${failures} + 1")
+endif()
+expect(simulate_no_ranks 2 "--ranks" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml)
+expect(simulate_bad_policy 2 "--policy" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4
+       --policy deck)
+
 # A real run, then the same output again: refused without --overwrite, file kept byte for byte.
 expect(run_embedded 0 "" ${MPIEXEC} -n 2 ${MINIMLLM} run --steps 2 --out first.h5)
 file(SHA256 ${WORK_DIR}/first.h5 before)

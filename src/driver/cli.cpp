@@ -48,14 +48,48 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   run->add_flag("--overwrite", request.overwrite, "Replace the output file if it exists");
   run->failure_message(one_line);
 
+  SimulateRequest sim;
+  int sim_steps = 0;
+  CLI::App* simulate = app.add_subcommand(
+      "simulate",
+      "Plan every step of a deck for N virtual ranks with the cost model, without compute, and "
+      "compare policies (projected step time, tokens/s, idle and communication shares)");
+  simulate->add_option("deck", sim.deck, "Input deck")->required()->check(CLI::ExistingFile);
+  simulate->add_option("--ranks", sim.ranks, "Virtual ranks")->required()->check(CLI::Range(1, 1 << 24));
+  simulate->add_option("--ranks-per-node", sim.ranks_per_node, "Virtual ranks per node (default 8)")
+      ->check(CLI::Range(1, 1 << 24));
+  std::vector<std::string> planners(policies.begin() + 1, policies.end());  // every policy but `deck`
+  simulate->add_option("--policy", sim.policy, "A planner, or all (default: all, speed-ups over static)")
+      ->check(CLI::IsMember(planners));
+  simulate->add_option("--steps", sim_steps, "Number of steps, overriding the deck's `steps`")
+      ->check(CLI::Range(1, 1 << 30));
+  int global_batch = 0;
+  simulate
+      ->add_option("--global-batch", global_batch,
+                   "Samples per step, overriding the deck's data.global_batch")
+      ->check(CLI::Range(1, 1 << 24));
+  simulate
+      ->add_option("--gflops", sim.gflops,
+                   "Cost-model rate per rank in GFLOP/s (default: the deck's runtime.peak_gflops_per_rank, "
+                   "else this machine's measured sgemm rate)")
+      ->check(CLI::NonNegativeNumber);
+  simulate->add_option("--out,-o", sim.out, "HDF5 output file (/simulation/<policy>: one row per step)");
+  simulate->add_flag("--overwrite", sim.overwrite, "Replace the output file if it exists");
+  simulate->failure_message(one_line);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e, out, err);
-    return {std::nullopt, code == 0 ? 0 : 2};
+    return {std::nullopt, std::nullopt, code == 0 ? 0 : 2};
+  }
+  if (simulate->parsed()) {
+    if (simulate->count("--steps")) sim.steps = sim_steps;
+    if (simulate->count("--global-batch")) sim.global_batch = global_batch;
+    return {std::nullopt, sim, 0};
   }
   if (run->count("--steps")) request.steps = steps;
-  return {request, 0};
+  return {request, std::nullopt, 0};
 }
 
 }  // namespace minimllm

@@ -1,5 +1,6 @@
-// The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--policy P] [--overwrite]`, --help,
-// --version.
+// The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--policy P] [--overwrite]`,
+// `minimllm simulate DECK --ranks N [--ranks-per-node R] [--policy P|all] [--steps N] [--gflops G] [--out
+// FILE] [--overwrite]`, --help, --version.
 #pragma once
 
 #include <iosfwd>
@@ -16,9 +17,21 @@ struct RunRequest {
   bool overwrite = false;
 };
 
+struct SimulateRequest {
+  std::string deck;
+  int ranks = 1, ranks_per_node = 8;
+  std::string policy = "all";  // a planner name or all
+  std::optional<int> steps;
+  std::optional<int> global_batch;  // overrides data.global_batch (samples per step at scale)
+  double gflops = 0.0;              // 0: the deck's runtime.peak_gflops_per_rank, else this machine's sgemm
+  std::string out;                  // empty: no HDF5 output
+  bool overwrite = false;
+};
+
 struct CliOutcome {
-  std::optional<RunRequest> run;  // set when there is work to do
-  int exit_code = 0;              // otherwise: 0 after --help/--version, 2 for invalid arguments
+  std::optional<RunRequest> run;            // set when there is training to do
+  std::optional<SimulateRequest> simulate;  // set when there is a simulation to do
+  int exit_code = 0;                        // otherwise: 0 after --help/--version, 2 for invalid arguments
 };
 
 // Parses argv. Help, version and errors are printed to out/err (pass null streams on ranks != 0).
