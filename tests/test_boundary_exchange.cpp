@@ -17,21 +17,13 @@
 #include <vector>
 
 #include "minimllm/parallel/boundary_exchange.hpp"
+#include "mpi_world.hpp"
 
 namespace minimllm {
 namespace {
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
+using testing_support::world_rank;
+using testing_support::world_size;
 
 // Global row g moves from (src_rank[g], src_row[g]) to (dst_rank[g], dst_row[g]). Each rank's src and
 // dst matrices have `spare` extra rows that no route names.

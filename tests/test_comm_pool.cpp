@@ -16,6 +16,7 @@
 #include "minimllm/core/types.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
 #include "minimllm/parallel/communicator.hpp"
+#include "mpi_world.hpp"
 
 namespace minimllm {
 namespace {
@@ -23,17 +24,8 @@ namespace {
 using Group = std::vector<int>;
 using Step = std::vector<Group>;
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
+using testing_support::world_rank;
+using testing_support::world_size;
 
 bool contains(const Group& group, int rank) { return std::binary_search(group.begin(), group.end(), rank); }
 

@@ -9,6 +9,7 @@
 #include "minimllm/driver/step_executor.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/plan/planner.hpp"
+#include "mpi_world.hpp"
 
 namespace minimllm {
 namespace {
@@ -34,11 +35,7 @@ RunConfig deck(const std::string& extra = "") {
   return parse_run_config(std::string(kDeck) + extra, "layouts");
 }
 
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using testing_support::world_size;
 
 struct Gradients {
   double loss = 0.0;

@@ -160,12 +160,15 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
       m.encoder.layers, m.encoder.width, m.encoder.heads, m.encoder.patch, m.llm.layers, m.llm.width,
       m.llm.heads, m.llm.vocab, model.parameter_count() / 1e6);
   const ParallelConfig& p = config.parallel;
-  log << fmt::format(
-      "data: global batch {} samples, {} steps, seed {} | layout: {} placement, LLM groups [{}]{}, "
-      "micro-batches {}, comm pool {}\n",
-      config.data.global_batch, config.steps, config.seed, p.placement,
-      p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
-      p.rotate_groups ? " rotating every step" : "", p.micro_batches, p.comm_pool_capacity);
+  const std::string layout =
+      p.policy != "deck"
+          ? fmt::format("policy {} (cost model: {:.1f} GFLOP/s per rank, uncalibrated)", p.policy,
+                        r.peak_gflops_per_rank)
+          : fmt::format("deck: {} placement, LLM groups [{}]{}, micro-batches {}", p.placement,
+                        p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
+                        p.rotate_groups ? " rotating every step" : "", p.micro_batches);
+  log << fmt::format("data: global batch {} samples, {} steps, seed {} | layout: {} | comm pool {}\n",
+                     config.data.global_batch, config.steps, config.seed, layout, p.comm_pool_capacity);
   log << fmt::format("peak for MFU: {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank, r.peak_source);
   log << fmt::format(
       "memory estimate per rank: {:.1f} MiB (parameters, gradients, AdamW state; activations "
