@@ -72,8 +72,10 @@ t_heads pack_rows(const t_mat_strided_const& src, int heads, int head_dim, float
   t_heads dst(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), heads, rows, head_dim);
   Kokkos::parallel_for(
       "minimllm::attention_pack_rows",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {rows, heads * head_dim}),
-      KOKKOS_LAMBDA(const int r, const int c) { dst(c / head_dim, r, c % head_dim) = src(r, c) * scale; });
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {heads, rows, head_dim}),
+      KOKKOS_LAMBDA(const int h, const int r, const int d) {
+        dst(h, r, d) = src(r, h * head_dim + d) * scale;
+      });
   return dst;
 }
 
@@ -82,17 +84,18 @@ t_heads pack_transposed(const t_mat_strided_const& src, int heads, int head_dim,
   t_heads dst(std::string(label), heads, head_dim, rows + kTileK);
   Kokkos::parallel_for(
       "minimllm::attention_pack_transposed",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {heads * head_dim, rows}),
-      KOKKOS_LAMBDA(const int c, const int r) { dst(c / head_dim, c % head_dim, r) = src(r, c); });
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {heads, head_dim, rows}),
+      KOKKOS_LAMBDA(const int h, const int d, const int r) { dst(h, d, r) = src(r, h * head_dim + d); });
   return dst;
 }
 
 void unpack_rows(const t_heads& src, const t_mat_strided& dst) {
-  const int rows = static_cast<int>(src.extent(1)), head_dim = static_cast<int>(src.extent(2));
+  const int heads = static_cast<int>(src.extent(0)), rows = static_cast<int>(src.extent(1));
+  const int head_dim = static_cast<int>(src.extent(2));
   Kokkos::parallel_for(
       "minimllm::attention_unpack_rows",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {rows, static_cast<int>(dst.extent(1))}),
-      KOKKOS_LAMBDA(const int r, const int c) { dst(r, c) = src(c / head_dim, r, c % head_dim); });
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {rows, heads, head_dim}),
+      KOKKOS_LAMBDA(const int r, const int h, const int d) { dst(r, h * head_dim + d) = src(h, r, d); });
 }
 
 template <int DMax, bool kExact>
