@@ -11,9 +11,11 @@
 #include <ostream>
 
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/device.hpp"
 #include "minimllm/driver/step_executor.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/optimizer.hpp"
+#include "minimllm/metrics/device_peak.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
@@ -258,12 +260,16 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   if (config.runtime.peak_gflops_per_rank > 0.0) {
     result.peak_gflops_per_rank = config.runtime.peak_gflops_per_rank;
     result.peak_source = "deck runtime.peak_gflops_per_rank";
+  } else if (const auto datasheet = dense_peak_gflops(device_name(), Precision::fp32)) {
+    // On a known GPU, MFU is against the vendor's dense peak of the precision used (fp32: no TF32).
+    result.peak_gflops_per_rank = *datasheet;
+    result.peak_source = fmt::format("datasheet dense fp32 peak of {}", device_name());
   } else {
     double local = measure_sgemm_gflops(), sum = 0.0;
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, world.comm);
     result.peak_gflops_per_rank = sum / world.size;  // identical on every rank: planners depend on it
-    result.peak_source = fmt::format("measured: BLAS sgemm 1024^3 with {} thread(s), mean over ranks",
-                                     config.runtime.blas_threads);
+    result.peak_source = fmt::format("measured: {} GEMM 1024^3 (fp32) with {} BLAS thread(s), mean over ranks",
+                                     to_string(default_gemm_backend()), config.runtime.blas_threads);
   }
   const int per_node =
       config.parallel.ranks_per_node > 0 ? config.parallel.ranks_per_node : ranks_per_node(world);
