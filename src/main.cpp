@@ -35,6 +35,10 @@ int run(const minimllm::RunRequest& request, const minimllm::World& world) {
           ? minimllm::parse_run_config(minimllm::embedded_quickstart_deck(), "<embedded quickstart deck>")
           : minimllm::load_run_config(request.deck);
   if (request.steps) config.steps = *request.steps;
+  if (request.global_batch) {
+    config.data.global_batch = *request.global_batch;
+    minimllm::check_run_config(config, config.deck_path + " with --global-batch");
+  }
   minimllm::TrainOptions options;
   options.out_path = request.out.empty() ? default_output_name(config.name) : request.out;
   options.overwrite = request.overwrite;

@@ -61,6 +61,22 @@ expect(typo_key 2 "stepz" ${MINIMLLM} run typo.yaml --out typo.h5)
 expect(unknown_policy 2 "--policy: magic not in" ${MINIMLLM} run --policy magic --out policy.h5)
 expect_no_file(unknown_policy_no_output policy.h5)
 
+# --global-batch on run: range checked by the parser, size guard re-checked against the deck, and used.
+expect(run_global_batch_zero 2 "--global-batch" ${MINIMLLM} run --global-batch 0 --out gb0.h5)
+expect_no_file(run_global_batch_zero_no_output gb0.h5)
+expect(run_global_batch_overflow 2 "with --global-batch: data.global_batch = 16777216: .*tokens per step"
+       ${MINIMLLM} run --global-batch 16777216 --out gbhuge.h5)
+expect_no_file(run_global_batch_overflow_no_output gbhuge.h5)
+execute_process(COMMAND ${MPIEXEC} -n 2 ${MINIMLLM} run --steps 1 --global-batch 5 --out gb5.h5
+                WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+if(rc EQUAL 0 AND out MATCHES "global batch 5 samples" AND EXISTS ${WORK_DIR}/gb5.h5)
+  message(STATUS "ok   run_global_batch")
+else()
+  message(STATUS "FAIL run_global_batch: exit ${rc}, expected 0 and a banner with 'global batch 5 samples'\n"
+                 "--- stdout\n${out}\n--- stderr\n${err}")
+  math(EXPR failures "${failures} + 1")
+endif()
+
 # The simulator: a projection for 64 virtual ranks, and its invalid inputs.
 expect(simulate 0 "" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/modality_incoherent.yaml --ranks 64 --global-batch 512
        --steps 2 --out sim.h5)

@@ -228,6 +228,23 @@ TEST(Config, CrossFieldMessageIsExact) {
             "deck.yaml: model.llm.width = 65: must be divisible by model.llm.heads (= 4)");
 }
 
+// A command-line override (--global-batch) goes through the same size guard as the deck's own value.
+TEST(Config, OverriddenGlobalBatchIsCheckedAgain) {
+  RunConfig c = parse("name: t\n");  // 4 images of (32/4)^2 patches + 256 text = 512 tokens per sample
+  c.data.global_batch = (1 << 22) - 1;
+  EXPECT_NO_THROW(check_run_config(c, "deck.yaml with --global-batch"));
+  c.data.global_batch = 1 << 22;  // 2^31 tokens per step: one past the guard
+  try {
+    check_run_config(c, "deck.yaml with --global-batch");
+    ADD_FAILURE() << "global_batch 2^22 passed the tokens-per-step guard";
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    expect_one_line_from(message, "deck.yaml with --global-batch");
+    EXPECT_NE(message.find("data.global_batch = 4194304"), std::string::npos) << message;
+    EXPECT_NE(message.find("tokens per step"), std::string::npos) << message;
+  }
+}
+
 TEST(Config, YamlSyntaxErrorGivesLineAndColumn) {
   const std::string message = error_of("name: t\nsteps: 3\nmodel: {llm: [}\n");
   expect_one_line_from(message, kOrigin);

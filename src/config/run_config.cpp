@@ -527,10 +527,14 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
                                "placement", "encoder_ranks", "encoder_layout", "comm_pool_capacity"}),
       cfg.parallel);
 
-  const CrossChecker cross(origin);
-  check_model(cross, cfg.model);
-  check_data(cross, cfg.data, cfg.model);
+  check_run_config(cfg, origin);
   return cfg;
+}
+
+void check_run_config(const RunConfig& config, const std::string& origin) {
+  const CrossChecker cross(origin);
+  check_model(cross, config.model);
+  check_data(cross, config.data, config.model);
 }
 
 const std::vector<std::string>& policy_names() {

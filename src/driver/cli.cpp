@@ -39,6 +39,11 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
                   "HDF5 output file (default: <deck name>-<UTC date-time>.h5 in the working directory)");
   run->add_option("--steps", steps, "Number of steps, overriding the deck's `steps`")
       ->check(CLI::Range(1, 1 << 30));
+  int run_global_batch = 0;
+  run->add_option("--global-batch", run_global_batch,
+                  "Samples per step over all ranks, overriding the deck's data.global_batch (e.g. ranks x "
+                  "samples per rank for weak scaling)")
+      ->check(CLI::Range(1, 1 << 24));
   std::vector<std::string> policies = policy_names();
   policies.push_back("all");
   run->add_option("--policy", request.policy,
@@ -89,6 +94,7 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
     return {std::nullopt, sim, 0};
   }
   if (run->count("--steps")) request.steps = steps;
+  if (run->count("--global-batch")) request.global_batch = run_global_batch;
   return {request, std::nullopt, 0};
 }
 

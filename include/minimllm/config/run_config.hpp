@@ -124,5 +124,8 @@ RunConfig load_run_config(const std::string& path);
 // Valid values of parallel.policy (and of --policy).
 const std::vector<std::string>& policy_names();
 RunConfig parse_run_config(const std::string& yaml_text, const std::string& origin);
+// Checks the rules that involve more than one key (divisibility, size guards) again, after a
+// command-line override changed a value (e.g. --global-batch); `origin` names where the values came from.
+void check_run_config(const RunConfig& config, const std::string& origin);
 
 }  // namespace minimllm

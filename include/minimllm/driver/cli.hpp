@@ -1,4 +1,5 @@
-// The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--policy P] [--overwrite]`,
+// The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--global-batch B] [--policy P]
+// [--overwrite]`,
 // `minimllm simulate DECK --ranks N [--ranks-per-node R] [--policy P|all] [--steps N] [--gflops G] [--out
 // FILE] [--overwrite]`, --help, --version.
 #pragma once
@@ -10,10 +11,11 @@
 namespace minimllm {
 
 struct RunRequest {
-  std::string deck;          // empty: the embedded quickstart deck
-  std::string out;           // empty: <name>-<UTC timestamp>.h5 in the working directory
-  std::optional<int> steps;  // overrides the deck's steps
-  std::string policy;        // overrides parallel.policy; "all": every planner in turn, same data
+  std::string deck;                 // empty: the embedded quickstart deck
+  std::string out;                  // empty: <name>-<UTC timestamp>.h5 in the working directory
+  std::optional<int> steps;         // overrides the deck's steps
+  std::optional<int> global_batch;  // overrides data.global_batch (weak scaling: grows with the ranks)
+  std::string policy;               // overrides parallel.policy; "all": every planner in turn, same data
   bool overwrite = false;
 };
 
