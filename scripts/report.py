@@ -107,13 +107,17 @@ class Run:
         self.label = os.path.splitext(os.path.basename(path))[0]
         match = re.search(r"-(\d+)(?:-restart\d+)?$", self.label)
         self.file_job_id = match.group(1) if match else None
-        self.job_id = str(self.attrs["slurm_job_id"]) if "slurm_job_id" in self.attrs else self.file_job_id
+        # /run slurm_job_id is "" outside Slurm (and absent from files of older versions)
+        self.job_id = str(self.attrs.get("slurm_job_id") or "") or self.file_job_id
         # Rates skip the warm-up step 0 when there is more than one step.
         self.rated = self.steps[1:] if len(self.steps) > 1 else self.steps
 
     @property
     def nodes(self):
-        return int(self.job["nodes"]) if self.job and "nodes" in self.job else None
+        """Nodes from the study manifest, else /run nodes (distinct host names), else None."""
+        if self.job and "nodes" in self.job:
+            return int(self.job["nodes"])
+        return int(self.attrs["nodes"]) if "nodes" in self.attrs else None
 
     @property
     def rep(self):
@@ -293,7 +297,7 @@ def check_against_manifest(run, study):
     if int(job["ranks"]) != run.ranks:
         raise InputError(f"{run.path}: /run ranks = {run.ranks}, but {where} says job {job['job']} ran "
                          f"{job['ranks']} ranks")
-    if "slurm_job_id" in run.attrs and str(run.attrs["slurm_job_id"]) != job["job"]:
+    if run.attrs.get("slurm_job_id") and str(run.attrs["slurm_job_id"]) != job["job"]:
         raise InputError(f"{run.path}: /run slurm_job_id = {run.attrs['slurm_job_id']}, but the file name "
                          f"and {where} say job {job['job']}")
     batch = job.get("global_batch", "deck")

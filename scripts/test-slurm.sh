@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# End-to-end test of slurm/ on a real one-node Slurm cluster on loopback (scripts/local-slurm.sh, which
+# advertises 4 CPUs so that 4-rank jobs fit on a 2-core machine). Run as root; CI runs it after
+# scripts/test.sh. It takes a few minutes on 2 cores, most of it the jobs themselves.
+#
+#   scripts/test-slurm.sh [--keep-cluster]
+#
+# What it submits and checks:
+#   - one run with slurm/minimllm.sbatch under `sbatch --export=NONE` (srun launcher) and one with
+#     the mpiexec launcher: exit state COMPLETED, an HDF5 file named <job name>-<job id>.h5;
+#   - a weak sweep (2 samples per rank) and a strong sweep (global batch 8) with slurm/sweep.sh over
+#     1, 2 and 4 ranks on one node, 2 repetitions, 3 steps each, collected with a deadline;
+#   - every HDF5 file: one /steps row per step (steps 0..N-1), the global batch, /ranks tables of
+#     [steps, ranks], the /run attributes of docs/HDF5.md, and the Slurm provenance: /run slurm_job_id
+#     equal to the job id, /run slurm_environment holding SLURM_JOB_ID=<id>;
+#   - the reports: report.md with a row per run and the efficiency table, non-empty PNGs;
+#   - failures are caught: a sweep whose jobs fail (bad --policy) makes `collect` exit 1; a size the
+#     node cannot hold is refused by sbatch (sweep exits 1); held jobs hit the deadline (exit 1);
+#     bad sweep arguments exit 2.
+# Every check prints ok or FAIL; the script exits 1 if any failed. Files stay in $MINIMLLM_SLURM_TEST_DIR
+# (default: a new /tmp/minimllm-test-slurm.XXXXXX). The cluster is stopped at the end unless it was
+# already running before or --keep-cluster is given.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+keep_cluster=0
+case ${1:-} in
+  "") ;;
+  --keep-cluster) keep_cluster=1 ;;
+  -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
+  *) echo "test-slurm.sh: unknown argument '$1' (valid: --keep-cluster, --help)" >&2; exit 2 ;;
+esac
+[ "$(id -u)" = 0 ] || { echo "test-slurm.sh: must run as root (slurmd runs as root)" >&2; exit 2; }
+
+t_start=$(date +%s)
+elapsed() { echo "$(($(date +%s) - t_start)) s"; }
+failures=0
+provenance_only=0  # files whose only problems are the Slurm provenance attributes
+ok() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+# check NAME CMD...: ok if CMD succeeds
+check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
+
+echo "== build (minimllm only) and dependencies"
+scripts/setup-deps.sh
+[ -f build/CMakeCache.txt ] || cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "${MINIMLLM_BUILD_JOBS:-$(nproc)}" --target minimllm >/dev/null
+bin=$repo/build/src/minimllm
+python=/usr/bin/python3
+
+echo "== one-node Slurm cluster on loopback ($(elapsed))"
+export SLURM_LOCAL_CPUS=${SLURM_LOCAL_CPUS:-4}
+was_running=0
+status=$(scripts/local-slurm.sh status 2>/dev/null || true)
+grep -q '^slurmctld: running' <<<"$status" && was_running=1
+scripts/local-slurm.sh start >/dev/null
+export SLURM_CONF=${SLURM_LOCAL_BASE:-/tmp/local-slurm}/etc/slurm.conf
+cleanup() {
+  if ((keep_cluster == 0 && was_running == 0)); then scripts/local-slurm.sh stop 2>/dev/null || true; fi
+}
+trap cleanup EXIT
+
+work=${MINIMLLM_SLURM_TEST_DIR:-$(mktemp -d /tmp/minimllm-test-slurm.XXXXXX)}
+mkdir -p "$work"
+echo "files in $work"
+steps=3
+
+# job_state ID: JobState from scontrol, "" if unknown
+job_state() { scontrol show job -o "$1" 2>/dev/null | sed -n 's/.*\bJobState=\([A-Z_]*\).*/\1/p'; }
+# wait_jobs DEADLINE ID...: until no job is pending or running; 1 on deadline
+wait_jobs() {
+  local end=$(($(date +%s) + $1)) id busy; shift
+  while :; do
+    busy=0
+    for id in "$@"; do
+      case $(job_state "$id") in PENDING|RUNNING|CONFIGURING|COMPLETING) busy=1 ;; esac
+    done
+    ((busy)) || return 0
+    [ "$(date +%s)" -lt "$end" ] || return 1
+    sleep 1
+  done
+}
+
+# check_h5 FILE JOB_ID RANKS STEPS GLOBAL_BATCH: prints one line per problem, nothing if all is well
+check_h5() {
+  "$python" - "$@" <<'EOF'
+import sys, h5py, numpy as np
+path, job, ranks, steps, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+problems = []
+try:
+    f = h5py.File(path, "r")
+except OSError as e:
+    print(f"{path}: cannot open: {e}"); sys.exit(0)
+with f:
+    run = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f["run"].attrs.items()}
+    s = f["steps"][:]
+    if len(s) != steps or list(s["step"]) != list(range(steps)):
+        problems.append(f"/steps has steps {list(s['step'])}, expected 0..{steps - 1}")
+    if batch != "deck" and not (s["samples"] == int(batch)).all():
+        problems.append(f"/steps samples {sorted(set(s['samples']))}, expected the global batch {batch}")
+    if not (np.isfinite(s["loss"]).all() and (s["step_seconds"] > 0).all()):
+        problems.append("/steps has a non-finite loss or a non-positive step time")
+    for name in ("step_seconds", "llm_seconds", "grad_sync_seconds"):
+        if f"ranks/{name}" not in f or f[f"ranks/{name}"].shape != (steps, ranks):
+            problems.append(f"/ranks/{name} missing or not [{steps}, {ranks}]")
+    for key in ("name", "deck_path", "deck_text", "minimllm_version", "kokkos", "mpi_library", "hostname",
+                "gemm_backend", "ranks", "parameters", "placement", "policy", "peak_gflops_per_rank",
+                "peak_source", "memory_estimate_mib", "peak_resident_mib"):
+        if key not in run:
+            problems.append(f"/run has no attribute {key}")
+    if run.get("ranks") != ranks:
+        problems.append(f"/run ranks = {run.get('ranks')}, expected {ranks}")
+    # Slurm provenance, written by minimllm itself when it runs under Slurm.
+    where = "(minimllm writes it when run under Slurm)"
+    if "slurm_job_id" not in run:
+        problems.append(f"PROVENANCE: /run has no attribute slurm_job_id {where}")
+    elif str(run["slurm_job_id"]) != job:
+        problems.append(f"PROVENANCE: /run slurm_job_id = {run['slurm_job_id']!r}, expected the job id {job!r}")
+    if "slurm_environment" not in run:
+        problems.append(f"PROVENANCE: /run has no attribute slurm_environment {where}")
+    elif f"SLURM_JOB_ID={job}" not in str(run["slurm_environment"]).split("\n"):
+        problems.append(f"PROVENANCE: /run slurm_environment has no line SLURM_JOB_ID={job}")
+for p in problems:
+    print(f"{path}: {p}")
+EOF
+}
+
+# check_file LABEL FILE JOB RANKS STEPS BATCH: one ok/FAIL line per file, the problems under a FAIL
+check_file() {
+  local label=$1 out; shift
+  out=$(check_h5 "$@")
+  if [ -z "$out" ]; then ok "$label: $(basename "$1") has every step and the /run attributes"; return; fi
+  fail "$label: $(basename "$1")"
+  printf '       %s\n' "${out//$'\n'/$'\n'       }"
+  grep -qv ': PROVENANCE: ' <<<"$out" || provenance_only=$((provenance_only + 1))
+}
+
+png_ok() { [ -s "$1" ] && [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
+
+echo "== submit: two single runs, a weak and a strong sweep, a failing sweep, a held sweep ($(elapsed))"
+mkdir -p "$work/single"
+single_srun=$(sbatch --parsable --export=NONE -J mllm-single-srun -N 1 -n 2 -o "$work/single/%x-%j.out" \
+  slurm/minimllm.sbatch --steps "$steps" --out-dir "$work/single" --bin "$bin")
+single_mpiexec=$(sbatch --parsable -J mllm-single-mpiexec -N 1 -n 2 -o "$work/single/%x-%j.out" \
+  slurm/minimllm.sbatch --launcher mpiexec --steps "$steps" --global-batch 6 --out-dir "$work/single" --bin "$bin")
+sweep=(--ranks "1 2 4" --reps 2 --steps "$steps" --bin "$bin" --no-wait)
+slurm/sweep.sh weak --batch-per-rank 2 --study "$work/weak" "${sweep[@]}" 2>/dev/null
+slurm/sweep.sh strong --global-batch 8 --study "$work/strong" "${sweep[@]}" 2>/dev/null
+slurm/sweep.sh strong --ranks 1 --reps 1 --steps 2 --policy bogus --study "$work/failing" --bin "$bin" \
+  --no-wait 2>/dev/null
+slurm/sweep.sh strong --ranks 1 --reps 1 --steps 2 --sbatch "--hold" --study "$work/held" --bin "$bin" \
+  --no-wait 2>/dev/null
+ok "submitted ($(elapsed))"
+
+echo "== invalid requests"
+rc=0; slurm/sweep.sh weak --ranks "1 2" --study "$work/bad" --bin "$bin" 2>"$work/bad.err" || rc=$?
+check "weak sweep without --batch-per-rank exits 2 naming the option" \
+  test "$rc" = 2 -a -n "$(grep -- '--batch-per-rank' "$work/bad.err")"
+rc=0; slurm/sweep.sh strong --ranks 8 --reps 1 --steps 2 --study "$work/too-big" --bin "$bin" \
+  --no-wait 2>"$work/too-big.err" || rc=$?
+check "a size the node cannot hold (8 ranks on 4 CPUs) is refused by sbatch, sweep exits 1" \
+  test "$rc" = 1 -a -n "$(grep 'sbatch failed' "$work/too-big.err")"
+rc=0; slurm/sweep.sh collect "$work/held" --deadline 3 --poll 1 2>"$work/held.err" || rc=$?
+check "held jobs: collect stops at its deadline with exit 1" test "$rc" = 1 -a -n "$(grep deadline "$work/held.err")"
+scancel "$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$work/held/manifest.txt")"
+
+echo "== wait for the single runs ($(elapsed))"
+check "single runs finished before the deadline" wait_jobs 300 "$single_srun" "$single_mpiexec"
+for id in "$single_srun" "$single_mpiexec"; do
+  state=$(job_state "$id")
+  check "job $id ended COMPLETED (got ${state:-unknown})" test "$state" = COMPLETED
+done
+check_file "single, srun under --export=NONE" "$work/single/mllm-single-srun-$single_srun.h5" \
+  "$single_srun" 2 "$steps" deck
+check_file "single, mpiexec" "$work/single/mllm-single-mpiexec-$single_mpiexec.h5" "$single_mpiexec" 2 "$steps" 6
+
+echo "== collect the sweeps ($(elapsed))"
+for kind in weak strong; do
+  rc=0; slurm/sweep.sh collect "$work/$kind" --deadline 600 --poll 1 >"$work/$kind.collect.log" 2>&1 || rc=$?
+  check "$kind sweep: every job COMPLETED and the report written (collect exit $rc)" test "$rc" = 0
+  [ "$rc" = 0 ] || sed 's/^/       /' "$work/$kind.collect.log"
+  while read -r id ranks rep; do
+    batch=$([ "$kind" = weak ] && echo $((2 * ranks)) || echo 8)
+    file=$work/$kind/mllm-$kind-n$ranks-rep$rep-$id.h5
+    if [ ! -f "$file" ]; then fail "$kind: job $id (ranks $ranks, rep $rep) left no $file"; continue; fi
+    check_file "$kind, $ranks ranks, rep $rep" "$file" "$id" "$ranks" "$steps" "$batch"
+  done < <(sed -n 's/^job=\([0-9]*\) ranks=\([0-9]*\) nodes=[0-9]* rep=\([0-9]*\).*/\1 \2 \3/p' \
+    "$work/$kind/manifest.txt")
+  report=$work/$kind/report
+  check "$kind report: report.md has every run (6)" \
+    test "$(grep -o "^| mllm-$kind-[^ ]*" "$report/report.md" 2>/dev/null | sort -u | wc -l)" = 6
+  check "$kind report: efficiency table for 1, 2, 4 ranks" \
+    test "$(grep -cE '^\| (1|2|4) \| 1 \| 2 \|' "$report/report.md" 2>/dev/null)" = 3
+  check "$kind report: ${kind^} scaling section" grep -q "^## ${kind^} scaling" "$report/report.md"
+  for png in step-breakdown.png "scaling-$kind.png"; do check "$kind report: $png is a non-empty PNG" png_ok "$report/$png"; done
+  n_imbalance=$(find "$report" -name 'imbalance-*.png' -size +1k | wc -l)
+  check "$kind report: an imbalance heatmap per multi-rank run (4, got $n_imbalance)" test "$n_imbalance" = 4
+done
+
+echo "== a sweep whose jobs fail ($(elapsed))"
+rc=0; slurm/sweep.sh collect "$work/failing" --deadline 120 --poll 1 >"$work/failing.log" 2>&1 || rc=$?
+check "failing jobs (bad --policy): collect exits 1 and names the state" \
+  test "$rc" = 1 -a -n "$(grep 'ended FAILED' "$work/failing.log")"
+
+echo "== report on loose files ($(elapsed))"
+rc=0; scripts/report.sh "$work/single" --out "$work/single/report" >/dev/null 2>&1 || rc=$?
+check "report on the two single runs (exit $rc)" test "$rc" = 0
+check "single-run report: report.md lists both runs" \
+  test "$(grep -o '^| mllm-single-[^ ]*' "$work/single/report/report.md" 2>/dev/null | sort -u | wc -l)" = 2
+check "single-run report: step-breakdown.png" png_ok "$work/single/report/step-breakdown.png"
+rc=0; scripts/report.sh "$work/single/no-such.h5" --out "$work/single/report2" 2>"$work/report-bad.err" || rc=$?
+check "report on a missing file exits 2 naming it" test "$rc" = 2 -a -n "$(grep 'no-such.h5' "$work/report-bad.err")"
+
+echo "== $failures failure(s); $(elapsed) in all; files in $work"
+if ((provenance_only)); then
+  echo "   $provenance_only of them fail only the PROVENANCE checks: this minimllm does not write /run" \
+    "slurm_job_id and slurm_environment (docs/SCALING.md, Provenance)"
+fi
+((failures == 0)) || exit 1
