@@ -241,6 +241,9 @@ def load_inputs(paths, scaling, allow_missing):
                     if run.file_job_id is None:
                         raise InputError(f"{file}: name does not end in -<job id>.h5, so it cannot be "
                                          f"matched to {path}/{MANIFEST}")
+                    if run.file_job_id in by_id:  # a requeued job: <name>-<id>.h5 and <name>-<id>-restart<K>.h5
+                        raise InputError(f"{file}: job {run.file_job_id} also wrote {by_id[run.file_job_id].path} "
+                                         f"(requeued?); move the file that should not be reported out of {path}")
                     by_id[run.file_job_id] = run
                 known = {job["job"] for job in study.jobs}
                 for job_id, run in by_id.items():

@@ -58,7 +58,7 @@ collect() {
   local id ranks rep
   while read -r id ranks rep; do ids+=("$id"); done < <(manifest_jobs "$dir")
   ((${#ids[@]})) || die "$dir/manifest.txt: no job= lines"
-  local end=$(($(date +%s) + deadline)) pending state failed=0 last=""
+  local end=$(($(date +%s) + deadline)) pending state failed=0 last=""  # failed: jobs not COMPLETED
   log "waiting for ${#ids[@]} job(s) of $dir (deadline ${deadline} s)"
   while :; do
     pending=()
@@ -88,10 +88,15 @@ collect() {
     fi
     case $state in
       COMPLETED|"COMPLETED?") ;;
-      *) failed=1; missing+=("$id")
-         log "job $id (ranks $ranks, rep $rep) ended $state: see $dir/*-$id.out" ;;
+      *) failed=$((failed + 1)); missing+=("$id")
+         local logs=("$dir"/*-"$id".out)
+         log "job $id (ranks $ranks, rep $rep) ended $state: see ${logs[0]}" ;;
     esac
   done < <(manifest_jobs "$dir")
+  if ((failed == ${#ids[@]})); then
+    log "none of the ${#ids[@]} job(s) completed: no report"
+    return 1
+  fi
   local report_args=("$dir" --out "$dir/report")
   ((failed == 0)) || report_args+=(--allow-missing)
   if ! "$repo/scripts/report.sh" "${report_args[@]}"; then
