@@ -14,12 +14,14 @@
 #     [steps, ranks], the /run attributes of docs/HDF5.md, and the Slurm provenance: /run slurm_job_id
 #     equal to the job id, /run slurm_environment holding SLURM_JOB_ID=<id>;
 #   - the reports: report.md with a row per run and the efficiency table, non-empty PNGs;
-#   - failures are caught: a sweep whose jobs fail (bad --policy) makes `collect` exit 1; a size the
-#     node cannot hold is refused by sbatch (sweep exits 1); held jobs hit the deadline (exit 1);
-#     bad sweep arguments exit 2.
+#   - the multi-node mode of slurm/sweep.sh on its one node (--nodes 1 --ranks-per-node 2, policy dhp);
+#   - failures are caught: a sweep whose jobs fail (bad --policy) makes `collect` exit 1; sizes the
+#     cluster cannot hold (8 ranks, 2 nodes) are refused before anything is submitted (exit 1); held
+#     jobs hit the deadline (exit 1); bad sweep arguments exit 2.
 # Every check prints ok or FAIL; the script exits 1 if any failed. Files stay in $MINIMLLM_SLURM_TEST_DIR
 # (default: a new /tmp/minimllm-test-slurm.XXXXXX). The cluster is stopped at the end unless it was
-# already running before or --keep-cluster is given.
+# already running before or --keep-cluster is given. MINIMLLM_BIN=PATH tests that minimllm instead of
+# building build/src/minimllm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -44,9 +46,14 @@ check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi;
 
 echo "== build (minimllm only) and dependencies"
 scripts/setup-deps.sh
-[ -f build/CMakeCache.txt ] || cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "${MINIMLLM_BUILD_JOBS:-$(nproc)}" --target minimllm >/dev/null
-bin=$repo/build/src/minimllm
+if [ -n "${MINIMLLM_BIN:-}" ]; then  # another build of minimllm to test
+  bin=$(cd "$(dirname "$MINIMLLM_BIN")" && pwd)/$(basename "$MINIMLLM_BIN")
+  [ -x "$bin" ] || { echo "test-slurm.sh: MINIMLLM_BIN=$MINIMLLM_BIN: not an executable file" >&2; exit 2; }
+else
+  [ -f build/CMakeCache.txt ] || cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j "${MINIMLLM_BUILD_JOBS:-$(nproc)}" --target minimllm >/dev/null
+  bin=$repo/build/src/minimllm
+fi
 python=/usr/bin/python3
 
 echo "== one-node Slurm cluster on loopback ($(elapsed))"
@@ -147,6 +154,8 @@ single_mpiexec=$(sbatch --parsable -J mllm-single-mpiexec -N 1 -n 2 -o "$work/si
 sweep=(--ranks "1 2 4" --reps 2 --steps "$steps" --bin "$bin" --no-wait)
 slurm/sweep.sh weak --batch-per-rank 2 --study "$work/weak" "${sweep[@]}" 2>/dev/null
 slurm/sweep.sh strong --global-batch 8 --study "$work/strong" "${sweep[@]}" 2>/dev/null
+slurm/sweep.sh strong --nodes 1 --ranks-per-node 2 --reps 1 --steps "$steps" --policy dhp --study "$work/nodes" \
+  --bin "$bin" --no-wait 2>/dev/null
 slurm/sweep.sh strong --ranks 1 --reps 1 --steps 2 --policy bogus --study "$work/failing" --bin "$bin" \
   --no-wait 2>/dev/null
 slurm/sweep.sh strong --ranks 1 --reps 1 --steps 2 --sbatch "--hold" --study "$work/held" --bin "$bin" \
@@ -157,10 +166,14 @@ echo "== invalid requests"
 rc=0; slurm/sweep.sh weak --ranks "1 2" --study "$work/bad" --bin "$bin" 2>"$work/bad.err" || rc=$?
 check "weak sweep without --batch-per-rank exits 2 naming the option" \
   test "$rc" = 2 -a -n "$(grep -- '--batch-per-rank' "$work/bad.err")"
-rc=0; slurm/sweep.sh strong --ranks 8 --reps 1 --steps 2 --study "$work/too-big" --bin "$bin" \
+rc=0; slurm/sweep.sh strong --ranks "1 8" --reps 1 --steps 2 --study "$work/too-big" --bin "$bin" \
   --no-wait 2>"$work/too-big.err" || rc=$?
-check "a size the node cannot hold (8 ranks on 4 CPUs) is refused by sbatch, sweep exits 1" \
-  test "$rc" = 1 -a -n "$(grep 'sbatch failed' "$work/too-big.err")"
+check "8 ranks on the 4-CPU node: sbatch --test-only refuses, sweep exits 1 and submits nothing" \
+  test "$rc" = 1 -a -n "$(grep 'sbatch refuses 8 ranks' "$work/too-big.err")" -a ! -e "$work/too-big"
+rc=0; slurm/sweep.sh strong --nodes "1 2" --ranks-per-node 2 --reps 1 --steps 2 --study "$work/two-nodes" \
+  --bin "$bin" --no-wait 2>"$work/two-nodes.err" || rc=$?
+check "-N 2 on a one-node cluster: refused before submission, sweep exits 1" \
+  test "$rc" = 1 -a -n "$(grep 'sbatch refuses 4 ranks on 2 node' "$work/two-nodes.err")" -a ! -e "$work/two-nodes"
 rc=0; slurm/sweep.sh collect "$work/held" --deadline 3 --poll 1 2>"$work/held.err" || rc=$?
 check "held jobs: collect stops at its deadline with exit 1" test "$rc" = 1 -a -n "$(grep deadline "$work/held.err")"
 scancel "$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$work/held/manifest.txt")"
@@ -197,6 +210,12 @@ for kind in weak strong; do
   n_imbalance=$(find "$report" -name 'imbalance-*.png' -size +1k | wc -l)
   check "$kind report: an imbalance heatmap per multi-rank run (4, got $n_imbalance)" test "$n_imbalance" = 4
 done
+
+echo "== multi-node mode, one node ($(elapsed))"
+rc=0; slurm/sweep.sh collect "$work/nodes" --deadline 300 --poll 1 >"$work/nodes.collect.log" 2>&1 || rc=$?
+check "--nodes 1 --ranks-per-node 2 (policy dhp): collect exit $rc" test "$rc" = 0
+id=$(sed -n 's/^job=\([0-9]*\) ranks=2 nodes=1 .*/\1/p' "$work/nodes/manifest.txt")
+check_file "multi-node mode" "$work/nodes/mllm-strong-n2-rep1-$id.h5" "$id" 2 "$steps" deck
 
 echo "== a sweep whose jobs fail ($(elapsed))"
 rc=0; slurm/sweep.sh collect "$work/failing" --deadline 120 --poll 1 >"$work/failing.log" 2>&1 || rc=$?

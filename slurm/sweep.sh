@@ -26,8 +26,10 @@
 #
 # Waiting polls `scontrol show job -o ID` for JobState (`sbatch --wait` returned 0 for a job cancelled
 # while pending). A job slurmctld has already forgotten (MinJobAge) counts as finished when its HDF5
-# file is there. Exit codes: 0 every job COMPLETED and the report written; 1 the deadline passed, a
-# job did not complete (the others are still reported) or the report failed; 2 invalid arguments.
+# file is there. Every size is checked with `sbatch --test-only` before anything is submitted.
+# Exit codes: 0 every job COMPLETED and the report written; 1 sbatch refused a size, the deadline
+# passed, a job did not complete (the others are still reported) or the report failed; 2 invalid
+# arguments.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -185,6 +187,29 @@ for s in "${sizes[@]}"; do positive_int "a size in --ranks/--nodes" "$s"; done
 command -v sbatch >/dev/null || die "sbatch not found: this needs a Slurm cluster (or scripts/local-slurm.sh start)"
 read -r -a sbatch_args <<<"$sbatch_extra"
 
+# size_alloc SIZE: sets nodes, ranks and alloc (the sbatch allocation arguments) for one size
+size_alloc() {
+  if [ -n "$nodes_list" ]; then
+    nodes=$1 ranks=$(($1 * ranks_per_node))
+    alloc=(-N "$nodes" --ntasks-per-node "$ranks_per_node")
+  else
+    nodes=1 ranks=$1
+    alloc=(-N 1 -n "$ranks")
+  fi
+  [ -z "$gpus_per_node" ] || alloc+=(--gpus-per-node="$gpus_per_node")
+  alloc+=("${sbatch_args[@]}")
+}
+
+# Every size must be one the cluster accepts before anything is submitted (no half-submitted studies).
+for size in "${sizes[@]}"; do
+  size_alloc "$size"
+  if ! out=$(sbatch --test-only "${alloc[@]}" "$repo/slurm/minimllm.sbatch" 2>&1); then
+    log "sbatch refuses $ranks ranks on $nodes node(s) (${alloc[*]}): ${out##*$'\n'}"
+    log "nothing submitted; choose sizes this cluster can run"
+    exit 1
+  fi
+done
+
 study=${study:-runs/$kind-$(date -u +%Y%m%d-%H%M%S)}
 if [ -e "$study/manifest.txt" ]; then die "--study $study: already holds a study (manifest.txt); choose a new directory"; fi
 mkdir -p "$study"
@@ -215,14 +240,7 @@ manifest=$study/manifest.txt
 submitted=0
 for ((rep = 1; rep <= reps; rep++)); do
   for size in "${sizes[@]}"; do
-    if [ -n "$nodes_list" ]; then
-      nodes=$size ranks=$((size * ranks_per_node))
-      alloc=(-N "$nodes" --ntasks-per-node "$ranks_per_node")
-    else
-      nodes=1 ranks=$size
-      alloc=(-N 1 -n "$ranks")
-    fi
-    [ -z "$gpus_per_node" ] || alloc+=(--gpus-per-node="$gpus_per_node")
+    size_alloc "$size"
     batch=${global_batch:-deck}
     [ -z "$batch_per_rank" ] || batch=$((batch_per_rank * ranks))
     run_args=(--deck "$deck" --out-dir "$study" --bin "$bin" "${pass[@]}")
@@ -231,9 +249,9 @@ for ((rep = 1; rep <= reps; rep++)); do
     [ "$batch" = deck ] || run_args+=(--global-batch "$batch")
     name="mllm-$kind-n$ranks-rep$rep"
     if ! out=$(sbatch --parsable --job-name="$name" --output="$study/%x-%j.out" "${alloc[@]}" \
-      "${sbatch_args[@]}" "$repo/slurm/minimllm.sbatch" "${run_args[@]}" 2>&1); then
+      "$repo/slurm/minimllm.sbatch" "${run_args[@]}" 2>&1); then
       log "sbatch failed for $ranks ranks on $nodes node(s), rep $rep: $out"
-      log "the $submitted job(s) already submitted are in $manifest"
+      log "the $submitted job(s) already submitted are in $manifest (scancel them, or collect them)"
       exit 1
     fi
     id=${out%%;*}
