@@ -105,7 +105,8 @@ class Run:
         self.policy = str(self.attrs["policy"])
         self.name = str(self.attrs.get("name", "?"))
         self.label = os.path.splitext(os.path.basename(path))[0]
-        match = re.search(r"-(\d+)(?:-restart\d+)?$", self.label)
+        # <job name>-<job id>[-restart<K>][-<policy>].h5, as slurm/minimllm.sbatch names its output
+        match = re.search(r"-(\d+)(?:-restart\d+)?(?:-[a-z]+)?$", self.label)
         self.file_job_id = match.group(1) if match else None
         # /run slurm_job_id is "" outside Slurm (and absent from files of older versions)
         self.job_id = str(self.attrs.get("slurm_job_id") or "") or self.file_job_id

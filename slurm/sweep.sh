@@ -151,7 +151,8 @@ while (($#)); do
     --reps) positive_int "$opt" "$val"; reps=$val ;;
     --deck) deck=$val ;;
     --steps) positive_int "$opt" "$val"; steps=$val ;;
-    --policy) policy=$val ;;
+    --policy) [ "$val" != all ] || die "--policy all: a study runs one policy; submit one study per policy"
+              policy=$val ;;
     --study) study=$val ;;
     --batch-per-rank) positive_int "$opt" "$val"; batch_per_rank=$val ;;
     --global-batch) positive_int "$opt" "$val"; global_batch=$val ;;
