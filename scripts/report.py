@@ -354,24 +354,24 @@ def check_study_workload(study, points):
                          f"{len(batches)} ({examples}); run with {fix}")
 
 
+def efficiency(kind, n0, t0, n, t):
+    """strong: E = N0 t(N0) / (N t(N)) (fixed problem); weak: E = t(N0) / t(N) (fixed work per rank)."""
+    return n0 * t0 / (n * t) if kind == "strong" else t0 / t
+
+
 def efficiencies(study, points):
-    """Adds t (median over repetitions), efficiency and its spread (from each repetition's time)."""
-    base = points[0]
-    n0, t0 = base["ranks"], float(np.median(base["times"]))
+    """Adds t (median over repetitions), efficiency and its spread (each repetition's time against the
+    median t(N0)), and the ideal time, to every point."""
+    n0, t0 = points[0]["ranks"], float(np.median(points[0]["times"]))
     for p in points:
         n, times = p["ranks"], p["times"]
-        if study.kind == "strong":
-            e_of = lambda t: n0 * t0 / (n * t)  # noqa: E731
-            ideal = t0 * n0 / n
-        else:
-            e_of = lambda t: t0 / t  # noqa: E731
-            ideal = t0
         p["t"] = float(np.median(times))
         p["t_min"], p["t_max"] = float(times.min()), float(times.max())
-        p["e"] = e_of(p["t"])
-        p["e_min"], p["e_max"] = e_of(p["t_max"]), e_of(p["t_min"])
-        p["e_each"] = [e_of(t) for t in times]
-        p["ideal_t"] = ideal
+        p["e"] = efficiency(study.kind, n0, t0, n, p["t"])
+        p["e_min"] = efficiency(study.kind, n0, t0, n, p["t_max"])
+        p["e_max"] = efficiency(study.kind, n0, t0, n, p["t_min"])
+        p["e_each"] = [efficiency(study.kind, n0, t0, n, t) for t in times]
+        p["ideal_t"] = t0 * n0 / n if study.kind == "strong" else t0
         p["rate"] = float(np.median(p["rates"]))
     return points
 
