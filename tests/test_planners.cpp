@@ -311,7 +311,8 @@ TEST(Planners, DisaggChoosesOrTakesTheEncoderRanks) {
   options.encoder_ranks = 5;
   const StepPlan plan = make_planner("disagg", cost, options)->plan(batch, 16);
   EXPECT_NO_THROW(validate_plan(plan, batch, 16));
-  EXPECT_EQ(plan.encoder_ranks, (std::vector<int>{0, 1, 2, 3, 4}));
+  // Spread over the nodes of 4 ranks, so that images can stay on their LLM rank's node.
+  EXPECT_EQ(plan.encoder_ranks, (std::vector<int>{0, 1, 4, 8, 12}));
   EXPECT_THROW(make_planner("disagg", cost, options)->plan(batch, 5), InputError);
 }
 

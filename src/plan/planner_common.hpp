@@ -70,9 +70,46 @@ std::vector<RankRange> place_groups(std::vector<int> sizes, int first_rank, int 
 // Images to encoder ranks by LPT on encoder time (largest first onto the least-loaded rank). When the
 // least-loaded encoder rank on the node of the sample's LLM group (preferred_rank[sample], -1: none) is
 // within `tolerance` x mean load of the best rank overall, it wins: rows then stay inside the node.
+// With stage_of_sample (disaggregated pipeline), the images of each stage are balanced on their own, as
+// each stage is encoded in its own pipeline tick.
 std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
                                 const std::vector<int>& encoder_ranks, const std::vector<int>& preferred_rank,
-                                double tolerance);
+                                double tolerance, const std::vector<int>& stage_of_sample = {});
+
+// Encoder time of every sample (the sum over its images).
+std::vector<double> sample_encoder_times(const GlobalBatch& batch, const CostModel& cost);
+
+// Disaggregated pipeline (DistTrain; step_executor.cpp): stage m is micro-batch m of every LLM group with
+// the images of its samples. The stage of every sample, and the number of stages (the most micro-batches
+// of any group).
+std::vector<int> stage_of_samples(const std::vector<LlmGroup>& groups, int samples, int* stages = nullptr);
+
+// Inter-micro-batch reordering (DistTrain) for the disaggregated pipeline (step_executor.cpp), where each
+// LLM rank runs its micro-batches back to back as their image rows arrive and each encoder rank runs
+// every forward, then each backward as its gradients come back.
+// sort_by_encoder_share orders each group's samples by increasing encoder time per LLM time (text-only
+// first; ties by decreasing LLM time, then index). reorder_into_stages, on groups so sorted, splits each
+// group's samples into min(stages, samples) micro-batches (the executor's consecutive blocks of
+// near-equal count): the last micro-batch, then the first, take the samples with the least encoder work
+// per LLM time, so the pipeline starts without waiting for much encoding and ends without an encoder
+// backward tail; the middle micro-batches share the rest by LPT on LLM time, so every group's stages
+// progress together. Memory: more micro-batches where token_capacity(g) needs them; a group whose blocks
+// still overflow falls back to fit_micro_batches. llm_time: each sample's time on its group.
+// O(samples x stages).
+void sort_by_encoder_share(std::vector<LlmGroup>& groups, const std::vector<double>& llm_time,
+                           const std::vector<double>& encoder_time);
+void reorder_into_stages(std::vector<LlmGroup>& groups, int stages, const BatchCosts& costs,
+                         const std::vector<double>& llm_time, const CostModel& cost);
+
+// The disaggregated pipeline's step (predict()'s model) estimated cheaply, with every stage's encoder
+// work spread evenly over `encoder_ranks` and no transfer time: used to choose the encoder rank count
+// and the stage count before images are balanced. O(samples + groups x stages).
+double pipeline_estimate(const std::vector<LlmGroup>& groups, const std::vector<double>& llm_time,
+                         const std::vector<double>& encoder_time, int encoder_ranks);
+
+// `count` encoder ranks spread over the nodes as evenly as possible (the first ranks of each node, nodes
+// taken in turn), so that images can be encoded on the node of their LLM rank. Sorted.
+std::vector<int> spread_over_nodes(int count, int world_size, int ranks_per_node);
 
 // Orders a group's samples and sets its micro-batch count (the executor splits a group's samples into
 // consecutive blocks of near-equal count) to the fewest micro-batches whose token sums all fit
