@@ -29,7 +29,8 @@ class PolicyBase : public Planner {
 
  protected:
   // Groups of one rank over [first, first + count), samples balanced by LPT on LLM time (quadratic term
-  // included), images by LPT over encoder_ranks, preferring the node of each sample's LLM rank.
+  // included) refined by moves and swaps off the slowest rank, images by LPT over encoder_ranks,
+  // preferring the node of each sample's LLM rank.
   StepPlan lpt_singletons(const std::string& policy, Placement placement, const GlobalBatch& batch,
                           const BatchCosts& costs, int first, int count,
                           std::vector<int> encoder_ranks) const {
@@ -37,6 +38,8 @@ class PolicyBase : public Planner {
     std::vector<std::vector<int>> samples(groups.size());
     std::vector<double> loads(groups.size(), 0.0);
     planning::assign_samples(costs, costs.by_llm, groups, cost_, samples, loads);
+    planning::refine_assignment(costs, groups, cost_, std::vector<char>(costs.tokens.size(), 1), samples,
+                                loads, static_cast<int>(groups.size()));
     return planning::assemble_plan(policy, placement, groups, std::move(samples), std::move(encoder_ranks),
                                    batch, costs, cost_, options_.locality_tolerance);
   }
@@ -119,10 +122,10 @@ class TargetPlanner : public PolicyBase {
 // micro-batches back to back as their image rows arrive, every encoder rank encodes stage after stage and
 // then runs each stage's backward as its gradients come back. The encoder ranks are spread over the nodes
 // so that images can be encoded on their LLM rank's node. Inter-micro-batch reordering
-// (reorder_into_stages) starts and ends the pipeline with text-heavy micro-batches. E (around the count
-// that balances the two sides' work, with some slack for the encoder, whose backward ends the step) and
-// the stage count (1, 2, 4, ...) are those with the smallest pipeline_estimate; images are then balanced
-// over the encoder ranks stage by stage.
+// (reorder_into_stages) starts and ends the pipeline with text-heavy micro-batches. E (1.15x or 1.5x the
+// count that balances the two sides' work: the encoder needs slack, as its backward ends the step) and
+// the stage count (the largest power of two the groups' sample counts reach, or half of it) are those
+// with the smallest pipeline_estimate; images are then balanced over the encoder ranks stage by stage.
 class DisaggPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
@@ -142,7 +145,7 @@ class DisaggPlanner : public PolicyBase {
       candidates = {options_.encoder_ranks};
     } else {
       const double balance = world_size * encoder_total / std::max(1e-300, encoder_total + costs.total_llm);
-      for (double slack : {1.0, 1.15, 1.3, 1.5}) {
+      for (double slack : {1.15, 1.5}) {
         const int e = std::clamp(static_cast<int>(std::ceil(slack * balance)), 1, world_size - 1);
         if (candidates.empty() || e != candidates.back()) candidates.push_back(e);
       }
@@ -154,7 +157,11 @@ class DisaggPlanner : public PolicyBase {
       for (const LlmGroup& group : layout.groups)
         most_samples = std::max(most_samples, static_cast<int>(group.samples.size()));
       planning::sort_by_encoder_share(layout.groups, costs.llm, encoder_time);
-      for (int stages = 1; stages <= most_samples; stages *= 2) {
+      // More stages shorten the pipeline's fill and drain; the largest power of two that every group's
+      // micro-batches can reach, and half of it (the estimate rarely prefers fewer).
+      int top = 1;
+      while (2 * top <= most_samples) top *= 2;
+      for (int stages = std::max(1, top / 2); stages <= top; stages *= 2) {
         std::vector<LlmGroup> groups = layout.groups;
         planning::reorder_into_stages(groups, stages, costs, costs.llm, cost_);
         const double estimate = planning::pipeline_estimate(groups, costs.llm, encoder_time, e);
@@ -201,6 +208,8 @@ class DisaggPlanner : public PolicyBase {
     std::vector<std::vector<int>> samples(ranges.size());
     std::vector<double> loads(ranges.size(), 0.0);
     planning::assign_samples(costs, costs.by_llm, ranges, cost_, samples, loads);
+    planning::refine_assignment(costs, ranges, cost_, std::vector<char>(costs.tokens.size(), 1), samples,
+                                loads, static_cast<int>(ranges.size()));
     layout.groups.resize(ranges.size());
     for (size_t k = 0; k < ranges.size(); ++k) {
       layout.groups[k].ranks = {ranges[k].first};

@@ -179,6 +179,87 @@ int assign_samples(const BatchCosts& costs, const std::vector<int>& order,
   return overflowing;
 }
 
+int refine_assignment(const BatchCosts& costs, const std::vector<RankRange>& groups, const CostModel& cost,
+                      const std::vector<char>& movable, std::vector<std::vector<int>>& samples,
+                      std::vector<double>& loads, int max_moves) {
+  const int n_groups = static_cast<int>(groups.size());
+  if (n_groups < 2) return 0;
+  // Classes of interchangeable groups (size, spans), each with a least-loaded tree, as in assign_samples;
+  // one tree over all groups on negated loads finds the slowest.
+  std::map<std::pair<int, bool>, int> class_of;
+  std::vector<int> class_of_group(n_groups), slot_of_group(n_groups);
+  std::vector<std::vector<int>> members;
+  for (int k = 0; k < n_groups; ++k) {
+    const auto key = std::make_pair(groups[k].size, cost.spans_nodes(groups[k].first, groups[k].size));
+    const auto [it, added] = class_of.emplace(key, static_cast<int>(members.size()));
+    if (added) members.emplace_back();
+    class_of_group[k] = it->second;
+    slot_of_group[k] = static_cast<int>(members[it->second].size());
+    members[it->second].push_back(k);
+  }
+  std::vector<LoadTree> least;
+  std::vector<double> capacity;
+  for (const std::vector<int>& m : members) {
+    least.emplace_back(static_cast<int>(m.size()));
+    capacity.push_back(cost.token_capacity(groups[m.front()].size));
+    for (size_t i = 0; i < m.size(); ++i) least.back().add(static_cast<int>(i), loads[m[i]]);
+  }
+  LoadTree most(n_groups);
+  for (int k = 0; k < n_groups; ++k) most.add(k, -loads[k]);
+  const auto time_on = [&](int s, int k) {
+    return cost.llm_time(costs.tokens[s], groups[k].size, groups[k].first);
+  };
+  const auto update = [&](int k, double amount) {
+    loads[k] += amount;
+    least[class_of_group[k]].add(slot_of_group[k], amount);
+    most.add(k, -amount);
+  };
+
+  int moves = 0;
+  for (; moves < max_moves; ++moves) {
+    const int k = most.argmin();
+    const double top = loads[k];
+    // A move of sample i to group j, or a swap with sample back (>= 0) of j.
+    int best_index = -1, best_to = -1, best_back = -1;
+    double best_top = top * (1.0 - 1e-9);  // must lower the slowest group's finish
+    for (size_t c = 0; c < members.size(); ++c) {
+      const int j = members[c][least[c].argmin()];
+      if (j == k) continue;
+      for (size_t i = 0; i < samples[k].size(); ++i) {
+        const int s = samples[k][i];
+        if (!movable[s] || capacity[c] < costs.tokens[s]) continue;
+        const double rest = top - time_on(s, k), there = time_on(s, j);
+        const double moved = std::max(rest, loads[j] + there);
+        if (moved < best_top) best_top = moved, best_index = static_cast<int>(i), best_to = j, best_back = -1;
+        for (size_t b = 0; b < samples[j].size(); ++b) {
+          const int u = samples[j][b];
+          if (!movable[u] || costs.tokens[u] >= costs.tokens[s] ||
+              cost.token_capacity(groups[k].size) < costs.tokens[u])
+            continue;
+          const double swapped = std::max(rest + time_on(u, k), loads[j] - time_on(u, j) + there);
+          if (swapped < best_top)
+            best_top = swapped, best_index = static_cast<int>(i), best_to = j,
+            best_back = static_cast<int>(b);
+        }
+      }
+    }
+    if (best_index < 0) break;
+    const int s = samples[k][best_index];
+    samples[k].erase(samples[k].begin() + best_index);
+    update(k, -time_on(s, k));
+    if (best_back >= 0) {
+      const int u = samples[best_to][best_back];
+      samples[best_to].erase(samples[best_to].begin() + best_back);
+      update(best_to, -time_on(u, best_to));
+      samples[k].push_back(u);
+      update(k, time_on(u, k));
+    }
+    samples[best_to].push_back(s);
+    update(best_to, time_on(s, best_to));
+  }
+  return moves;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Groups on nodes
 
@@ -731,10 +812,12 @@ LayoutChoice layout_for(const Demand& d, int ranks, const BatchCosts& costs, con
   LayoutChoice choice;
   choice.groups = place_groups(d.sizes, 0, ranks, cost.ranks_per_node);
   choice.samples.resize(choice.groups.size());
+  choice.pinned.assign(costs.tokens.size(), 0);
   std::vector<double> loads(choice.groups.size(), 0.0);
   for (size_t k = 0; k < d.runs.size(); ++k)
     for (int i = d.runs[k].first; i < d.runs[k].second; ++i) {
       const int s = costs.by_llm[i];
+      choice.pinned[s] = 1;
       choice.samples[k].push_back(s);
       loads[k] += cost.llm_time(costs.tokens[s], choice.groups[k].size, choice.groups[k].first);
     }
@@ -777,6 +860,16 @@ LayoutChoice best_target_layout(const std::vector<SizeRule>& rules, int ranks, c
   // sample on one rank.
   if (costs.by_llm.empty() || !good_enough(costs.llm[costs.by_llm.front()]))
     consider(layout_for(Demand{}, ranks, costs, cost));
+  // Local search on the winner's short samples (the long runs stay on the groups cut for them).
+  std::vector<double> loads(best.groups.size(), 0.0);
+  for (size_t k = 0; k < best.groups.size(); ++k)
+    for (int s : best.samples[k])
+      loads[k] += cost.llm_time(costs.tokens[s], best.groups[k].size, best.groups[k].first);
+  std::vector<char> movable(best.pinned.size());
+  for (size_t s = 0; s < movable.size(); ++s) movable[s] = !best.pinned[s];
+  refine_assignment(costs, best.groups, cost, movable, best.samples, loads,
+                    static_cast<int>(best.groups.size()));
+  best.llm_makespan = loads.empty() ? 0.0 : *std::max_element(loads.begin(), loads.end());
   return best;
 }
 

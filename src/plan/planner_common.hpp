@@ -61,6 +61,14 @@ int assign_samples(const BatchCosts& costs, const std::vector<int>& order,
                    const std::vector<RankRange>& groups, const CostModel& cost,
                    std::vector<std::vector<int>>& samples, std::vector<double>& loads);
 
+// Local search after assign_samples: while a movable sample (movable[sample] != 0) of the slowest group
+// can move to the least-loaded group of some class (that can hold it), or swap with a shorter movable
+// sample of that group, so that both finish before the current slowest, the best such step is taken. At
+// most max_moves steps, each O(samples of the two groups x classes + log groups). Returns the steps.
+int refine_assignment(const BatchCosts& costs, const std::vector<RankRange>& groups, const CostModel& cost,
+                      const std::vector<char>& movable, std::vector<std::vector<int>>& samples,
+                      std::vector<double>& loads, int max_moves);
+
 // Places groups of the given sizes on consecutive ranks in [first_rank, first_rank + ranks): groups larger
 // than a node first, from first_rank; the others best-fit-decreasing into the nodes' free space (so a
 // group that fits in a node does not span two unless the space is too fragmented); groups of one rank
@@ -137,13 +145,15 @@ StepPlan assemble_plan(const std::string& policy, Placement placement, const std
 // tried, and the all-singleton layout when that could win. Each layout gets its long runs pinned to
 // their groups and the short samples by assign_samples; the smallest LLM makespan wins among the
 // layouts that respect memory. O(n log n) per target (~20 per rule), plus one assignment per layout.
+// The winner's short samples are then refined (refine_assignment, at most one move per group).
 enum class SizeRule { any, power_of_two };
 struct LayoutChoice {
   std::vector<RankRange> groups;
   std::vector<std::vector<int>> samples;
   double llm_makespan = 0.0;
-  int overflowing = 0;  // samples on groups whose memory cannot hold them (0 when some layout can)
-  double target = 0.0;  // the target that produced it (0: the all-singleton layout)
+  int overflowing = 0;       // samples on groups whose memory cannot hold them (0 when some layout can)
+  double target = 0.0;       // the target that produced it (0: the all-singleton layout)
+  std::vector<char> pinned;  // per sample: one of the long runs, on its group by construction
 };
 LayoutChoice best_target_layout(const std::vector<SizeRule>& rules, int ranks, const BatchCosts& costs,
                                 const CostModel& cost);
