@@ -1,6 +1,8 @@
 #include "minimllm/driver/step_executor.hpp"
 
 #include <chrono>
+#include <stdexcept>
+#include <string>
 
 #include "minimllm/parallel/boundary_exchange.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"
@@ -121,6 +123,14 @@ void StepExecutor::run_pipeline(const GlobalBatch& batch, const RankWork& work,
                                 StepOutcome& out) {
   const int width = model_.config().llm.width;
   const int stages = static_cast<int>(work.stages.size());
+  // Each stage's two directions have their own message tag.
+  int* tag_ub = nullptr;
+  int has_tag_ub = 0;
+  MPI_Comm_get_attr(world_.comm, MPI_TAG_UB, &tag_ub, &has_tag_ub);
+  if (has_tag_ub && 2 * static_cast<long long>(stages) - 1 > *tag_ub)
+    throw std::invalid_argument("disaggregated pipeline: " + std::to_string(stages) +
+                                " stages need more message tags than MPI_TAG_UB = " +
+                                std::to_string(*tag_ub) + "; use fewer micro-batches per LLM group");
   double t = now_seconds();
   const auto lap = [&t](double& into) {
     const double now = now_seconds();

@@ -21,6 +21,7 @@ struct StepOutcome {
   double loss_sum = 0.0;  // sum of per-target losses over the world
   double flops = 0.0;     // model FLOPs of this rank
   // Phase times of this rank (seconds, fenced)
+  // (pipelines: boundary_seconds includes waiting for rows or gradients to arrive)
   double data_seconds = 0.0, encoder_seconds = 0.0, boundary_seconds = 0.0, llm_seconds = 0.0,
          grad_sync_seconds = 0.0;
   double kv_exchange_seconds = 0.0;  // context-parallel K/V all-gather + reduce-scatter (inside llm_seconds)
