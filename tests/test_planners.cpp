@@ -1,8 +1,9 @@
-// Planner tests: the default cost model against the model's own FLOP and parameter counts; every
-// policy's plans valid, deterministic and no better than the lower bound on random batches of several
-// shapes and world sizes; the dynamic policies never predicted slower than the static baseline; DHP's
-// non-power-of-two groups, FlexSP's powers of two, orch's separate encoder layout, disagg's encoder
-// count, and memory capacity per micro-batch.
+// Planner tests on the decks in inputs/: the default cost model against the model's own FLOP and
+// parameter counts; every policy's plans valid, deterministic and no better than the lower bound on random
+// batches of several shapes and world sizes; the dynamic policies never predicted slower than the static
+// baseline; the targets at 256 and 4,096 ranks; DHP's non-power-of-two groups, FlexSP's powers of
+// two, orch's separate encoder layout, disagg's encoder ranks and pipeline reordering, and memory
+// capacity per micro-batch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
