@@ -101,9 +101,14 @@ float encode(int g, int j, int width) { return static_cast<float>(g * width + j)
 constexpr float kUnsentSrc = -2.0f, kDstSentinel = -1.0f, kDsrcSentinel = -3.0f;
 
 // Forward then backward of rows that encode their global id; checks every element of dst and d_src.
-void check_round_trip(const Routing& r, int width) {
+// point_to_point: the pipeline's variant (receives posted first, Isend per peer, finish before use).
+void check_round_trip(const Routing& r, int width, bool point_to_point = false) {
   const int me = world_rank(), ranks = world_size();
-  BoundaryExchange bx(MPI_COMM_WORLD, route_of(r, me, ranks), width);
+  BoundaryExchange bx(MPI_COMM_WORLD, route_of(r, me, ranks), width, /*tag=*/3);
+  if (point_to_point) {
+    bx.post_forward_receives();
+    bx.post_backward_receives();
+  }
 
   t_mat src("src", r.src_rows[me], width), dst("dst", r.dst_rows[me], width);
   auto src_h = Kokkos::create_mirror_view(src);
@@ -118,7 +123,12 @@ void check_round_trip(const Routing& r, int width) {
   }
   Kokkos::deep_copy(src, src_h);
   Kokkos::deep_copy(dst, kDstSentinel);
-  bx.forward(src, dst);
+  if (point_to_point) {
+    bx.start_forward_sends(src, dst);
+    bx.finish_forward_receives(dst);
+  } else {
+    bx.forward(src, dst);
+  }
   EXPECT_EQ(bx.bytes_sent(), sent);
   EXPECT_EQ(bx.bytes_received(), received);
 
@@ -136,7 +146,13 @@ void check_round_trip(const Routing& r, int width) {
   // Backward of the delivered rows must put each one back where it came from.
   t_mat d_src("d_src", r.src_rows[me], width);
   Kokkos::deep_copy(d_src, kDsrcSentinel);
-  bx.backward(dst, d_src);
+  if (point_to_point) {
+    bx.start_backward_sends(dst, d_src);
+    bx.finish_backward_receives(d_src);
+    bx.finish_sends();
+  } else {
+    bx.backward(dst, d_src);
+  }
   auto d_src_h = Kokkos::create_mirror_view_and_copy(HostSpace(), d_src);
   Kokkos::deep_copy(src_h, kDsrcSentinel);  // now the expected d_src
   for (std::size_t g = 0; g < r.src_rank.size(); ++g)
@@ -165,6 +181,19 @@ TEST(BoundaryExchange, RanksThatSendOrReceiveNothing) {
   const int ranks = world_size();
   check_round_trip(make_routing(ranks, 9, 12, first_to_last), 3);
   check_round_trip(make_routing(ranks, 0, 13, any_to_any, 0), 4);  // nobody moves anything
+}
+
+// The point-to-point variant delivers the same rows both ways, including self-sends and ranks that
+// exchange nothing.
+TEST(BoundaryExchange, PointToPointVariantDeliversTheSameRows) {
+  const int ranks = world_size();
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    check_round_trip(make_routing(ranks, 7 * ranks + 3, seed, any_to_any), 7, true);
+  }
+  check_round_trip(make_routing(ranks, 5 * ranks, 11, self_only), 5, true);
+  check_round_trip(make_routing(ranks, 9, 12, first_to_last), 3, true);
+  check_round_trip(make_routing(ranks, 0, 13, any_to_any, 0), 4, true);
 }
 
 double dot_over_world(const t_mat& a, const t_mat& b) {

@@ -145,6 +145,35 @@ TEST(Layouts, DisaggregatedOneEncoderRankTwoLlmRanks) {
   }
 }
 
+// Disaggregated plans run as a pipeline over micro-batches (step_executor.cpp): groups with different
+// micro-batch counts (a group's last micro-batch is the last stage), a context-parallel LLM group, and
+// images spread over two encoder ranks out of sample order.
+TEST(Layouts, DisaggregatedPipelineOverMicroBatches) {
+  if (world_size() < 3) GTEST_SKIP() << "needs an encoder rank and two LLM ranks";
+  RunConfig config = deck();
+  config.data.global_batch = 9;
+  const bool four = world_size() == 4;
+  SCOPED_TRACE(four ? "encoder {0,1}, LLM {2},{3}" : "encoder {0}, LLM {1,2} and {1},{2}");
+  for (bool one_group : {false, true}) {
+    if (four && one_group) continue;
+    expect_matches_reference(config, [four, one_group](const GlobalBatch& b) {
+      LayoutShape shape;
+      shape.placement = Placement::disaggregated;
+      shape.encoder_ranks = four ? std::vector<int>{0, 1} : std::vector<int>{0};
+      shape.llm_groups = four        ? std::vector<std::vector<int>>{{2}, {3}}
+                         : one_group ? std::vector<std::vector<int>>{{1, 2}}
+                                     : std::vector<std::vector<int>>{{1}, {2}};
+      shape.images_follow_groups = false;
+      StepPlan plan = deal_in_order(b, shape, "test-pipeline");
+      plan.llm_groups.front().micro_batches = std::min<int>(4, plan.llm_groups.front().samples.size());
+      plan.llm_groups.back().micro_batches = std::min<int>(2, plan.llm_groups.back().samples.size());
+      for (size_t i = 0; i < plan.image_owner.size(); ++i)
+        plan.image_owner[i] = shape.encoder_ranks[(5 * i + 1) % shape.encoder_ranks.size()];
+      return plan;
+    });
+  }
+}
+
 TEST(Layouts, SequencesShorterThanTheGroup) {
   if (world_size() < 2) GTEST_SKIP() << "needs a group of 2 or more";
   // Text of 2 to 3 tokens, no images: most ranks of a 3- or 4-rank group hold nothing of a sample.

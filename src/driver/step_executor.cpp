@@ -1,6 +1,8 @@
 #include "minimllm/driver/step_executor.hpp"
 
 #include <chrono>
+#include <stdexcept>
+#include <string>
 
 #include "minimllm/parallel/boundary_exchange.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"
@@ -33,20 +35,44 @@ StepExecutor::StepExecutor(const Sampler& sampler, Model& model, const World& wo
 StepOutcome StepExecutor::run(const GlobalBatch& batch, const StepPlan& plan) {
   StepOutcome out;
   const TransferCounts transfers_before = transfer_counts();
-  const int width = model_.config().llm.width;
   const double t0 = now_seconds();
   const RankWork work =
       derive_rank_work(plan, batch, world_.rank, world_.size, model_.linear_weight_in_attention_pairs());
   std::vector<std::vector<int>> groups;
   for (const LlmGroup& g : plan.llm_groups) groups.push_back(g.ranks);
   const std::shared_ptr<Communicator> group_comm = pool_.acquire_step(groups);
-  const EncoderInput encoder_input = pack_encoder(sampler_, batch, work.images);
   std::vector<LlmInput> llm_inputs;
   for (const MicroBatchWork& mb : work.micro_batches) llm_inputs.push_back(pack_llm(sampler_, batch, mb));
   // Per-token normalisation over the global batch: every rank knows the global target count.
   const float grad_scale = 1.0f / static_cast<float>(std::max<std::int64_t>(1, batch.loss_targets()));
   model_.zero_grads();
   const double t_data = now_seconds();
+  out.data_seconds = t_data - t0;
+
+  if (plan.placement == Placement::disaggregated) {
+    run_pipeline(batch, work, llm_inputs, group_comm, grad_scale, out);
+  } else {
+    run_phases(batch, work, llm_inputs, group_comm, grad_scale, out);
+  }
+
+  const double t_sync = now_seconds();
+  allreduce_sum(model_.grads(), world_.comm);
+  MPI_Allreduce(MPI_IN_PLACE, &out.loss_sum, 1, MPI_DOUBLE, MPI_SUM, world_.comm);
+  out.grad_sync_seconds = now_seconds() - t_sync;
+  out.transfers = transfer_counts() - transfers_before;
+  return out;
+}
+
+// Colocated plans: encoder forward | boundary all-to-all | LLM micro-batches | all-to-all back | encoder
+// backward, each phase on every rank.
+void StepExecutor::run_phases(const GlobalBatch& batch, const RankWork& work,
+                              const std::vector<LlmInput>& llm_inputs,
+                              const std::shared_ptr<Communicator>& group_comm, float grad_scale,
+                              StepOutcome& out) {
+  const int width = model_.config().llm.width;
+  const double t_start = now_seconds();
+  const EncoderInput encoder_input = pack_encoder(sampler_, batch, work.images);
+  const double t_packed = now_seconds();
 
   EncoderActivations enc_acts;
   model_.encoder_forward(encoder_input, enc_acts);
@@ -77,18 +103,98 @@ StepOutcome StepExecutor::run(const GlobalBatch& batch, const StepPlan& plan) {
   out.encoder_rows = encoder_input.patches;
   const double t_enc_bwd = now_seconds();
 
-  allreduce_sum(model_.grads(), world_.comm);
-  MPI_Allreduce(MPI_IN_PLACE, &out.loss_sum, 1, MPI_DOUBLE, MPI_SUM, world_.comm);
-  const double t_sync = now_seconds();
-
-  out.data_seconds = t_data - t0;
-  out.encoder_seconds = (t_enc_fwd - t_data) + (t_enc_bwd - t_boundary_bwd);
+  out.data_seconds += t_packed - t_start;
+  out.encoder_seconds = (t_enc_fwd - t_packed) + (t_enc_bwd - t_boundary_bwd);
   out.boundary_seconds = (t_boundary_fwd - t_enc_fwd) + (t_boundary_bwd - t_llm);
   out.llm_seconds = t_llm - t_boundary_fwd;
-  out.grad_sync_seconds = t_sync - t_enc_bwd;
   out.boundary_bytes = 2 * boundary.bytes_sent();
-  out.transfers = transfer_counts() - transfers_before;
-  return out;
+}
+
+// Disaggregated plans (DistTrain): a dataflow pipeline over stages (pipeline_stage in rank_work.hpp), with
+// point-to-point transfers so that no rank waits for ranks it exchanges nothing with. Encoder ranks encode
+// stage after stage (the last stage first, forward_stage) and send each stage's rows as soon as they
+// exist, then run the backward of each stage, in stage order, as its gradients come back. LLM ranks run
+// their micro-batches in order, each once its rows have arrived, and send its gradients straight back. The
+// arithmetic is the colocated path's: each image is encoded once, each micro-batch runs once, gradients
+// accumulate (encoder backward in a fixed stage order, so the result does not depend on timing).
+void StepExecutor::run_pipeline(const GlobalBatch& batch, const RankWork& work,
+                                const std::vector<LlmInput>& llm_inputs,
+                                const std::shared_ptr<Communicator>& group_comm, float grad_scale,
+                                StepOutcome& out) {
+  const int width = model_.config().llm.width;
+  const int stages = static_cast<int>(work.stages.size());
+  // Each stage's two directions have their own message tag.
+  int* tag_ub = nullptr;
+  int has_tag_ub = 0;
+  MPI_Comm_get_attr(world_.comm, MPI_TAG_UB, &tag_ub, &has_tag_ub);
+  if (has_tag_ub && 2 * static_cast<long long>(stages) - 1 > *tag_ub)
+    throw std::invalid_argument("disaggregated pipeline: " + std::to_string(stages) +
+                                " stages need more message tags than MPI_TAG_UB = " +
+                                std::to_string(*tag_ub) + "; use fewer micro-batches per LLM group");
+  double t = now_seconds();
+  const auto lap = [&t](double& into) {
+    const double now = now_seconds();
+    into += now - t;
+    t = now;
+  };
+  std::vector<EncoderInput> encoder_inputs;
+  std::vector<std::unique_ptr<BoundaryExchange>> exchanges;  // one per stage; collective to build
+  for (int m = 0; m < stages; ++m) {
+    encoder_inputs.push_back(pack_encoder(sampler_, batch, work.stages[m].images));
+    exchanges.push_back(std::make_unique<BoundaryExchange>(world_.comm, work.stages[m].route, width, m));
+  }
+  t_mat received("boundary::received", work.received_rows, width);
+  t_mat d_received("boundary::d_received", work.received_rows, width);
+  std::vector<t_mat> d_embeddings;
+  for (int m = 0; m < stages; ++m) {
+    d_embeddings.emplace_back("boundary::d_embeddings", encoder_inputs[m].patches, width);
+    exchanges[m]->post_forward_receives();
+    exchanges[m]->post_backward_receives();
+  }
+  lap(out.data_seconds);
+
+  // Encoder side: every forward, sending each stage's rows at once.
+  std::vector<EncoderActivations> encoder_acts(stages);
+  for (int position = 0; position < stages; ++position) {
+    const int m = forward_stage(position, stages);
+    model_.encoder_forward(encoder_inputs[m], encoder_acts[m]);
+    lap(out.encoder_seconds);
+    exchanges[m]->start_forward_sends(encoder_acts[m].embeddings, received);
+    lap(out.boundary_seconds);
+  }
+
+  // LLM side: micro-batches in order as their rows arrive; gradients straight back.
+  for (size_t j = 0; j < llm_inputs.size(); ++j) {
+    const MicroBatchWork& mb = work.micro_batches[j];
+    exchanges[mb.stage]->finish_forward_receives(received);
+    lap(out.boundary_seconds);
+    std::unique_ptr<KvExchange> kv;
+    if (work.group_ranks.size() > 1) kv = std::make_unique<KvExchange>(group_comm, mb, 2 * width);
+    out.loss_sum += model_.llm_forward_backward(llm_inputs[j], received, grad_scale, d_received, kv.get());
+    if (kv) out.kv_exchange_seconds += kv->seconds();
+    out.flops += model_.llm_flops(llm_inputs[j]);
+    out.llm_rows += llm_inputs[j].tokens;
+    lap(out.llm_seconds);
+    exchanges[mb.stage]->start_backward_sends(d_received, d_embeddings[mb.stage]);
+    lap(out.boundary_seconds);
+  }
+
+  // Encoder side: each stage's backward once its gradients are back, in stage order.
+  for (int m = 0; m < stages; ++m) {
+    exchanges[m]->finish_forward_receives(received);  // no-op unless a stage's rows came to no micro-batch
+    exchanges[m]->finish_backward_receives(d_embeddings[m]);
+    lap(out.boundary_seconds);
+    model_.encoder_backward(encoder_inputs[m], encoder_acts[m], d_embeddings[m]);
+    encoder_acts[m] = EncoderActivations();
+    out.flops += model_.encoder_flops(encoder_inputs[m]);
+    out.encoder_rows += encoder_inputs[m].patches;
+    lap(out.encoder_seconds);
+  }
+  for (int m = 0; m < stages; ++m) {
+    exchanges[m]->finish_sends();
+    out.boundary_bytes += 2 * exchanges[m]->bytes_sent();
+  }
+  lap(out.boundary_seconds);
 }
 
 }  // namespace minimllm

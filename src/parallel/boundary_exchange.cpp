@@ -205,8 +205,8 @@ std::vector<int> displacements(const std::vector<int>& counts) {
 
 }  // namespace
 
-BoundaryExchange::BoundaryExchange(MPI_Comm world, RowRoute route, int width)
-    : world_(world), route_(std::move(route)), width_(width) {
+BoundaryExchange::BoundaryExchange(MPI_Comm world, RowRoute route, int width, int tag)
+    : world_(world), route_(std::move(route)), width_(width), tag_(tag) {
   int rank = 0, ranks = 0;
   MPI_Comm_rank(world_, &rank);
   MPI_Comm_size(world_, &ranks);
@@ -266,6 +266,154 @@ void BoundaryExchange::backward(const t_mat_const& d_dst, const t_mat& d_src) {
   const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
   const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
   exchange(world_, width_, "BoundaryExchange::backward", d_dst, "d_dst", recv, d_src, "d_src", send);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Point-to-point variant
+
+namespace {
+struct AsyncDirection {
+  t_vec wire_out, wire_in;       // packed rows to / from the peers (this rank's own rows excluded)
+  HostFloats host_out, host_in;  // staging when MemSpace is not host-accessible
+  std::vector<MPI_Request> receives;
+  bool pending = false;  // receives posted and not yet finished
+};
+}  // namespace
+
+struct BoundaryExchange::Async {
+  AsyncDirection forward, backward;
+  std::vector<MPI_Request> sends;
+};
+
+BoundaryExchange::~BoundaryExchange() = default;
+
+BoundaryExchange::Async& BoundaryExchange::async() {
+  if (!async_) async_ = std::make_unique<Async>();
+  return *async_;
+}
+
+namespace {
+
+// Wire offset (in rows) of peer p's rows: every peer's rows but this rank's own, in rank order.
+int wire_offset(const Side& side, int p, int me) { return side.displs[p] - (p > me ? side.counts[me] : 0); }
+
+void post_receives(MPI_Comm comm, int width, int tag, const Side& to, AsyncDirection& d, int me) {
+  if (d.pending) throw std::logic_error("BoundaryExchange: receives posted twice without finishing");
+  d.pending = true;
+  const std::size_t wire = (to.rows.size() - to.counts[me]) * static_cast<std::size_t>(width);
+  grow(d.wire_in, wire, "minimllm::BoundaryExchange::async_in");
+  float* buf = d.wire_in.data();
+  if constexpr (!kMemSpaceIsHostAccessible) {
+    grow(d.host_in, wire, "minimllm::BoundaryExchange::async_in_host");
+    buf = d.host_in.data();
+  }
+  for (std::size_t p = 0; p < to.counts.size(); ++p) {
+    const int p_int = static_cast<int>(p);
+    if (p_int == me || to.counts[p] == 0) continue;
+    d.receives.emplace_back();
+    MPI_Irecv(buf + static_cast<std::size_t>(wire_offset(to, p_int, me)) * width, to.counts[p] * width,
+              MPI_FLOAT, p_int, tag, comm, &d.receives.back());
+  }
+}
+
+void start_sends(MPI_Comm comm, int width, int tag, const char* what, const t_mat_const& in, const Side& from,
+                 const t_mat& out, const Side& to, AsyncDirection& d, std::vector<MPI_Request>& sends,
+                 int me) {
+  check_view(what, "source", in.extent(0), in.extent(1), width, from);
+  check_view(what, "destination", out.extent(0), out.extent(1), width, to);
+  const SelfRows self{from.displs[me], to.displs[me], from.counts[me]};
+  const std::size_t wire_rows = from.rows.size() - self.count, wire = wire_rows * width;
+  grow(d.wire_out, wire, "minimllm::BoundaryExchange::async_out");
+  pack(in, from.rows_dev, self, t_mat_um(d.wire_out.data(), wire_rows, width), out, to.rows_dev);
+  float* buf = d.wire_out.data();
+  if constexpr (kMemSpaceIsHostAccessible) {
+    ExecSpace().fence();  // MPI reads what the pack kernel wrote
+  } else {
+    grow(d.host_out, wire, "minimllm::BoundaryExchange::async_out_host");
+    const auto range = std::make_pair(std::size_t(0), wire);
+    transfer(Kokkos::subview(d.host_out, range), Kokkos::subview(d.wire_out, range));
+    buf = d.host_out.data();
+  }
+  for (std::size_t p = 0; p < from.counts.size(); ++p) {
+    const int p_int = static_cast<int>(p);
+    if (p_int == me || from.counts[p] == 0) continue;
+    sends.emplace_back();
+    MPI_Isend(buf + static_cast<std::size_t>(wire_offset(from, p_int, me)) * width, from.counts[p] * width,
+              MPI_FLOAT, p_int, tag, comm, &sends.back());
+  }
+}
+
+void finish_receives(int width, const char* what, const t_mat& out, const Side& from, const Side& to,
+                     AsyncDirection& d, int me) {
+  if (!d.pending) return;  // finished already
+  d.pending = false;
+  check_view(what, "destination", out.extent(0), out.extent(1), width, to);
+  MPI_Waitall(static_cast<int>(d.receives.size()), d.receives.data(), MPI_STATUSES_IGNORE);
+  d.receives.clear();
+  const SelfRows self{from.displs[me], to.displs[me], from.counts[me]};
+  const std::size_t wire_rows = to.rows.size() - self.count, wire = wire_rows * width;
+  if constexpr (!kMemSpaceIsHostAccessible) {
+    const auto range = std::make_pair(std::size_t(0), wire);
+    transfer(Kokkos::subview(d.wire_in, range), Kokkos::subview(d.host_in, range));
+  }
+  unpack(t_mat_um(d.wire_in.data(), wire_rows, width), self, out, to.rows_dev);
+}
+
+}  // namespace
+
+void BoundaryExchange::post_forward_receives() {
+  int me = 0;
+  MPI_Comm_rank(world_, &me);
+  const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
+  post_receives(world_, width_, 2 * tag_, recv, async().forward, me);
+}
+
+void BoundaryExchange::start_forward_sends(const t_mat_const& src, const t_mat& dst) {
+  int me = 0;
+  MPI_Comm_rank(world_, &me);
+  const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
+  const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
+  start_sends(world_, width_, 2 * tag_, "BoundaryExchange::start_forward_sends", src, send, dst, recv,
+              async().forward, async().sends, me);
+}
+
+void BoundaryExchange::finish_forward_receives(const t_mat& dst) {
+  int me = 0;
+  MPI_Comm_rank(world_, &me);
+  const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
+  const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
+  finish_receives(width_, "BoundaryExchange::finish_forward_receives", dst, send, recv, async().forward, me);
+}
+
+void BoundaryExchange::post_backward_receives() {
+  int me = 0;
+  MPI_Comm_rank(world_, &me);
+  const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
+  post_receives(world_, width_, 2 * tag_ + 1, send, async().backward, me);
+}
+
+void BoundaryExchange::start_backward_sends(const t_mat_const& d_dst, const t_mat& d_src) {
+  int me = 0;
+  MPI_Comm_rank(world_, &me);
+  const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
+  const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
+  start_sends(world_, width_, 2 * tag_ + 1, "BoundaryExchange::start_backward_sends", d_dst, recv, d_src,
+              send, async().backward, async().sends, me);
+}
+
+void BoundaryExchange::finish_backward_receives(const t_mat& d_src) {
+  int me = 0;
+  MPI_Comm_rank(world_, &me);
+  const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
+  const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
+  finish_receives(width_, "BoundaryExchange::finish_backward_receives", d_src, recv, send, async().backward,
+                  me);
+}
+
+void BoundaryExchange::finish_sends() {
+  if (!async_) return;
+  MPI_Waitall(static_cast<int>(async_->sends.size()), async_->sends.data(), MPI_STATUSES_IGNORE);
+  async_->sends.clear();
 }
 
 std::int64_t BoundaryExchange::bytes_sent() const {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "minimllm/plan/rank_work.hpp"
 #include "planner_common.hpp"
 
 namespace minimllm {
@@ -28,7 +29,8 @@ class PolicyBase : public Planner {
 
  protected:
   // Groups of one rank over [first, first + count), samples balanced by LPT on LLM time (quadratic term
-  // included), images by LPT over encoder_ranks, preferring the node of each sample's LLM rank.
+  // included) refined by moves and swaps off the slowest rank, images by LPT over encoder_ranks,
+  // preferring the node of each sample's LLM rank.
   StepPlan lpt_singletons(const std::string& policy, Placement placement, const GlobalBatch& batch,
                           const BatchCosts& costs, int first, int count,
                           std::vector<int> encoder_ranks) const {
@@ -36,6 +38,8 @@ class PolicyBase : public Planner {
     std::vector<std::vector<int>> samples(groups.size());
     std::vector<double> loads(groups.size(), 0.0);
     planning::assign_samples(costs, costs.by_llm, groups, cost_, samples, loads);
+    planning::refine_assignment(costs, groups, cost_, std::vector<char>(costs.tokens.size(), 1), samples,
+                                loads, static_cast<int>(groups.size()));
     return planning::assemble_plan(policy, placement, groups, std::move(samples), std::move(encoder_ranks),
                                    batch, costs, cost_, options_.locality_tolerance);
   }
@@ -113,10 +117,15 @@ class TargetPlanner : public PolicyBase {
   std::vector<planning::SizeRule> rules_;
 };
 
-// DistTrain disaggregation: the first E ranks encode, the other N - E run the LLM as groups of one rank
-// (LPT). E minimises DistTrain's pipelined estimate max(encoder phase on E ranks, LLM phase on N - E) +
-// the boundary transfer (the slower side moves all image rows through min(E, N - E) ranks). Inter-micro-
-// batch reordering (filling pipeline bubbles) is not modelled: the executor runs the phases back to back.
+// DistTrain disaggregation: E ranks only encode, the other N - E run the LLM as groups of one rank (LPT),
+// and the step runs as a pipeline over micro-batches (step_executor.cpp): every LLM rank runs its
+// micro-batches back to back as their image rows arrive, every encoder rank encodes stage after stage and
+// then runs each stage's backward as its gradients come back. The encoder ranks are spread over the nodes
+// so that images can be encoded on their LLM rank's node. Inter-micro-batch reordering
+// (reorder_into_stages) starts and ends the pipeline with text-heavy micro-batches. E (1.15x or 1.5x the
+// count that balances the two sides' work: the encoder needs slack, as its backward ends the step) and
+// the stage count (the largest power of two the groups' sample counts reach, or half of it) are those
+// with the smallest pipeline_estimate; images are then balanced over the encoder ranks stage by stage.
 class DisaggPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
@@ -125,37 +134,88 @@ class DisaggPlanner : public PolicyBase {
     const BatchCosts costs = planning::batch_costs(batch, cost_);
     // One rank cannot be split into encoder and LLM sides: the colocated plan is the only one.
     if (world_size == 1) return lpt_singletons("disagg", Placement::colocated, batch, costs, 0, 1, {0});
-    const int e =
-        options_.encoder_ranks > 0 ? options_.encoder_ranks : choose_encoder_ranks(batch, costs, world_size);
-    if (e < 1 || e >= world_size)
+    if (options_.encoder_ranks >= world_size)
       throw InputError(fmt::format("disagg planner: {} encoder ranks on {} ranks; valid: 1..{} (0 = choose)",
-                                   e, world_size, world_size - 1));
-    return lpt_singletons("disagg", Placement::disaggregated, batch, costs, e, world_size - e,
-                          iota_ranks(0, e));
+                                   options_.encoder_ranks, world_size, world_size - 1));
+    const std::vector<double> encoder_time = planning::sample_encoder_times(batch, cost_);
+    double encoder_total = 0.0;
+    for (double t : encoder_time) encoder_total += t;
+    std::vector<int> candidates;
+    if (options_.encoder_ranks > 0) {
+      candidates = {options_.encoder_ranks};
+    } else {
+      const double balance = world_size * encoder_total / std::max(1e-300, encoder_total + costs.total_llm);
+      for (double slack : {1.15, 1.5}) {
+        const int e = std::clamp(static_cast<int>(std::ceil(slack * balance)), 1, world_size - 1);
+        if (candidates.empty() || e != candidates.back()) candidates.push_back(e);
+      }
+    }
+    Layout best;
+    for (int e : candidates) {
+      Layout layout = llm_layout(e, world_size, costs);
+      int most_samples = 1;
+      for (const LlmGroup& group : layout.groups)
+        most_samples = std::max(most_samples, static_cast<int>(group.samples.size()));
+      planning::sort_by_encoder_share(layout.groups, costs.llm, encoder_time);
+      // More stages shorten the pipeline's fill and drain; the largest power of two that every group's
+      // micro-batches can reach, and half of it (the estimate rarely prefers fewer).
+      int top = 1;
+      while (2 * top <= most_samples) top *= 2;
+      for (int stages = std::max(1, top / 2); stages <= top; stages *= 2) {
+        std::vector<LlmGroup> groups = layout.groups;
+        planning::reorder_into_stages(groups, stages, costs, costs.llm, cost_);
+        const double estimate = planning::pipeline_estimate(groups, costs.llm, encoder_time, e);
+        if (best.groups.empty() || estimate < best.estimate) {
+          best.encoder_ranks = layout.encoder_ranks;
+          best.groups = std::move(groups);
+          best.estimate = estimate;
+        }
+      }
+    }
+    StepPlan plan;
+    plan.policy = "disagg";
+    plan.placement = Placement::disaggregated;
+    plan.llm_groups = std::move(best.groups);
+    std::vector<int> preferred_rank(batch.samples.size(), -1);
+    for (const LlmGroup& group : plan.llm_groups)
+      for (int s : group.samples) preferred_rank[s] = group.ranks.front();
+    plan.image_owner = planning::balance_images(
+        batch, cost_, best.encoder_ranks, preferred_rank, options_.locality_tolerance,
+        planning::stage_of_samples(plan.llm_groups, static_cast<int>(batch.samples.size())));
+    plan.encoder_ranks = std::move(best.encoder_ranks);
+    return plan;
   }
 
  private:
-  int choose_encoder_ranks(const GlobalBatch& batch, const BatchCosts& costs, int world_size) const {
-    double encoder = 0.0, largest_image = 0.0, patches = 0.0;
-    for (const SampleMeta& sample : batch.samples)
-      for (const ImageMeta& image : sample.images) {
-        const double t = cost_.encoder_time(image.patches);
-        encoder += t, largest_image = std::max(largest_image, t), patches += image.patches;
+  struct Layout {
+    std::vector<int> encoder_ranks;
+    std::vector<LlmGroup> groups;
+    double estimate = 0.0;
+  };
+
+  // e encoder ranks spread over the nodes; the others one LLM rank each, samples by LPT.
+  Layout llm_layout(int e, int world_size, const BatchCosts& costs) const {
+    Layout layout;
+    layout.encoder_ranks = planning::spread_over_nodes(e, world_size, cost_.ranks_per_node);
+    std::vector<RankRange> ranges;
+    for (int r = 0, next = 0; r < world_size; ++r) {
+      if (next < e && layout.encoder_ranks[next] == r) {
+        ++next;
+      } else {
+        ranges.push_back({r, 1});
       }
-    const double llm = costs.total_llm,
-                 largest_sample = costs.by_llm.empty() ? 0.0 : costs.llm[costs.by_llm[0]];
-    const double bandwidth = cost_.link(world_size > cost_.ranks_per_node).bandwidth;
-    int best = 1;
-    double best_time = 0.0;
-    for (int e = 1; e < world_size; ++e) {
-      const double boundary =
-          patches * cost_.boundary_bytes_per_patch / std::min(e, world_size - e) / bandwidth;
-      const double time =
-          std::max(std::max(encoder / e, largest_image), std::max(llm / (world_size - e), largest_sample)) +
-          boundary;
-      if (e == 1 || time < best_time) best = e, best_time = time;
     }
-    return best;
+    std::vector<std::vector<int>> samples(ranges.size());
+    std::vector<double> loads(ranges.size(), 0.0);
+    planning::assign_samples(costs, costs.by_llm, ranges, cost_, samples, loads);
+    planning::refine_assignment(costs, ranges, cost_, std::vector<char>(costs.tokens.size(), 1), samples,
+                                loads, static_cast<int>(ranges.size()));
+    layout.groups.resize(ranges.size());
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      layout.groups[k].ranks = {ranges[k].first};
+      layout.groups[k].samples = std::move(samples[k]);
+    }
+    return layout;
   }
 };
 
@@ -185,6 +245,9 @@ std::unique_ptr<Planner> make_planner(const std::string& policy, const CostModel
 
 namespace {
 
+// Share of an image's encoder time spent in forward (GEMMs: 2 FLOPs per multiply-add forward, 4 backward).
+constexpr double kEncoderForwardShare = 1.0 / 3.0;
+
 // What predict() needs of each LLM group.
 struct GroupShape {
   int size = 1;
@@ -212,6 +275,7 @@ double image_route_time(const CostModel& cost, const LlmGroup& group, const Grou
 PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
                        int world_size) {
   const int n_groups = static_cast<int>(plan.llm_groups.size());
+  const bool pipelined = plan.placement == Placement::disaggregated;
   std::vector<int> node_of_rank(world_size), group_of_sample(batch.samples.size(), 0);
   for (int r = 0; r < world_size; ++r) node_of_rank[r] = cost.node_of(r);
   std::vector<GroupShape> shapes(n_groups);
@@ -227,54 +291,154 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
     }
     for (int s : group.samples) group_of_sample[s] = k;
   }
+  // Pipeline stages (disaggregated plans; pipeline_stage in rank_work.hpp); one stage otherwise.
+  int stages = 1;
+  const std::vector<int> stage_of_sample =
+      pipelined ? planning::stage_of_samples(plan.llm_groups, static_cast<int>(batch.samples.size()), &stages)
+                : std::vector<int>(batch.samples.size(), 0);
 
-  // Samples in index order (their metadata lies in that order): per-rank encoder and send times,
-  // per-group LLM compute, communication and receive times.
-  std::vector<double> encoder(world_size, 0.0), send(world_size, 0.0);
-  std::vector<double> group_compute(n_groups, 0.0), group_comm(n_groups, 0.0), group_receive(n_groups, 0.0);
+  // Samples in index order (their metadata lies in that order): per-rank encoder and send times, per-group
+  // LLM compute, communication and receive times, each per stage ([stage * ranks + rank], [stage * groups
+  // + group]).
+  std::vector<double> encoder(stages * world_size, 0.0), send(stages * world_size, 0.0);
+  std::vector<double> group_compute(stages * n_groups, 0.0), group_comm(stages * n_groups, 0.0),
+      group_receive(stages * n_groups, 0.0);
   double llm_total = 0.0, largest_tokens = 0.0, encoder_total = 0.0, largest_image = 0.0;  // lower bound
+  double images_of_largest = 0.0;  // encoder time of the longest sample's largest image
   int image = 0;
   for (size_t s = 0; s < batch.samples.size(); ++s) {
     const SampleMeta& sample = batch.samples[s];
-    const int k = group_of_sample[s];
-    double tokens = sample.text_len;
+    const int k = group_of_sample[s], m = stage_of_sample[s];
+    double tokens = sample.text_len, largest_own_image = 0.0;
     for (const ImageMeta& im : sample.images) {
       const int owner = plan.image_owner[image++];
       const double time = cost.encoder_time(im.patches);
-      encoder[owner] += time;
+      encoder[m * world_size + owner] += time;
       encoder_total += time, largest_image = std::max(largest_image, time);
+      largest_own_image = std::max(largest_own_image, time);
       const double route =
           image_route_time(cost, plan.llm_groups[k], shapes[k], node_of_rank, owner, im.patches);
-      send[owner] += route, group_receive[k] += route;
+      send[m * world_size + owner] += route, group_receive[m * n_groups + k] += route;
       tokens += im.patches;
     }
     const double one_rank = cost.llm(tokens);
-    group_compute[k] += one_rank / shapes[k].size;
-    group_comm[k] += cost.llm_comm(tokens, shapes[k].size, shapes[k].spans);
-    llm_total += one_rank, largest_tokens = std::max(largest_tokens, tokens);
+    group_compute[m * n_groups + k] += one_rank / shapes[k].size;
+    group_comm[m * n_groups + k] += cost.llm_comm(tokens, shapes[k].size, shapes[k].spans);
+    llm_total += one_rank;
+    if (tokens > largest_tokens) largest_tokens = tokens, images_of_largest = largest_own_image;
   }
-  std::vector<double> llm(world_size, 0.0), llm_comm(world_size, 0.0), boundary = send;
-  for (int k = 0; k < n_groups; ++k)
-    for (int r : plan.llm_groups[k].ranks) {
-      llm[r] = group_compute[k] + group_comm[k], llm_comm[r] = group_comm[k];
-      boundary[r] = std::max(boundary[r], group_receive[k] / shapes[k].size);
-    }
+  // Per stage and rank: LLM time (its group's) and boundary time (the larger of its sends and its share of
+  // its group's receives; both directions).
+  std::vector<double> llm(stages * world_size, 0.0), llm_comm(world_size, 0.0), boundary = send;
+  for (int m = 0; m < stages; ++m)
+    for (int k = 0; k < n_groups; ++k)
+      for (int r : plan.llm_groups[k].ranks) {
+        llm[m * world_size + r] = group_compute[m * n_groups + k] + group_comm[m * n_groups + k];
+        llm_comm[r] += group_comm[m * n_groups + k];
+        boundary[m * world_size + r] =
+            std::max(boundary[m * world_size + r], group_receive[m * n_groups + k] / shapes[k].size);
+      }
+  // Each exchange pays one latency: a collective over the world (phases), or one round of point-to-point
+  // messages (a pipeline stage, one direction).
+  const double exchange_latency =
+      encoder_total > 0.0 ? cost.link(world_size > cost.ranks_per_node).latency : 0.0;
+  const auto slowest = [&](const std::vector<double>& v, int m) {
+    return *std::max_element(v.begin() + m * world_size, v.begin() + (m + 1) * world_size);
+  };
 
   PlanPrediction p;
-  p.encoder = *std::max_element(encoder.begin(), encoder.end());
-  p.boundary = *std::max_element(boundary.begin(), boundary.end());
-  const auto slowest_llm = std::max_element(llm.begin(), llm.end());
-  p.llm = *slowest_llm;
-  p.makespan = p.encoder + p.boundary + p.llm;
-  double busy = 0.0;
-  for (int r = 0; r < world_size; ++r) busy += encoder[r] + boundary[r] + llm[r];
-  if (p.makespan > 0.0) {
-    p.idle_fraction = 1.0 - busy / world_size / p.makespan;
-    p.comm_fraction = (p.boundary + llm_comm[slowest_llm - llm.begin()]) / p.makespan;
+  std::vector<double> busy(world_size, 0.0);
+  for (int m = 0; m < stages; ++m)
+    for (int r = 0; r < world_size; ++r)
+      busy[r] += encoder[m * world_size + r] + boundary[m * world_size + r] + llm[m * world_size + r];
+  for (int r = 0; r < world_size; ++r) {
+    double enc = 0.0, model = 0.0;
+    for (int m = 0; m < stages; ++m) enc += encoder[m * world_size + r], model += llm[m * world_size + r];
+    p.encoder = std::max(p.encoder, enc);
+    p.llm = std::max(p.llm, model);
   }
-  p.lower_bound =
-      std::max(encoder_total / world_size, largest_image) +
-      (batch.samples.empty() ? 0.0 : planning::llm_lower_bound(llm_total, largest_tokens, cost, world_size));
+  if (!pipelined) {
+    p.boundary = slowest(boundary, 0) + 2.0 * exchange_latency;
+    p.makespan = p.encoder + p.boundary + p.llm;
+  } else {
+    // Dataflow pipeline (step_executor.cpp): each encoder rank runs the forward of every stage in order,
+    // then the backward of every stage in order, each once the gradients of its rows have come back; each
+    // LLM group runs its micro-batches in order, each once its image rows have arrived. A transfer takes
+    // half of the stage's slowest boundary time (one direction) plus one latency.
+    std::vector<double> transfer(stages), forward_done(stages * world_size, 0.0);
+    for (int m = 0; m < stages; ++m) transfer[m] = 0.5 * slowest(boundary, m) + exchange_latency;
+    for (int r : plan.encoder_ranks) {
+      double t = 0.0;
+      for (int position = 0; position < stages; ++position) {
+        const int m = forward_stage(position, stages);
+        forward_done[m * world_size + r] = t += kEncoderForwardShare * encoder[m * world_size + r];
+      }
+    }
+    // Rows of stage m reach group k when the last of their encoder ranks has finished stage m's forward.
+    const std::vector<int> first_image = first_image_of_samples(batch);
+    std::vector<double> rows_ready(stages * n_groups, 0.0), group_end(stages * n_groups, 0.0);
+    for (size_t s = 0; s < batch.samples.size(); ++s) {
+      const int k = group_of_sample[s], m = stage_of_sample[s];
+      for (int i = first_image[s]; i < first_image[s + 1]; ++i)
+        rows_ready[m * n_groups + k] = std::max(
+            rows_ready[m * n_groups + k], forward_done[m * world_size + plan.image_owner[i]] + transfer[m]);
+    }
+    double end = 0.0;
+    for (int k = 0; k < n_groups; ++k) {
+      double t = 0.0;
+      for (int m = 0; m < stages; ++m) {
+        const double work = group_compute[m * n_groups + k] + group_comm[m * n_groups + k];
+        group_end[m * n_groups + k] = t = std::max(t, rows_ready[m * n_groups + k]) + work;
+      }
+      end = std::max(end, t);
+    }
+    // Gradients of stage m reach encoder rank r when the last group holding its rows has finished stage m.
+    std::vector<double> gradients_ready(stages * world_size, 0.0);
+    for (size_t s = 0; s < batch.samples.size(); ++s) {
+      const int k = group_of_sample[s], m = stage_of_sample[s];
+      for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
+        double& ready = gradients_ready[m * world_size + plan.image_owner[i]];
+        ready = std::max(ready, group_end[m * n_groups + k] + transfer[m]);
+      }
+    }
+    for (int r : plan.encoder_ranks) {
+      double t = forward_done[forward_stage(stages - 1, stages) * world_size + r];
+      for (int m = 0; m < stages; ++m) {
+        const double work = (1.0 - kEncoderForwardShare) * encoder[m * world_size + r];
+        if (work > 0.0) t = std::max(t, gradients_ready[m * world_size + r]) + work;
+      }
+      end = std::max(end, t);
+    }
+    // On the critical path for certain: the first stage's rows and the last stage's gradients (the other
+    // transfers overlap compute).
+    p.boundary = transfer[forward_stage(0, stages)] + transfer[stages - 1];
+    p.makespan = end;
+  }
+  double total_busy = 0.0;
+  for (double b : busy) total_busy += b;
+  if (p.makespan > 0.0) {
+    p.idle_fraction = std::max(0.0, 1.0 - total_busy / world_size / p.makespan);
+    double slowest_comm = 0.0, slowest_llm = -1.0;
+    for (int r = 0; r < world_size; ++r) {
+      double model = 0.0;
+      for (int m = 0; m < stages; ++m) model += llm[m * world_size + r];
+      if (model > slowest_llm) slowest_llm = model, slowest_comm = llm_comm[r];
+    }
+    p.comm_fraction = (p.boundary + slowest_comm) / p.makespan;
+  }
+  if (!batch.samples.empty()) {
+    const double largest_sample = planning::llm_lower_bound(0.0, largest_tokens, cost, world_size);
+    if (!pipelined) {
+      // The phases run one after the other on all ranks.
+      p.lower_bound = std::max(encoder_total / world_size, largest_image) +
+                      std::max(llm_total / world_size, largest_sample);
+    } else {
+      // Encoder and LLM overlap, on disjoint ranks: all the work over all ranks, or the longest sample's
+      // chain (its largest image, then its LLM work at its best group size), or the largest image.
+      p.lower_bound = std::max(
+          {(encoder_total + llm_total) / world_size, images_of_largest + largest_sample, largest_image});
+    }
+  }
   return p;
 }
 

@@ -179,6 +179,87 @@ int assign_samples(const BatchCosts& costs, const std::vector<int>& order,
   return overflowing;
 }
 
+int refine_assignment(const BatchCosts& costs, const std::vector<RankRange>& groups, const CostModel& cost,
+                      const std::vector<char>& movable, std::vector<std::vector<int>>& samples,
+                      std::vector<double>& loads, int max_moves) {
+  const int n_groups = static_cast<int>(groups.size());
+  if (n_groups < 2) return 0;
+  // Classes of interchangeable groups (size, spans), each with a least-loaded tree, as in assign_samples;
+  // one tree over all groups on negated loads finds the slowest.
+  std::map<std::pair<int, bool>, int> class_of;
+  std::vector<int> class_of_group(n_groups), slot_of_group(n_groups);
+  std::vector<std::vector<int>> members;
+  for (int k = 0; k < n_groups; ++k) {
+    const auto key = std::make_pair(groups[k].size, cost.spans_nodes(groups[k].first, groups[k].size));
+    const auto [it, added] = class_of.emplace(key, static_cast<int>(members.size()));
+    if (added) members.emplace_back();
+    class_of_group[k] = it->second;
+    slot_of_group[k] = static_cast<int>(members[it->second].size());
+    members[it->second].push_back(k);
+  }
+  std::vector<LoadTree> least;
+  std::vector<double> capacity;
+  for (const std::vector<int>& m : members) {
+    least.emplace_back(static_cast<int>(m.size()));
+    capacity.push_back(cost.token_capacity(groups[m.front()].size));
+    for (size_t i = 0; i < m.size(); ++i) least.back().add(static_cast<int>(i), loads[m[i]]);
+  }
+  LoadTree most(n_groups);
+  for (int k = 0; k < n_groups; ++k) most.add(k, -loads[k]);
+  const auto time_on = [&](int s, int k) {
+    return cost.llm_time(costs.tokens[s], groups[k].size, groups[k].first);
+  };
+  const auto update = [&](int k, double amount) {
+    loads[k] += amount;
+    least[class_of_group[k]].add(slot_of_group[k], amount);
+    most.add(k, -amount);
+  };
+
+  int moves = 0;
+  for (; moves < max_moves; ++moves) {
+    const int k = most.argmin();
+    const double top = loads[k];
+    // A move of sample i to group j, or a swap with sample back (>= 0) of j.
+    int best_index = -1, best_to = -1, best_back = -1;
+    double best_top = top * (1.0 - 1e-9);  // must lower the slowest group's finish
+    for (size_t c = 0; c < members.size(); ++c) {
+      const int j = members[c][least[c].argmin()];
+      if (j == k) continue;
+      for (size_t i = 0; i < samples[k].size(); ++i) {
+        const int s = samples[k][i];
+        if (!movable[s] || capacity[c] < costs.tokens[s]) continue;
+        const double rest = top - time_on(s, k), there = time_on(s, j);
+        const double moved = std::max(rest, loads[j] + there);
+        if (moved < best_top) best_top = moved, best_index = static_cast<int>(i), best_to = j, best_back = -1;
+        for (size_t b = 0; b < samples[j].size(); ++b) {
+          const int u = samples[j][b];
+          if (!movable[u] || costs.tokens[u] >= costs.tokens[s] ||
+              cost.token_capacity(groups[k].size) < costs.tokens[u])
+            continue;
+          const double swapped = std::max(rest + time_on(u, k), loads[j] - time_on(u, j) + there);
+          if (swapped < best_top)
+            best_top = swapped, best_index = static_cast<int>(i), best_to = j,
+            best_back = static_cast<int>(b);
+        }
+      }
+    }
+    if (best_index < 0) break;
+    const int s = samples[k][best_index];
+    samples[k].erase(samples[k].begin() + best_index);
+    update(k, -time_on(s, k));
+    if (best_back >= 0) {
+      const int u = samples[best_to][best_back];
+      samples[best_to].erase(samples[best_to].begin() + best_back);
+      update(best_to, -time_on(u, best_to));
+      samples[k].push_back(u);
+      update(k, time_on(u, k));
+    }
+    samples[best_to].push_back(s);
+    update(best_to, time_on(s, best_to));
+  }
+  return moves;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Groups on nodes
 
@@ -257,7 +338,7 @@ std::vector<RankRange> place_groups(std::vector<int> sizes, int first_rank, int 
 
 std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
                                 const std::vector<int>& encoder_ranks, const std::vector<int>& preferred_rank,
-                                double tolerance) {
+                                double tolerance, const std::vector<int>& stage_of_sample) {
   const int e = static_cast<int>(encoder_ranks.size());
   // Encoder ranks are sorted, so the ranks of one node are a contiguous range of positions.
   const int nodes = cost.node_of(encoder_ranks.back()) + 1;
@@ -267,33 +348,66 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
     while (pos < e && node_of_position[pos] < node) ++pos;
     node_begin[node] = pos;
   }
-  std::vector<int> patches, node_of_image;  // node of the image's LLM group, -1: none
+  std::vector<int> patches, node_of_image, stage_of_image;  // node of the image's LLM group, -1: none
   std::vector<double> time;
-  double total = 0.0;
+  int stages = 1;
   for (size_t s = 0; s < batch.samples.size(); ++s) {
     const int node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
+    const int stage = stage_of_sample.empty() ? 0 : stage_of_sample[s];
+    stages = std::max(stages, stage + 1);
     for (const ImageMeta& image : batch.samples[s].images) {
       patches.push_back(image.patches);
       node_of_image.push_back(node < nodes ? node : -1);
+      stage_of_image.push_back(stage);
       time.push_back(cost.encoder_time(image.patches));
-      total += time.back();
     }
   }
-  const double slack = tolerance * total / e;
+  std::vector<double> stage_total(stages, 0.0);
+  for (size_t i = 0; i < time.size(); ++i) stage_total[stage_of_image[i]] += time[i];
 
-  LoadTree loads(e);
+  // Largest first, stage by stage (a stable bucketing of the decreasing order), each stage on fresh loads.
+  const std::vector<int> order = order_by_decreasing(patches);  // the encoder time grows with patches
+  std::vector<int> start(stages + 1, 0), by_stage(order.size());
+  for (int i : order) ++start[stage_of_image[i] + 1];
+  for (int m = 0; m < stages; ++m) start[m + 1] += start[m];
+  std::vector<int> fill(start.begin(), start.end() - 1);
+  for (int i : order) by_stage[fill[stage_of_image[i]]++] = i;
   std::vector<int> owner(time.size());
-  for (int i : order_by_decreasing(patches)) {  // the encoder time grows with patches
-    int pos = loads.argmin();
-    const int node = node_of_image[i];
-    if (node >= 0 && node_of_position[pos] != node && node_begin[node] < node_begin[node + 1]) {
-      const int local = loads.argmin(node_begin[node], node_begin[node + 1]);
-      if (loads.load(local) <= loads.load(pos) + slack) pos = local;
+  for (int m = 0; m < stages; ++m) {
+    const double slack = tolerance * stage_total[m] / e;
+    LoadTree loads(e);
+    for (int next = start[m]; next < start[m + 1]; ++next) {
+      const int i = by_stage[next];
+      int pos = loads.argmin();
+      const int node = node_of_image[i];
+      if (node >= 0 && node_of_position[pos] != node && node_begin[node] < node_begin[node + 1]) {
+        const int local = loads.argmin(node_begin[node], node_begin[node + 1]);
+        if (loads.load(local) <= loads.load(pos) + slack) pos = local;
+      }
+      loads.add(pos, time[i]);
+      owner[i] = encoder_ranks[pos];
     }
-    loads.add(pos, time[i]);
-    owner[i] = encoder_ranks[pos];
   }
   return owner;
+}
+
+std::vector<double> sample_encoder_times(const GlobalBatch& batch, const CostModel& cost) {
+  std::vector<double> times(batch.samples.size(), 0.0);
+  for (size_t s = 0; s < batch.samples.size(); ++s)
+    for (const ImageMeta& image : batch.samples[s].images) times[s] += cost.encoder_time(image.patches);
+  return times;
+}
+
+std::vector<int> spread_over_nodes(int count, int world_size, int ranks_per_node) {
+  const int nodes = (world_size + ranks_per_node - 1) / ranks_per_node;
+  std::vector<int> per_node(nodes, 0);
+  const auto node_size = [&](int n) { return std::min(ranks_per_node, world_size - n * ranks_per_node); };
+  for (int placed = 0, n = 0; placed < std::min(count, world_size); n = (n + 1) % nodes)
+    if (per_node[n] < node_size(n)) ++per_node[n], ++placed;
+  std::vector<int> ranks;
+  for (int n = 0; n < nodes; ++n)
+    for (int i = 0; i < per_node[n]; ++i) ranks.push_back(n * ranks_per_node + i);
+  return ranks;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -347,6 +461,121 @@ void fit_micro_batches(LlmGroup& group, const BatchCosts& costs, const CostModel
     }
   }
   group.micro_batches = n;  // one sample per micro-batch: the most memory can allow
+}
+
+std::vector<int> stage_of_samples(const std::vector<LlmGroup>& groups, int samples, int* stages) {
+  std::vector<int> stage(samples, 0);
+  int most = 1;
+  for (const LlmGroup& group : groups) most = std::max(most, group.micro_batches);
+  for (const LlmGroup& group : groups) {
+    const int n = static_cast<int>(group.samples.size()), parts = group.micro_batches;
+    for (int m = 0; m < parts; ++m)
+      for (int i = micro_batch_begin(n, m, parts); i < micro_batch_begin(n, m + 1, parts); ++i)
+        stage[group.samples[i]] = pipeline_stage(m, parts, most);
+  }
+  if (stages) *stages = most;
+  return stage;
+}
+
+void sort_by_encoder_share(std::vector<LlmGroup>& groups, const std::vector<double>& llm_time,
+                           const std::vector<double>& encoder_time) {
+  for (LlmGroup& group : groups)
+    std::sort(group.samples.begin(), group.samples.end(), [&](int a, int b) {
+      const double ra = encoder_time[a] * llm_time[b], rb = encoder_time[b] * llm_time[a];
+      return ra != rb ? ra < rb : llm_time[a] != llm_time[b] ? llm_time[a] > llm_time[b] : a < b;
+    });
+}
+
+void reorder_into_stages(std::vector<LlmGroup>& groups, int stages, const BatchCosts& costs,
+                         const std::vector<double>& llm_time, const CostModel& cost) {
+  std::vector<int> room, order;
+  std::vector<double> load;
+  for (LlmGroup& group : groups) {
+    const int n = static_cast<int>(group.samples.size());
+    int parts = std::max(1, std::min(stages, n));
+    if (cost.capacity_bytes > 0.0) {
+      LlmGroup fitted = group;  // the fewest micro-batches memory allows
+      fit_micro_batches(fitted, costs, cost);
+      parts = std::max(parts, fitted.micro_batches);
+    }
+    group.micro_batches = parts;
+    if (parts == 1) continue;
+    // Block m holds positions [micro_batch_begin(m), micro_batch_begin(m + 1)) of the group's list.
+    room.assign(parts, 0);
+    load.assign(parts, 0.0);
+    for (int m = 0; m < parts; ++m)
+      room[m] = micro_batch_begin(n, m + 1, parts) - micro_batch_begin(n, m, parts);
+    order.assign(n, -1);
+    // The last block, then the first, take the samples with the least encoder work per LLM time.
+    int next = 0;
+    for (int m : {parts - 1, 0})
+      for (int i = micro_batch_begin(n, m, parts); i < micro_batch_begin(n, m + 1, parts); ++i)
+        order[i] = group.samples[next++];
+    // The middle blocks: the rest by LPT on LLM time (longest first onto the least-loaded block with room).
+    std::vector<int> rest(group.samples.begin() + next, group.samples.end());
+    std::stable_sort(rest.begin(), rest.end(), [&](int a, int b) { return llm_time[a] > llm_time[b]; });
+    for (int s : rest) {
+      int best = -1;
+      for (int m = 1; m + 1 < parts; ++m)
+        if (room[m] > 0 && (best < 0 || load[m] < load[best])) best = m;
+      order[micro_batch_begin(n, best + 1, parts) - room[best]--] = s;
+      load[best] += llm_time[s];
+    }
+    group.samples = order;
+    if (cost.capacity_bytes > 0.0) {
+      for (int m = 0; m < parts; ++m) {
+        double tokens = 0.0;
+        const int begin = micro_batch_begin(n, m, parts), end = micro_batch_begin(n, m + 1, parts);
+        for (int i = begin; i < end; ++i) tokens += costs.tokens[group.samples[i]];
+        if (tokens > cost.token_capacity(static_cast<int>(group.ranks.size())) && end - begin > 1) {
+          fit_micro_batches(group, costs, cost);
+          break;
+        }
+      }
+    }
+  }
+}
+
+double pipeline_estimate(const std::vector<LlmGroup>& groups, const std::vector<double>& llm_time,
+                         const std::vector<double>& encoder_time, int encoder_ranks) {
+  int stages = 1;
+  for (const LlmGroup& group : groups) stages = std::max(stages, group.micro_batches);
+  const size_t n_groups = groups.size();
+  // Per stage: encoder work of an encoder rank (spread evenly); per group and stage: LLM and encoder work.
+  std::vector<double> stage_encoder(stages, 0.0), group_llm(n_groups * stages, 0.0),
+      group_encoder(n_groups * stages, 0.0);
+  const double forward_share = 1.0 / 3.0, per_rank = 1.0 / encoder_ranks;
+  for (size_t k = 0; k < n_groups; ++k) {
+    const LlmGroup& group = groups[k];
+    const int n = static_cast<int>(group.samples.size()), parts = group.micro_batches;
+    for (int m = 0; m < parts; ++m) {
+      const int stage = pipeline_stage(m, parts, stages);
+      for (int i = micro_batch_begin(n, m, parts); i < micro_batch_begin(n, m + 1, parts); ++i) {
+        const int s = group.samples[i];
+        stage_encoder[stage] += encoder_time[s] * per_rank;
+        group_encoder[k * stages + stage] += encoder_time[s];
+        group_llm[k * stages + stage] += llm_time[s];
+      }
+    }
+  }
+  std::vector<double> ready(stages), group_end(n_groups, 0.0);
+  double forward = 0.0;
+  for (int position = 0; position < stages; ++position) {
+    const int m = forward_stage(position, stages);
+    ready[m] = forward += forward_share * stage_encoder[m];
+  }
+  double encoder_end = forward, llm_end = 0.0;
+  for (int m = 0; m < stages; ++m) {
+    double stage_end = 0.0;  // the last group with images in this stage
+    for (size_t k = 0; k < n_groups; ++k) {
+      const bool images = group_encoder[k * stages + m] > 0.0;
+      group_end[k] = (images ? std::max(group_end[k], ready[m]) : group_end[k]) + group_llm[k * stages + m];
+      llm_end = std::max(llm_end, group_end[k]);
+      if (images) stage_end = std::max(stage_end, group_end[k]);
+    }
+    encoder_end = std::max(encoder_end, stage_end) + (1.0 - forward_share) * stage_encoder[m];
+  }
+  return std::max(llm_end, encoder_end);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -583,10 +812,12 @@ LayoutChoice layout_for(const Demand& d, int ranks, const BatchCosts& costs, con
   LayoutChoice choice;
   choice.groups = place_groups(d.sizes, 0, ranks, cost.ranks_per_node);
   choice.samples.resize(choice.groups.size());
+  choice.pinned.assign(costs.tokens.size(), 0);
   std::vector<double> loads(choice.groups.size(), 0.0);
   for (size_t k = 0; k < d.runs.size(); ++k)
     for (int i = d.runs[k].first; i < d.runs[k].second; ++i) {
       const int s = costs.by_llm[i];
+      choice.pinned[s] = 1;
       choice.samples[k].push_back(s);
       loads[k] += cost.llm_time(costs.tokens[s], choice.groups[k].size, choice.groups[k].first);
     }
@@ -629,6 +860,16 @@ LayoutChoice best_target_layout(const std::vector<SizeRule>& rules, int ranks, c
   // sample on one rank.
   if (costs.by_llm.empty() || !good_enough(costs.llm[costs.by_llm.front()]))
     consider(layout_for(Demand{}, ranks, costs, cost));
+  // Local search on the winner's short samples (the long runs stay on the groups cut for them).
+  std::vector<double> loads(best.groups.size(), 0.0);
+  for (size_t k = 0; k < best.groups.size(); ++k)
+    for (int s : best.samples[k])
+      loads[k] += cost.llm_time(costs.tokens[s], best.groups[k].size, best.groups[k].first);
+  std::vector<char> movable(best.pinned.size());
+  for (size_t s = 0; s < movable.size(); ++s) movable[s] = !best.pinned[s];
+  refine_assignment(costs, best.groups, cost, movable, best.samples, loads,
+                    static_cast<int>(best.groups.size()));
+  best.llm_makespan = loads.empty() ? 0.0 : *std::max_element(loads.begin(), loads.end());
   return best;
 }
 

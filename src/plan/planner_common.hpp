@@ -61,6 +61,14 @@ int assign_samples(const BatchCosts& costs, const std::vector<int>& order,
                    const std::vector<RankRange>& groups, const CostModel& cost,
                    std::vector<std::vector<int>>& samples, std::vector<double>& loads);
 
+// Local search after assign_samples: while a movable sample (movable[sample] != 0) of the slowest group
+// can move to the least-loaded group of some class (that can hold it), or swap with a shorter movable
+// sample of that group, so that both finish before the current slowest, the best such step is taken. At
+// most max_moves steps, each O(samples of the two groups x classes + log groups). Returns the steps.
+int refine_assignment(const BatchCosts& costs, const std::vector<RankRange>& groups, const CostModel& cost,
+                      const std::vector<char>& movable, std::vector<std::vector<int>>& samples,
+                      std::vector<double>& loads, int max_moves);
+
 // Places groups of the given sizes on consecutive ranks in [first_rank, first_rank + ranks): groups larger
 // than a node first, from first_rank; the others best-fit-decreasing into the nodes' free space (so a
 // group that fits in a node does not span two unless the space is too fragmented); groups of one rank
@@ -70,9 +78,46 @@ std::vector<RankRange> place_groups(std::vector<int> sizes, int first_rank, int 
 // Images to encoder ranks by LPT on encoder time (largest first onto the least-loaded rank). When the
 // least-loaded encoder rank on the node of the sample's LLM group (preferred_rank[sample], -1: none) is
 // within `tolerance` x mean load of the best rank overall, it wins: rows then stay inside the node.
+// With stage_of_sample (disaggregated pipeline), the images of each stage are balanced on their own, as
+// each stage is encoded in its own pipeline tick.
 std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
                                 const std::vector<int>& encoder_ranks, const std::vector<int>& preferred_rank,
-                                double tolerance);
+                                double tolerance, const std::vector<int>& stage_of_sample = {});
+
+// Encoder time of every sample (the sum over its images).
+std::vector<double> sample_encoder_times(const GlobalBatch& batch, const CostModel& cost);
+
+// Disaggregated pipeline (DistTrain; step_executor.cpp): stage m is micro-batch m of every LLM group with
+// the images of its samples. The stage of every sample, and the number of stages (the most micro-batches
+// of any group).
+std::vector<int> stage_of_samples(const std::vector<LlmGroup>& groups, int samples, int* stages = nullptr);
+
+// Inter-micro-batch reordering (DistTrain) for the disaggregated pipeline (step_executor.cpp), where each
+// LLM rank runs its micro-batches back to back as their image rows arrive and each encoder rank runs
+// every forward, then each backward as its gradients come back.
+// sort_by_encoder_share orders each group's samples by increasing encoder time per LLM time (text-only
+// first; ties by decreasing LLM time, then index). reorder_into_stages, on groups so sorted, splits each
+// group's samples into min(stages, samples) micro-batches (the executor's consecutive blocks of
+// near-equal count): the last micro-batch, then the first, take the samples with the least encoder work
+// per LLM time, so the pipeline starts without waiting for much encoding and ends without an encoder
+// backward tail; the middle micro-batches share the rest by LPT on LLM time, so every group's stages
+// progress together. Memory: more micro-batches where token_capacity(g) needs them; a group whose blocks
+// still overflow falls back to fit_micro_batches. llm_time: each sample's time on its group.
+// O(samples x stages).
+void sort_by_encoder_share(std::vector<LlmGroup>& groups, const std::vector<double>& llm_time,
+                           const std::vector<double>& encoder_time);
+void reorder_into_stages(std::vector<LlmGroup>& groups, int stages, const BatchCosts& costs,
+                         const std::vector<double>& llm_time, const CostModel& cost);
+
+// The disaggregated pipeline's step (predict()'s model) estimated cheaply, with every stage's encoder
+// work spread evenly over `encoder_ranks` and no transfer time: used to choose the encoder rank count
+// and the stage count before images are balanced. O(samples + groups x stages).
+double pipeline_estimate(const std::vector<LlmGroup>& groups, const std::vector<double>& llm_time,
+                         const std::vector<double>& encoder_time, int encoder_ranks);
+
+// `count` encoder ranks spread over the nodes as evenly as possible (the first ranks of each node, nodes
+// taken in turn), so that images can be encoded on the node of their LLM rank. Sorted.
+std::vector<int> spread_over_nodes(int count, int world_size, int ranks_per_node);
 
 // Orders a group's samples and sets its micro-batch count (the executor splits a group's samples into
 // consecutive blocks of near-equal count) to the fewest micro-batches whose token sums all fit
@@ -100,13 +145,15 @@ StepPlan assemble_plan(const std::string& policy, Placement placement, const std
 // tried, and the all-singleton layout when that could win. Each layout gets its long runs pinned to
 // their groups and the short samples by assign_samples; the smallest LLM makespan wins among the
 // layouts that respect memory. O(n log n) per target (~20 per rule), plus one assignment per layout.
+// The winner's short samples are then refined (refine_assignment, at most one move per group).
 enum class SizeRule { any, power_of_two };
 struct LayoutChoice {
   std::vector<RankRange> groups;
   std::vector<std::vector<int>> samples;
   double llm_makespan = 0.0;
-  int overflowing = 0;  // samples on groups whose memory cannot hold them (0 when some layout can)
-  double target = 0.0;  // the target that produced it (0: the all-singleton layout)
+  int overflowing = 0;       // samples on groups whose memory cannot hold them (0 when some layout can)
+  double target = 0.0;       // the target that produced it (0: the all-singleton layout)
+  std::vector<char> pinned;  // per sample: one of the long runs, on its group by construction
 };
 LayoutChoice best_target_layout(const std::vector<SizeRule>& rules, int ranks, const BatchCosts& costs,
                                 const CostModel& cost);

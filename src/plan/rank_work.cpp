@@ -71,6 +71,22 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
       src_rank[p] = owner, src_row[p] = encoder_rows[owner]++;
   }
 
+  // Disaggregated plans run as a pipeline: the stage of every image is its sample's (pipeline_stage).
+  const bool pipelined = plan.placement == Placement::disaggregated;
+  int stages = 1;
+  for (const LlmGroup& group : plan.llm_groups) stages = std::max(stages, group.micro_batches);
+  std::vector<int> stage_of_image(images, 0);
+  if (pipelined)
+    for (const LlmGroup& group : plan.llm_groups) {
+      const int n = static_cast<int>(group.samples.size()), parts = group.micro_batches;
+      for (int m = 0; m < parts; ++m)
+        for (int i = micro_batch_begin(n, m, parts); i < micro_batch_begin(n, m + 1, parts); ++i) {
+          const int s = group.samples[i];
+          for (int image = first_image[s]; image < first_image[s + 1]; ++image)
+            stage_of_image[image] = pipeline_stage(m, parts, stages);
+        }
+    }
+
   // Where every patch is consumed: the group member whose chunk holds its fused row; received rows are
   // numbered per rank in (micro-batch, chunk, row) order, which is how the LLM input is packed.
   std::vector<int> dst_rank(patch_offset.back(), -1), dst_row(patch_offset.back(), -1);
@@ -86,6 +102,7 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
       mb.samples = micro_batch_samples(group, m);
       mb.member_rows.assign(members, 0);
       mb.received_offset = mine ? received[rank] : 0;
+      mb.stage = pipelined ? pipeline_stage(m, group.micro_batches, stages) : m;
       for_each_chunk(batch, mb.samples, members, linear_weight, [&](int p, int s, int begin, int end) {
         const SampleMeta& sample = batch.samples[s];
         const FusedLayout layout = fused_layout(sample);
@@ -134,6 +151,34 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
     route.recv_counts[r] = static_cast<int>(recv[r].size());
     route.send_rows.insert(route.send_rows.end(), send[r].begin(), send[r].end());
     route.recv_rows.insert(route.recv_rows.end(), recv[r].begin(), recv[r].end());
+  }
+  if (!pipelined) return work;
+
+  // Per stage: the same rows, with each encoder rank's output numbered within the stage (its images of
+  // the stage in global order), both sides still listing rows in global patch order.
+  work.stages.resize(stages);
+  std::vector<std::vector<std::vector<int>>> stage_send(stages, std::vector<std::vector<int>>(world_size)),
+      stage_recv(stages, std::vector<std::vector<int>>(world_size));
+  std::vector<int> stage_rows(static_cast<size_t>(stages) * world_size, 0);  // rows per (stage, owner)
+  for (int image = 0; image < images; ++image) {
+    const int owner = plan.image_owner[image], m = stage_of_image[image];
+    if (owner == rank) work.stages[m].images.push_back(image);
+    for (int p = patch_offset[image]; p < patch_offset[image + 1]; ++p) {
+      const int row = stage_rows[static_cast<size_t>(m) * world_size + owner]++;
+      if (owner == rank) stage_send[m][dst_rank[p]].push_back(row);
+      if (dst_rank[p] == rank) stage_recv[m][owner].push_back(dst_row[p]);
+    }
+  }
+  for (int m = 0; m < stages; ++m) {
+    RowRoute& r = work.stages[m].route;
+    r.send_counts.assign(world_size, 0);
+    r.recv_counts.assign(world_size, 0);
+    for (int peer = 0; peer < world_size; ++peer) {
+      r.send_counts[peer] = static_cast<int>(stage_send[m][peer].size());
+      r.recv_counts[peer] = static_cast<int>(stage_recv[m][peer].size());
+      r.send_rows.insert(r.send_rows.end(), stage_send[m][peer].begin(), stage_send[m][peer].end());
+      r.recv_rows.insert(r.recv_rows.end(), stage_recv[m][peer].begin(), stage_recv[m][peer].end());
+    }
   }
   return work;
 }

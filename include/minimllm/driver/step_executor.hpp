@@ -1,6 +1,8 @@
 // StepExecutor: carries out one StepPlan — encoder on the encoder layout, boundary exchange, LLM (context
 // parallel inside each group, micro-batch by micro-batch) on the LLM layout, boundary exchange back,
-// encoder backward, and the gradient all-reduce. Leaves the synced gradients in the model.
+// encoder backward, and the gradient all-reduce. Colocated plans run these as phases on every rank;
+// disaggregated plans as a pipeline over micro-batches between the encoder ranks and the LLM ranks.
+// Leaves the synced gradients in the model.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include "minimllm/driver/world.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
+#include "minimllm/plan/rank_work.hpp"
 #include "minimllm/plan/step_plan.hpp"
 
 namespace minimllm {
@@ -18,6 +21,7 @@ struct StepOutcome {
   double loss_sum = 0.0;  // sum of per-target losses over the world
   double flops = 0.0;     // model FLOPs of this rank
   // Phase times of this rank (seconds, fenced)
+  // (pipelines: boundary_seconds includes waiting for rows or gradients to arrive)
   double data_seconds = 0.0, encoder_seconds = 0.0, boundary_seconds = 0.0, llm_seconds = 0.0,
          grad_sync_seconds = 0.0;
   double kv_exchange_seconds = 0.0;  // context-parallel K/V all-gather + reduce-scatter (inside llm_seconds)
@@ -35,6 +39,11 @@ class StepExecutor {
   StepOutcome run(const GlobalBatch& batch, const StepPlan& plan);
 
  private:
+  void run_phases(const GlobalBatch& batch, const RankWork& work, const std::vector<LlmInput>& llm_inputs,
+                  const std::shared_ptr<Communicator>& group_comm, float grad_scale, StepOutcome& out);
+  void run_pipeline(const GlobalBatch& batch, const RankWork& work, const std::vector<LlmInput>& llm_inputs,
+                    const std::shared_ptr<Communicator>& group_comm, float grad_scale, StepOutcome& out);
+
   const Sampler& sampler_;
   Model& model_;
   World world_;

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "minimllm/core/types.hpp"
@@ -23,13 +24,31 @@ struct RowRoute {
 class BoundaryExchange {
  public:
   // width: floats per row. Validates the route's sizes against the world (throws std::invalid_argument).
-  BoundaryExchange(MPI_Comm world, RowRoute route, int width);
+  // tag: separates the point-to-point messages of exchanges in flight at the same time (below).
+  BoundaryExchange(MPI_Comm world, RowRoute route, int width, int tag = 0);
+  ~BoundaryExchange();
+  BoundaryExchange(const BoundaryExchange&) = delete;
+  BoundaryExchange& operator=(const BoundaryExchange&) = delete;
 
   // dst(recv_rows) = src(send_rows) of the sending rank. Rows of dst not named are left untouched.
   void forward(const t_mat_const& src, const t_mat& dst);
   // The adjoint: d_src(send_rows) = d_dst(recv_rows) of the receiving rank. Rows of d_src not named are
   // left untouched.
   void backward(const t_mat_const& d_dst, const t_mat& d_src);
+
+  // Point-to-point variant, for pipelines where several exchanges are in flight and a rank must not wait
+  // for ranks it exchanges nothing with: post the receives early, start the sends once the rows exist
+  // (pack, then one MPI_Isend per peer; rows to this rank itself go straight to dst), and finish the
+  // receives just before the rows are used (wait, then unpack; a second finish does nothing). Same rows
+  // and adjoint as forward() and backward(). Each direction has its own buffers in this object, and the
+  // sends must be finished (finish_sends) before the object goes away.
+  void post_forward_receives();
+  void start_forward_sends(const t_mat_const& src, const t_mat& dst);
+  void finish_forward_receives(const t_mat& dst);
+  void post_backward_receives();
+  void start_backward_sends(const t_mat_const& d_dst, const t_mat& d_src);
+  void finish_backward_receives(const t_mat& d_src);
+  void finish_sends();
 
   std::int64_t bytes_sent() const;      // per call, this rank
   std::int64_t bytes_received() const;  // per call, this rank
@@ -40,6 +59,10 @@ class BoundaryExchange {
   int width_;
   t_ivec send_rows_, recv_rows_;                // device copies of the row lists
   std::vector<int> send_displs_, recv_displs_;  // in rows
+  int tag_ = 0;
+  struct Async;                   // buffers and requests of the point-to-point variant
+  std::unique_ptr<Async> async_;  // created on first use
+  Async& async();
 };
 
 }  // namespace minimllm

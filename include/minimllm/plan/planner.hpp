@@ -12,20 +12,29 @@
 
 namespace minimllm {
 
-// The step executor runs three phases separated by world-wide exchanges (encoder forward | boundary
-// all-to-all | LLM forward+backward | boundary all-to-all | encoder backward), so a phase starts when the
-// slowest rank finished the previous one: the predicted step is the sum over phases of the slowest rank.
+// Colocated plans: the step executor runs three phases separated by world-wide exchanges (encoder forward |
+// boundary all-to-all | LLM forward+backward | boundary all-to-all | encoder backward), so a phase starts
+// when the slowest rank finished the previous one: the predicted step is the sum over phases of the
+// slowest rank.
 //   makespan    = max_r encoder_r + max_r boundary_r + max_r llm_r
 //   lower_bound = max(sum of image times / N, largest image)
 //               + max(sum of one-rank LLM compute / N, min over g <= N of the largest sample's time on g)
-// The bound holds for every plan of every policy (disaggregated ones use fewer ranks per phase).
+// which holds for every colocated plan of every policy.
+// Disaggregated plans run as a dataflow pipeline over micro-batches (step_executor.cpp): the makespan
+// follows each encoder rank's forwards (a third of an image's time) and backwards, each LLM group's
+// micro-batches, and the point-to-point transfers between them. Encoder and LLM work overlap, so their
+// bound is the one every schedule obeys:
+//   lower_bound = max((sum of image times + sum of one-rank LLM compute) / N, largest image,
+//                     the longest sample's largest image + its best time on any group size)
 struct PlanPrediction {
   double makespan = 0.0;       // predicted step time (seconds), excluding the gradient all-reduce
-  double lower_bound = 0.0;    // see above
+  double lower_bound = 0.0;    // see above (the bound of the plan's placement)
   double idle_fraction = 0.0;  // 1 - mean busy / makespan
   double comm_fraction = 0.0;  // communication on the critical path (boundary + the slowest LLM rank's
                                // context-parallel exchanges) / makespan
-  double encoder = 0.0, boundary = 0.0, llm = 0.0;  // slowest rank of each phase
+  // Slowest rank of each phase (busy time). Pipelines: boundary = the first stage's rows and the last
+  // stage's gradients in transit (the other transfers overlap compute).
+  double encoder = 0.0, boundary = 0.0, llm = 0.0;
 };
 
 struct PlannerOptions {

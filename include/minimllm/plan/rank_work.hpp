@@ -21,6 +21,15 @@ inline int micro_batch_begin(int n, int m, int parts) {
   return static_cast<int>(static_cast<long long>(n) * m / parts);
 }
 
+// Disaggregated plans run as a pipeline over `stages` = the most micro-batches of any LLM group
+// (step_executor.cpp). Micro-batch m of a group of `parts` is stage m, except its last, which is always
+// the last stage: the stage whose gradients come back last (a group's last micro-batch ends with the
+// group's work), so encoder ranks run it backward last.
+inline int pipeline_stage(int m, int parts, int stages) { return m + 1 == parts ? stages - 1 : m; }
+// Encoder ranks run the forward of the last stage first (groups of one micro-batch start at once), then
+// stages 0, 1, ..., stages - 2; the backward in stage order.
+inline int forward_stage(int position, int stages) { return position == 0 ? stages - 1 : position - 1; }
+
 struct SequenceChunk {
   int sample = 0;          // index into the global batch
   int begin = 0, end = 0;  // rows of the sample's fused sequence held here
@@ -35,6 +44,14 @@ struct MicroBatchWork {
   std::vector<int> kv_order;
   std::vector<int> member_rows;
   int received_offset = 0;  // first row of this micro-batch's image rows in the received buffer
+  int stage = 0;            // disaggregated plans: its pipeline stage (pipeline_stage)
+};
+
+// Disaggregated plans: what this rank does in one pipeline stage on the encoder side.
+struct EncoderStageWork {
+  std::vector<int> images;  // global image numbers this rank encodes in the stage, in order
+  RowRoute route;           // the stage's rows: send rows numbered within the stage's encoder output,
+                            // received rows as in RankWork::image_route (the whole step's buffer)
 };
 
 struct RankWork {
@@ -44,6 +61,9 @@ struct RankWork {
   std::vector<int> images;  // global image numbers this rank encodes, in order
   RowRoute image_route;     // encoder output rows -> received image rows
   int received_rows = 0;    // image rows this rank's LLM chunks need
+  // Disaggregated plans only (empty otherwise): one per pipeline stage, stages = the most micro-batches
+  // of any group.
+  std::vector<EncoderStageWork> stages;
 };
 
 RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size,
