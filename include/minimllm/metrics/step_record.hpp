@@ -33,6 +33,9 @@ struct StepRecord {
   std::int64_t comm_creations = 0;
   std::int64_t comm_evictions = 0;
   double comm_creation_seconds = 0.0;  // max over ranks
+  // Rank 0's time for this step's output after the metric reductions: gathering the per-rank rows and
+  // writing /ranks and /plans (the append and flush of this row itself come after it: not included).
+  double output_seconds = 0.0;
 };
 
 }  // namespace minimllm
