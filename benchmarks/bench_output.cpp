@@ -105,6 +105,11 @@ BENCHMARK_CAPTURE(BM_OutputVsStep, quickstart, "quickstart.yaml")
     ->Arg(1024)
     ->Iterations(200)
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_OutputVsStep, reference_small, "reference/small.yaml")
+    ->Arg(2)
+    ->Arg(1024)
+    ->Iterations(200)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace minimllm

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/plan/step_plan.hpp"
@@ -169,6 +170,94 @@ TEST(Training, RunFileDescribesEveryStepsPlan) {
   H5Gclose(run);
   H5Fclose(file);
   std::filesystem::remove(options.out_path);
+}
+
+// The benchmark verdict: a run is VALID against a reference made from the same problem, and INVALID, with
+// the reason, when the loss, the run length or the layout invariance is off.
+class BenchmarkVerdictTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    config_ = new RunConfig(quickstart(4));
+    config_->parallel.policy = "dhp";
+    result_ = new TrainResult(train(*config_, World::of(MPI_COMM_WORLD), {}));
+  }
+  static void TearDownTestSuite() { delete config_, delete result_; }
+  static BenchmarkReference reference() {
+    BenchmarkReference ref;
+    ref.problem = config_->name;
+    ref.step = 3;
+    ref.loss = result_->steps[3].loss;
+    ref.relative_tolerance = 1e-4;
+    ref.invariance_steps = 2;
+    ref.invariance_relative_tolerance = 1e-5;
+    return ref;
+  }
+  static RunConfig* config_;
+  static TrainResult* result_;
+};
+RunConfig* BenchmarkVerdictTest::config_ = nullptr;
+TrainResult* BenchmarkVerdictTest::result_ = nullptr;
+
+TEST_F(BenchmarkVerdictTest, MatchingRunIsValidWithItsRates) {
+  const BenchmarkVerdict v = judge_run(*config_, reference(), *result_, World::of(MPI_COMM_WORLD));
+  EXPECT_TRUE(v.valid) << v.reason;
+  EXPECT_EQ(v.reason, "");
+  EXPECT_EQ(v.loss_relative_difference, 0.0);
+  EXPECT_EQ(v.invariance_steps, 2);
+  EXPECT_LE(v.invariance_max_relative_difference, 1e-5);
+  EXPECT_EQ(v.timed_steps, 3);  // step 0 is the warm-up
+  double tokens = 0.0;
+  for (int i = 1; i < 4; ++i) tokens += result_->steps[i].text_tokens + result_->steps[i].image_tokens;
+  EXPECT_NEAR(v.tokens_per_second, tokens / result_->timed_seconds, 1e-9 * v.tokens_per_second);
+  EXPECT_GT(v.samples_per_second, 0.0);
+  EXPECT_GT(v.mfu, 0.0);
+  // The denominator is the wall time of steps 1-3, so it covers at least their step times.
+  double steps = 0.0;
+  for (int i = 1; i < 4; ++i) steps += result_->steps[i].step_seconds;
+  EXPECT_GE(result_->timed_seconds, 0.99 * steps);
+}
+
+TEST_F(BenchmarkVerdictTest, WrongLossIsInvalidNamingTheStep) {
+  BenchmarkReference ref = reference();
+  ref.loss *= 1.001;  // 10x the tolerance
+  const BenchmarkVerdict v = judge_run(*config_, ref, *result_, World::of(MPI_COMM_WORLD));
+  EXPECT_FALSE(v.valid);
+  EXPECT_NE(v.reason.find("loss at step 3"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("exceeds the tolerance"), std::string::npos) << v.reason;
+}
+
+TEST_F(BenchmarkVerdictTest, ADifferentSeedOrLearningRateFailsTheReference) {
+  for (int variant = 0; variant < 2; ++variant) {
+    RunConfig wrong = *config_;
+    if (variant == 0) wrong.seed += 1;
+    if (variant == 1) wrong.optimizer.lr *= 1.1f;
+    const TrainResult r = train(wrong, World::of(MPI_COMM_WORLD), {});
+    const BenchmarkVerdict v = judge_run(wrong, reference(), r, World::of(MPI_COMM_WORLD));
+    EXPECT_FALSE(v.valid) << (variant == 0 ? "seed + 1" : "lr x 1.1");
+    EXPECT_GT(v.loss_relative_difference, 10 * reference().relative_tolerance);
+    EXPECT_NE(v.reason.find("loss at step 3"), std::string::npos) << v.reason;
+  }
+}
+
+TEST_F(BenchmarkVerdictTest, RunEndingBeforeTheReferenceStepIsInvalid) {
+  BenchmarkReference ref = reference();
+  ref.step = 10;
+  const BenchmarkVerdict v = judge_run(*config_, ref, *result_, World::of(MPI_COMM_WORLD));
+  EXPECT_FALSE(v.valid);
+  EXPECT_FALSE(v.reached);
+  EXPECT_NE(v.reason.find("never reached the reference step 10"), std::string::npos) << v.reason;
+}
+
+TEST_F(BenchmarkVerdictTest, LossesThatDependOnTheLayoutAreInvalid) {
+  // As if the chosen policy had changed the math in step 1: the re-run under static disagrees.
+  TrainResult tampered = *result_;
+  tampered.steps[1].loss *= 1.0 + 1e-4;
+  const BenchmarkVerdict v = judge_run(*config_, reference(), tampered, World::of(MPI_COMM_WORLD));
+  EXPECT_FALSE(v.valid);
+  EXPECT_GE(v.invariance_max_relative_difference, 0.9e-4);
+  EXPECT_NE(v.reason.find("layout invariance: policy dhp and static differ"), std::string::npos) << v.reason;
+  tampered.steps[3].loss = std::nan("");  // a diverged run is never valid
+  EXPECT_FALSE(judge_run(*config_, reference(), tampered, World::of(MPI_COMM_WORLD)).valid);
 }
 
 }  // namespace

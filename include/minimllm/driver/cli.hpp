@@ -1,6 +1,6 @@
-// The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--policy P] [--overwrite]`,
-// `minimllm simulate DECK --ranks N [--ranks-per-node R] [--policy P|all] [--steps N] [--gflops G] [--out
-// FILE] [--overwrite]`, --help, --version.
+// The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--policy P] [--reference FILE]
+// [--overwrite]`, `minimllm simulate DECK --ranks N [--ranks-per-node R] [--policy P|all] [--steps N]
+// [--gflops G] [--out FILE] [--overwrite]`, --help, --version.
 #pragma once
 
 #include <iosfwd>
@@ -15,6 +15,7 @@ struct RunRequest {
   std::optional<int> steps;  // overrides the deck's steps
   std::string policy;        // overrides parallel.policy; "all": every planner in turn, same data
   bool overwrite = false;
+  std::string reference;  // benchmark reference file, overriding the deck's benchmark.reference
 };
 
 struct SimulateRequest {
