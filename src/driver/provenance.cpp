@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA
 #include <algorithm>
 #include <array>
 #include <cstdint>
