@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "minimllm/data/sampler.hpp"
@@ -170,6 +171,26 @@ TEST(Training, RunFileDescribesEveryStepsPlan) {
   H5Gclose(run);
   H5Fclose(file);
   std::filesystem::remove(options.out_path);
+}
+
+// Every shipped reference problem names a reference file that belongs to it, at a step the deck reaches,
+// with tolerances that are not zero and not loose (a relative 1e-4 would hide a missing weight decay).
+TEST(Training, ShippedReferenceProblemsHaveTheirReferences) {
+  for (const char* problem : {"small", "medium", "target"}) {
+    SCOPED_TRACE(problem);
+    const RunConfig config =
+        load_run_config(std::string(MINIMLLM_SOURCE_DIR) + "/inputs/reference/" + problem + ".yaml");
+    const std::optional<BenchmarkReference> ref = find_benchmark_reference(config, "");
+    ASSERT_TRUE(ref.has_value());
+    EXPECT_EQ(ref->problem, problem);
+    EXPECT_EQ(ref->step, config.steps - 1);
+    EXPECT_GT(ref->relative_tolerance, 0.0);
+    EXPECT_LE(ref->relative_tolerance, 5e-5);
+    EXPECT_GT(ref->invariance_relative_tolerance, 0.0);
+    EXPECT_LE(ref->invariance_relative_tolerance, 1e-5);
+    EXPECT_GE(ref->invariance_steps, 1);
+    EXPECT_LT(ref->invariance_steps, config.steps);
+  }
 }
 
 // The benchmark verdict: a run is VALID against a reference made from the same problem, and INVALID, with
