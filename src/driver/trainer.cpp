@@ -126,17 +126,20 @@ constexpr const char* kRankFields[] = {"step_seconds",        "planning_seconds"
                                        "model_flops",         "llm_rows",          "encoder_rows"};
 constexpr int kRankFieldCount = sizeof(kRankFields) / sizeof(kRankFields[0]);
 
-// /ranks/<field> [steps, ranks] (so imbalance and idle time can be seen), gathered to rank 0, which writes.
-void write_rank_tables(Hdf5RunWriter* out, const World& world,
-                       const std::array<double, kRankFieldCount>& mine) {
+// This rank's values of kRankFields, gathered to rank 0 (row-major [rank][field]; empty elsewhere).
+std::vector<double> gather_rank_values(const World& world, const std::array<double, kRankFieldCount>& mine) {
   std::vector<double> all(world.is_root() ? kRankFieldCount * world.size : 0);
   MPI_Gather(mine.data(), kRankFieldCount, MPI_DOUBLE, all.data(), kRankFieldCount, MPI_DOUBLE, 0,
              world.comm);
-  if (!out) return;
+  return all;
+}
+
+// /ranks/<field> [steps, ranks], so imbalance and idle time can be seen.
+void write_rank_tables(Hdf5RunWriter& out, int ranks, const std::vector<double>& all) {
   for (int f = 0; f < kRankFieldCount; ++f) {
-    std::vector<double> column(world.size);
-    for (int r = 0; r < world.size; ++r) column[r] = all[r * kRankFieldCount + f];
-    out->append_row(std::string("/ranks/") + kRankFields[f], column);
+    std::vector<double> column(ranks);
+    for (int r = 0; r < ranks; ++r) column[r] = all[r * kRankFieldCount + f];
+    out.append_row(std::string("/ranks/") + kRankFields[f], column);
   }
 }
 
@@ -235,9 +238,8 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
     double total = 0.0;
     for (double t : r.output_seconds) total += t;
     log << fmt::format(
-        "output: gathering and writing the HDF5 rows on rank 0: median {:.3f} ms per step ({:.3f}% of the "
-        "median "
-        "step), first step {:.3f} ms; {:.3f}% of the run's wall time in all\n",
+        "output: HDF5 writes on rank 0: median {:.3f} ms per step ({:.3f}% of the median step), first step "
+        "{:.3f} ms; {:.3f}% of the run's wall time in all\n",
         1e3 * median(later), 100.0 * median(later) / median(times), 1e3 * r.output_seconds.front(),
         100.0 * total / r.loop_seconds);
   }
@@ -350,6 +352,13 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
                  Kokkos::subview(adam_m, rest), Kokkos::subview(adam_v, rest), hyper, step + 1);
     const double t_end = now_seconds();
 
+    // Per-rank values go to rank 0 first: this collective, not the timed output below, absorbs any wait
+    // for a rank that is late (e.g. descheduled on a shared node).
+    const std::vector<double> rank_values = gather_rank_values(
+        world, {t_end - t_start, t_plan - t_start, outcome.data_seconds, outcome.encoder_seconds,
+                outcome.boundary_seconds, outcome.llm_seconds, outcome.kv_exchange_seconds,
+                outcome.grad_sync_seconds, t_end - t_executed, outcome.flops,
+                static_cast<double>(outcome.llm_rows), static_cast<double>(outcome.encoder_rows)});
     // Times: max over ranks (the slowest rank sets the pace); counts and FLOPs: sums over ranks.
     const CommPoolStats& pool_now = pool.stats();
     double maxima[10] = {t_end - t_start,
@@ -392,13 +401,12 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     s.llm_groups = static_cast<int>(plan.llm_groups.size());
     for (const LlmGroup& g : plan.llm_groups)
       s.max_group_size = std::max<int>(s.max_group_size, g.ranks.size());
-    const double t_output = now_seconds();  // the reductions above synchronised the ranks
-    write_rank_tables(out.get(), world,
-                      {t_end - t_start, t_plan - t_start, outcome.data_seconds, outcome.encoder_seconds,
-                       outcome.boundary_seconds, outcome.llm_seconds, outcome.kv_exchange_seconds,
-                       outcome.grad_sync_seconds, t_end - t_executed, outcome.flops,
-                       static_cast<double>(outcome.llm_rows), static_cast<double>(outcome.encoder_rows)});
-    if (out) write_plan_tables(*out, plan, world.size, policy_codes);
+    // Rank 0's HDF5 output, timed: the per-rank and plan tables, then the /steps row and the flush.
+    const double t_output = now_seconds();
+    if (out) {
+      write_rank_tables(*out, world.size, rank_values);
+      write_plan_tables(*out, plan, world.size, policy_codes);
+    }
     s.output_seconds = now_seconds() - t_output;  // the row's own append and flush follow
     if (out) out->append_step(s);
     const double t_written = now_seconds();

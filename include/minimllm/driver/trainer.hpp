@@ -29,7 +29,7 @@ struct TrainResult {
   // and output; max over ranks. The denominator of the benchmark's rates (FOM).
   double timed_seconds = 0.0;
   double loop_seconds = 0.0;  // the same for all steps, warm-up included
-  // Rank 0's output time per step: gathering the per-rank rows, every HDF5 write and the flush.
+  // Rank 0's HDF5 output time per step: every table row, the /steps row and the flush.
   std::vector<double> output_seconds;
 };
 
