@@ -1,13 +1,17 @@
 // minimllm entry point: MPI and Kokkos set-up, the command line, and exit codes
-// (0 success, 1 runtime failure, 2 invalid input with one line naming what is wrong).
+// (0 success, 1 runtime failure, 2 invalid input with one line naming what is wrong, 3 a benchmark run
+// judged INVALID).
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <ctime>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/device.hpp"
 #include "minimllm/driver/simulator.hpp"
@@ -29,7 +33,25 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
   return dot == std::string::npos ? path + "-" + suffix : path.substr(0, dot) + "-" + suffix + ".h5";
 }
 
-int run(const minimllm::RunRequest& request, const minimllm::World& world) {
+// Trains, then, for a benchmark run, judges it: the verdict is printed and added to the run's file.
+// Returns 3 for an INVALID run, else 0.
+int train_and_judge(const minimllm::RunConfig& config, const minimllm::World& world,
+                    const minimllm::TrainOptions& options,
+                    const std::optional<minimllm::BenchmarkReference>& reference,
+                    minimllm::TrainResult& result) {
+  result = minimllm::train(config, world, options);
+  if (!reference) return 0;
+  const minimllm::BenchmarkVerdict verdict = minimllm::judge_run(config, *reference, result, world);
+  if (world.is_root()) {
+    minimllm::print_verdict(std::cout, config, *reference, verdict, world.size);
+    minimllm::Hdf5RunWriter::update_run_attributes(options.out_path,
+                                                   minimllm::verdict_attributes(*reference, verdict));
+    if (!verdict.valid) std::cerr << "minimllm: INVALID: " << verdict.reason << std::endl;
+  }
+  return verdict.valid ? 0 : 3;
+}
+
+int run(const minimllm::RunRequest& request, const minimllm::World& world, const std::string& command_line) {
   minimllm::RunConfig config =
       request.deck.empty()
           ? minimllm::parse_run_config(minimllm::embedded_quickstart_deck(), "<embedded quickstart deck>")
@@ -39,25 +61,31 @@ int run(const minimllm::RunRequest& request, const minimllm::World& world) {
     config.data.global_batch = *request.global_batch;
     minimllm::check_run_config(config, config.deck_path + " with --global-batch");
   }
+  // Read before anything runs: a bad reference is invalid input (exit 2, no output file).
+  const std::optional<minimllm::BenchmarkReference> reference =
+      minimllm::find_benchmark_reference(config, request.reference);
   minimllm::TrainOptions options;
   options.out_path = request.out.empty() ? default_output_name(config.name) : request.out;
   options.overwrite = request.overwrite;
   options.log = &std::cout;
+  options.command_line = command_line;
+  minimllm::TrainResult result;
   if (request.policy != "all") {
     if (!request.policy.empty()) config.parallel.policy = request.policy;
-    minimllm::train(config, world, options);
-    return 0;
+    return train_and_judge(config, world, options, reference, result);
   }
   // Every planner on the same data, one after the other, each from the same initial model.
   std::vector<std::pair<std::string, minimllm::TrainResult>> results;
   const std::string out = options.out_path;
+  int code = 0;
   for (const std::string& policy : minimllm::planner_names()) {
     config.parallel.policy = policy;
     options.out_path = with_suffix(out, policy);
-    results.emplace_back(policy, minimllm::train(config, world, options));
+    code = std::max(code, train_and_judge(config, world, options, reference, result));
+    results.emplace_back(policy, result);
   }
   if (world.is_root()) minimllm::print_policy_comparison(std::cout, results);
-  return 0;
+  return code;
 }
 
 int simulate(const minimllm::SimulateRequest& request, const minimllm::World& world) {
@@ -91,7 +119,9 @@ int main(int argc, char** argv) {
   if (cli.run || cli.simulate) {
     minimllm::initialize_kokkos(world.comm);  // one GPU per rank on CUDA; Kokkos::initialize() on host
     try {
-      code = cli.run ? run(*cli.run, world) : simulate(*cli.simulate, world);
+      std::string command_line;
+      for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+      code = cli.run ? run(*cli.run, world, command_line) : simulate(*cli.simulate, world);
     } catch (const minimllm::InputError& e) {
       // Every rank reads the same input and fails alike, so all return 2 without aborting.
       err << "minimllm: error: " << e.what() << std::endl;

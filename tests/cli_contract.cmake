@@ -23,6 +23,7 @@ function(expect name code stderr_regex)
       set(rc "${rc} (message is not one line)")
     endif()
   endif()
+  set(last_out "${out}" PARENT_SCOPE)
   if(ok)
     message(STATUS "ok   ${name}")
   else()
@@ -98,6 +99,53 @@ if(NOT before STREQUAL after)
   math(EXPR failures "${failures} + 1")
 endif()
 expect(overwrite 0 "" ${MINIMLLM} run --steps 1 --out first.h5 --overwrite)
+
+# check_match(NAME TEXT REGEX): one more assertion, counted like the others.
+function(check_match name text regex)
+  if("${text}" MATCHES "${regex}")
+    message(STATUS "ok   ${name}")
+  else()
+    message(STATUS "FAIL ${name}: no match for \"${regex}\" in\n${text}")
+    math(EXPR n "${failures} + 1")
+    set(failures ${n} PARENT_SCOPE)
+  endif()
+endfunction()
+
+# Benchmark runs (docs/RUN_RULES.md): VALID with the FOM line and exit 0 on the shipped small problem;
+# INVALID with the reason and exit 3, the file kept with the verdict; bad references are invalid input.
+find_program(H5DUMP h5dump)
+expect(benchmark_valid 0 "" ${MPIEXEC} -n 2 ${MINIMLLM} run ${SOURCE_DIR}/inputs/reference/small.yaml --out small.h5)
+check_match(benchmark_valid_fom "${last_out}"
+            "minimllm FOM problem=small tokens_per_second=[0-9.]+ samples_per_second=[0-9.]+ mfu=[0-9.]+ ranks=2 policy=dhp verdict=VALID")
+check_match(benchmark_valid_verdict "${last_out}" "\nVALID\n")
+file(WRITE ${WORK_DIR}/wrong.reference.yaml
+     "problem: small\nstep: 2\nloss: 9.99\nrelative_tolerance: 1.0e-4\ninvariance_steps: 2\n"
+     "invariance_relative_tolerance: 1.0e-5\n")
+expect(benchmark_invalid_loss 3 "INVALID: loss at step 2 is [0-9.]+, the reference 9.990000: relative difference"
+       ${MINIMLLM} run ${SOURCE_DIR}/inputs/reference/small.yaml --steps 3 --reference wrong.reference.yaml
+       --out wrong.h5)
+check_match(benchmark_invalid_loss_stdout "${last_out}" "verdict=INVALID\nINVALID: loss at step 2 is ")
+if(NOT EXISTS ${WORK_DIR}/wrong.h5)
+  message(STATUS "FAIL benchmark_invalid_file_kept: wrong.h5 is gone")
+  math(EXPR failures "${failures} + 1")
+endif()
+if(H5DUMP)
+  execute_process(COMMAND ${H5DUMP} -a /run/verdict -a /run/verdict_reason ${WORK_DIR}/wrong.h5 OUTPUT_VARIABLE dump)
+  check_match(benchmark_invalid_verdict_in_file "${dump}" "\"INVALID\".*\"loss at step 2 is ")
+  execute_process(COMMAND ${H5DUMP} -H -d /steps ${WORK_DIR}/wrong.h5 OUTPUT_VARIABLE dump)
+  check_match(benchmark_invalid_rows_kept "${dump}" "SIMPLE { \\( 3 \\) / \\( H5S_UNLIMITED \\) }")
+endif()
+expect(benchmark_too_short 3 "INVALID: the run has 2 steps and never reached the reference step 29"
+       ${MINIMLLM} run ${SOURCE_DIR}/inputs/reference/small.yaml --steps 2 --out short.h5)
+expect(benchmark_missing_reference 2 "--reference" ${MINIMLLM} run --reference nothere.yaml --out nothere.h5)
+expect_no_file(benchmark_missing_reference_no_output nothere.h5)
+expect(benchmark_other_problem 2 "belongs to problem small, but the deck .* is problem quickstart"
+       ${MINIMLLM} run --reference ${SOURCE_DIR}/inputs/reference/small.reference.yaml --out other.h5)
+expect_no_file(benchmark_other_problem_no_output other.h5)
+file(WRITE ${WORK_DIR}/dangling.yaml "name: dangling\nbenchmark: {reference: nothere.reference.yaml}\n")
+expect(benchmark_dangling_deck_reference 2 "dangling.yaml: benchmark.reference = nothere.reference.yaml: no such file"
+       ${MINIMLLM} run dangling.yaml --out dangling.h5)
+expect_no_file(benchmark_dangling_no_output dangling.h5)
 
 if(failures GREATER 0)
   message(FATAL_ERROR "${failures} command-line contract check(s) failed")

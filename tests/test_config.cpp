@@ -223,6 +223,67 @@ TEST(Config, EmptyFileIsAnInputError) {
   std::remove(path.c_str());
 }
 
+TEST(Config, BenchmarkSectionNamesTheReference) {
+  EXPECT_EQ(parse("name: t\n").benchmark.reference, "");
+  EXPECT_EQ(parse("name: t\nbenchmark: {reference: ref/t.reference.yaml}\n").benchmark.reference,
+            "ref/t.reference.yaml");
+}
+
+const char* const kReference =
+    "problem: small\nstep: 29\nloss: 2.5\nrelative_tolerance: 1.0e-4\ninvariance_steps: 3\n"
+    "invariance_relative_tolerance: 1.0e-5\n";
+
+TEST(Config, BenchmarkReferenceReadsEveryKey) {
+  const std::string path = temp_path("small.reference.yaml");
+  write_file(path, kReference);
+  const BenchmarkReference r = load_benchmark_reference(path);
+  EXPECT_EQ(r.path, path);
+  EXPECT_EQ(r.problem, "small");
+  EXPECT_EQ(r.step, 29);
+  EXPECT_DOUBLE_EQ(r.loss, 2.5);
+  EXPECT_DOUBLE_EQ(r.relative_tolerance, 1e-4);
+  EXPECT_EQ(r.invariance_steps, 3);
+  EXPECT_DOUBLE_EQ(r.invariance_relative_tolerance, 1e-5);
+  std::remove(path.c_str());
+}
+
+TEST(Config, BadBenchmarkReferenceIsOneLineNamingKey) {
+  const std::string path = temp_path("bad.reference.yaml");
+  const std::string full = kReference;
+  const auto without = [&](const std::string& line) {
+    std::string text = full;
+    text.erase(text.find(line), line.size());
+    return text;
+  };
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {without("loss: 2.5\n"), {"loss = (missing)", "required key"}},
+      {without("relative_tolerance: 1.0e-4\n"), {"relative_tolerance = (missing)", "required key"}},
+      {full + "tolerance: 1\n", {"tolerance = 1", "unknown key"}},
+      {std::string(kReference).replace(full.find("29"), 2, "-1"), {"step = -1", "integer >= 0"}},
+      {std::string(kReference).replace(full.find("2.5"), 3, "abc"), {"loss = abc", "number > 0"}},
+      {"- a list\n", {"(top level)", "must be a YAML map"}},
+  };
+  for (const auto& [text, fragments] : cases) {
+    write_file(path, text);
+    try {
+      load_benchmark_reference(path);
+      ADD_FAILURE() << "no error for\n" << text;
+    } catch (const InputError& e) {
+      expect_one_line_from(e.what(), path);
+      for (const std::string& fragment : fragments)
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+            << e.what() << "\nmissing: " << fragment;
+    }
+  }
+  std::remove(path.c_str());
+  try {
+    load_benchmark_reference(path);
+    ADD_FAILURE() << "no error for a missing file";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read benchmark reference"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Config, CrossFieldMessageIsExact) {
   EXPECT_EQ(error_of("name: t\nmodel: {llm: {width: 65, heads: 4}}\n"),
             "deck.yaml: model.llm.width = 65: must be divisible by model.llm.heads (= 4)");
@@ -436,6 +497,11 @@ std::vector<BadDeck> bad_decks() {
                 {"parallel.policy = magic", "deck, static, orch, dhp, flexsp, disagg"}),
       with_name("ParallelUnknownKey", "parallel: {groups: [2]}",
                 {"parallel.groups", "valid keys in parallel"}),
+      with_name(
+          "BenchmarkUnknownKey", "benchmark: {refrence: r.yaml}",
+          {"benchmark.refrence = r.yaml", "did you mean 'reference'", "valid keys in benchmark: reference"}),
+      with_name("BenchmarkEmptyReference", "benchmark: {reference: \"\"}",
+                {"benchmark.reference", "must be a non-empty string"}),
       with_name("LlmWidthNotDivisibleByHeads", "model: {llm: {width: 65, heads: 4}}",
                 {"model.llm.width = 65", "divisible by model.llm.heads (= 4)"}),
       with_name("EncoderWidthNotDivisibleByHeads", "model: {encoder: {width: 30, heads: 4}}",

@@ -72,6 +72,7 @@ StepRecord make_record(int i) {
   r.comm_creations = 11 + i;
   r.comm_evictions = 13 + i;
   r.comm_creation_seconds = 2.5 + i;
+  r.output_seconds = 0.001953125 + i;
   return r;
 }
 
@@ -104,6 +105,7 @@ void expect_record_eq(const StepRecord& a, const StepRecord& b, std::size_t row)
   EXPECT_EQ(a.comm_creations, b.comm_creations);
   EXPECT_EQ(a.comm_evictions, b.comm_evictions);
   EXPECT_EQ(a.comm_creation_seconds, b.comm_creation_seconds);
+  EXPECT_EQ(a.output_seconds, b.output_seconds);
 }
 
 // The reader's own view of the schema, written independently of the writer's table.
@@ -139,7 +141,8 @@ std::vector<Member> expected_members() {
           {"comm_hits", offsetof(StepRecord, comm_hits), H5T_NATIVE_INT64},
           {"comm_creations", offsetof(StepRecord, comm_creations), H5T_NATIVE_INT64},
           {"comm_evictions", offsetof(StepRecord, comm_evictions), H5T_NATIVE_INT64},
-          {"comm_creation_seconds", offsetof(StepRecord, comm_creation_seconds), H5T_NATIVE_DOUBLE}};
+          {"comm_creation_seconds", offsetof(StepRecord, comm_creation_seconds), H5T_NATIVE_DOUBLE},
+          {"output_seconds", offsetof(StepRecord, output_seconds), H5T_NATIVE_DOUBLE}};
 }
 
 // Reads /steps after checking that the file's compound type has exactly the expected members,
@@ -371,6 +374,73 @@ TEST_F(Hdf5WriterTest, PerRankTablesGrowOneRowPerCall) {
   EXPECT_EQ(dims[1], 3u);
   EXPECT_EQ(read_table(path, "/plans/llm_group_of_rank", dims), (std::vector<double>{0, 0, -1}));
   EXPECT_EQ(dims[0], 1u);
+}
+
+TEST_F(Hdf5WriterTest, OneDimensionalTablesCarryAttributes) {
+  const std::string path = file("codes.h5");
+  {
+    Hdf5RunWriter writer(path, false);
+    writer.append_value("/plans/policy", 3);
+    writer.append_value("/plans/policy", 1);
+    writer.set_table_attribute("/plans/policy", "names", "deck, static, orch, dhp");
+    EXPECT_THROW(writer.set_table_attribute("/plans/nothing", "names", "x"), std::invalid_argument);
+    // A 1-D table is not a 2-D table of one column.
+    EXPECT_THROW(writer.append_row("/plans/policy", std::vector<int>{1}), std::invalid_argument);
+    writer.flush();
+  }
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t dset = H5Dopen2(f, "/plans/policy", H5P_DEFAULT);
+  ASSERT_GE(dset, 0);
+  hid_t space = H5Dget_space(dset);
+  EXPECT_EQ(H5Sget_simple_extent_ndims(space), 1);
+  hsize_t dims[1] = {0};
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  ASSERT_EQ(dims[0], 2u);
+  int values[2] = {0, 0};
+  EXPECT_GE(H5Dread(dset, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values), 0);
+  EXPECT_EQ(values[0], 3);
+  EXPECT_EQ(values[1], 1);
+  EXPECT_EQ(read_string_attr(dset, "names"), "deck, static, orch, dhp");
+  H5Sclose(space), H5Dclose(dset), H5Fclose(f);
+}
+
+TEST_F(Hdf5WriterTest, RunAttributesCanBeAddedAfterTheWriterClosed) {
+  const std::string path = file("verdict.h5");
+  {
+    Hdf5RunWriter writer(path, false);
+    writer.set_run_attributes({{"name", std::string("first")}, {"ranks", 2LL}, {"peak", 1.5}});
+    for (int i = 0; i < 2; ++i) writer.append_step(make_record(i));
+  }
+  Hdf5RunWriter::update_run_attributes(path,
+                                       {{"verdict", std::string("VALID")}, {"fom", 1234.5}, {"ranks", 3LL}});
+  const auto rows = read_steps(path);  // rows written before are kept
+  ASSERT_EQ(rows.size(), 2u);
+  expect_record_eq(rows[1], make_record(1), 1);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t run = H5Gopen2(f, "/run", H5P_DEFAULT);
+  EXPECT_EQ(read_string_attr(run, "name"), "first");
+  EXPECT_EQ(read_string_attr(run, "verdict"), "VALID");
+  EXPECT_EQ(read_numeric_attr<double>(run, "fom", H5T_NATIVE_DOUBLE, H5T_FLOAT), 1234.5);
+  EXPECT_EQ(read_numeric_attr<double>(run, "peak", H5T_NATIVE_DOUBLE, H5T_FLOAT), 1.5);
+  EXPECT_EQ(read_numeric_attr<long long>(run, "ranks", H5T_NATIVE_LLONG, H5T_INTEGER), 3);
+  H5Gclose(run), H5Fclose(f);
+
+  // A missing file, or an HDF5 file that is not a run, is a runtime error naming the path.
+  for (const std::string& bad : {file("missing.h5"), file("other.h5")}) {
+    if (bad == file("other.h5")) {
+      hid_t other = H5Fcreate(bad.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+      H5Fclose(other);
+    }
+    try {
+      Hdf5RunWriter::update_run_attributes(bad, {{"verdict", std::string("VALID")}});
+      ADD_FAILURE() << "expected std::runtime_error for " << bad;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(open_object_counts(), std::vector<ssize_t>(5, 0));
 }
 
 TEST_F(Hdf5WriterTest, UnwritablePathIsARuntimeErrorNamingThePath) {

@@ -1,13 +1,22 @@
 // The project's backbone: the parallel layout changes where work runs, never the math. Training on
 // any number of ranks must give the single-rank loss curve up to float reassociation.
 #include <gtest/gtest.h>
+#include <hdf5.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <numeric>
+#include <optional>
 #include <sstream>
 
+#include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/trainer.hpp"
+#include "minimllm/plan/step_plan.hpp"
+#include "mpi_world.hpp"
 
 namespace minimllm {
 namespace {
@@ -65,6 +74,211 @@ TEST(Training, StepRecordsAreConsistent) {
     EXPECT_NEAR(s.tokens_per_second, (s.text_tokens + s.image_tokens) / s.step_seconds,
                 1e-6 * s.tokens_per_second);
   }
+}
+
+// A path every rank agrees on (rank 0's process id), in the temporary directory.
+std::string shared_temp_path(const std::string& leaf) {
+  int pid = static_cast<int>(::getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return (std::filesystem::temp_directory_path() / ("minimllm_training_" + std::to_string(pid) + "_" + leaf))
+      .string();
+}
+
+// A whole 2-D or 1-D int table.
+std::vector<int> read_ints(hid_t file, const char* name, hsize_t dims[2]) {
+  dims[0] = dims[1] = 1;
+  hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
+  EXPECT_GE(dset, 0) << name;
+  if (dset < 0) return {};
+  hid_t space = H5Dget_space(dset);
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  std::vector<int> values(dims[0] * (H5Sget_simple_extent_ndims(space) == 2 ? dims[1] : 1));
+  H5Dread(dset, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+  H5Sclose(space), H5Dclose(dset);
+  return values;
+}
+
+std::string read_string_attribute(hid_t object, const char* name) {
+  hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
+  EXPECT_GE(attr, 0) << name;
+  if (attr < 0) return "(missing)";
+  hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, H5T_VARIABLE);
+  H5Tset_cset(type, H5T_CSET_UTF8);
+  char* data = nullptr;
+  H5Aread(attr, type, &data);
+  std::string value = data ? data : "";
+  H5free_memory(data);
+  H5Tclose(type), H5Aclose(attr);
+  return value;
+}
+
+// /plans tells, per step, the groups (sizes, members, samples), the encoder work and the policy; they must
+// describe the plans the run really executed, so they are checked against one another and the batch.
+TEST(Training, RunFileDescribesEveryStepsPlan) {
+  RunConfig config = quickstart(4);
+  config.parallel.policy = "dhp";
+  TrainOptions options;
+  options.out_path = shared_temp_path("plans.h5");
+  options.overwrite = true;
+  const TrainResult result = train(config, World::of(MPI_COMM_WORLD), options);
+  const int ranks = testing_support::world_size();
+  if (testing_support::world_rank() != 0) return;
+  for (const StepRecord& s : result.steps) EXPECT_GT(s.output_seconds, 0.0);
+  hid_t file = H5Fopen(options.out_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  hsize_t dims[2];
+  const std::vector<int> group_of_rank = read_ints(file, "/plans/llm_group_of_rank", dims);
+  ASSERT_EQ(dims[0], 4u);
+  ASSERT_EQ(dims[1], static_cast<hsize_t>(ranks));
+  const std::vector<int> sizes = read_ints(file, "/plans/llm_group_size", dims);
+  const std::vector<int> samples = read_ints(file, "/plans/llm_group_samples", dims);
+  const std::vector<int> images = read_ints(file, "/plans/encoder_images_of_rank", dims);
+  const std::vector<int> policy = read_ints(file, "/plans/policy", dims);
+  ASSERT_EQ(policy.size(), 4u);
+  hid_t policy_table = H5Dopen2(file, "/plans/policy", H5P_DEFAULT);
+  const std::string names = read_string_attribute(policy_table, "names");
+  H5Dclose(policy_table);
+  const Sampler sampler(config);
+  for (int step = 0; step < 4; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const int* row = &group_of_rank[step * ranks];
+    const StepRecord& s = result.steps[step];
+    // Members (from llm_group_of_rank) and sizes agree, group by group.
+    for (int g = 0; g < ranks; ++g)
+      EXPECT_EQ(std::count(row, row + ranks, g), sizes[step * ranks + g]) << "group " << g;
+    EXPECT_EQ(std::count_if(&sizes[step * ranks], &sizes[step * ranks] + ranks, [](int n) { return n > 0; }),
+              s.llm_groups);
+    EXPECT_EQ(*std::max_element(&sizes[step * ranks], &sizes[step * ranks] + ranks), s.max_group_size);
+    const GlobalBatch batch = sampler.batch(step);
+    EXPECT_EQ(std::accumulate(&samples[step * ranks], &samples[step * ranks] + ranks, 0), s.samples);
+    EXPECT_EQ(std::accumulate(&images[step * ranks], &images[step * ranks] + ranks, 0),
+              first_image_of_samples(batch).back());
+    // The code names the policy that made the step's plan.
+    std::vector<std::string> listed;
+    std::stringstream list(names);
+    for (std::string name; std::getline(list, name, ',');) listed.push_back(name.substr(name[0] == ' '));
+    ASSERT_GE(policy[step], 0);
+    ASSERT_LT(policy[step], static_cast<int>(listed.size())) << names;
+    EXPECT_EQ(listed[policy[step]], "dhp") << names;
+  }
+  // Provenance the SLURM helper's tooling reads, present also outside SLURM.
+  hid_t run = H5Gopen2(file, "/run", H5P_DEFAULT);
+  EXPECT_GT(H5Aexists(run, "slurm_job_id"), 0);
+  EXPECT_GT(H5Aexists(run, "slurm_environment"), 0);
+  EXPECT_EQ(read_string_attribute(run, "hostnames"), host_name());
+  EXPECT_EQ(read_string_attribute(run, "policy"), "dhp");
+  H5Gclose(run);
+  H5Fclose(file);
+  std::filesystem::remove(options.out_path);
+}
+
+// Every shipped reference problem names a reference file that belongs to it, at a step the deck reaches,
+// with tolerances that are not zero and not loose (a relative 1e-4 would hide a missing weight decay).
+TEST(Training, ShippedReferenceProblemsHaveTheirReferences) {
+  for (const char* problem : {"small", "medium", "target"}) {
+    SCOPED_TRACE(problem);
+    const RunConfig config =
+        load_run_config(std::string(MINIMLLM_SOURCE_DIR) + "/inputs/reference/" + problem + ".yaml");
+    const std::optional<BenchmarkReference> ref = find_benchmark_reference(config, "");
+    ASSERT_TRUE(ref.has_value());
+    EXPECT_EQ(ref->problem, problem);
+    EXPECT_EQ(ref->step, config.steps - 1);
+    EXPECT_GT(ref->relative_tolerance, 0.0);
+    EXPECT_LE(ref->relative_tolerance, 5e-5);
+    EXPECT_GT(ref->invariance_relative_tolerance, 0.0);
+    EXPECT_LE(ref->invariance_relative_tolerance, 1e-5);
+    EXPECT_GE(ref->invariance_steps, 1);
+    EXPECT_LT(ref->invariance_steps, config.steps);
+  }
+}
+
+// The benchmark verdict: a run is VALID against a reference made from the same problem, and INVALID, with
+// the reason, when the loss, the run length or the layout invariance is off.
+class BenchmarkVerdictTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    config_ = new RunConfig(quickstart(4));
+    config_->parallel.policy = "dhp";
+    result_ = new TrainResult(train(*config_, World::of(MPI_COMM_WORLD), {}));
+  }
+  static void TearDownTestSuite() { delete config_, delete result_; }
+  static BenchmarkReference reference() {
+    BenchmarkReference ref;
+    ref.problem = config_->name;
+    ref.step = 3;
+    ref.loss = result_->steps[3].loss;
+    ref.relative_tolerance = 1e-4;
+    ref.invariance_steps = 2;
+    ref.invariance_relative_tolerance = 1e-5;
+    return ref;
+  }
+  static RunConfig* config_;
+  static TrainResult* result_;
+};
+RunConfig* BenchmarkVerdictTest::config_ = nullptr;
+TrainResult* BenchmarkVerdictTest::result_ = nullptr;
+
+TEST_F(BenchmarkVerdictTest, MatchingRunIsValidWithItsRates) {
+  const BenchmarkVerdict v = judge_run(*config_, reference(), *result_, World::of(MPI_COMM_WORLD));
+  EXPECT_TRUE(v.valid) << v.reason;
+  EXPECT_EQ(v.reason, "");
+  EXPECT_EQ(v.loss_relative_difference, 0.0);
+  EXPECT_EQ(v.invariance_steps, 2);
+  EXPECT_LE(v.invariance_max_relative_difference, 1e-5);
+  EXPECT_EQ(v.timed_steps, 3);  // step 0 is the warm-up
+  double tokens = 0.0;
+  for (int i = 1; i < 4; ++i) tokens += result_->steps[i].text_tokens + result_->steps[i].image_tokens;
+  EXPECT_NEAR(v.tokens_per_second, tokens / result_->timed_seconds, 1e-9 * v.tokens_per_second);
+  EXPECT_GT(v.samples_per_second, 0.0);
+  EXPECT_GT(v.mfu, 0.0);
+  // The denominator is the wall time of steps 1-3, so it covers at least their step times.
+  double steps = 0.0;
+  for (int i = 1; i < 4; ++i) steps += result_->steps[i].step_seconds;
+  EXPECT_GE(result_->timed_seconds, 0.99 * steps);
+}
+
+TEST_F(BenchmarkVerdictTest, WrongLossIsInvalidNamingTheStep) {
+  BenchmarkReference ref = reference();
+  ref.loss *= 1.001;  // 10x the tolerance
+  const BenchmarkVerdict v = judge_run(*config_, ref, *result_, World::of(MPI_COMM_WORLD));
+  EXPECT_FALSE(v.valid);
+  EXPECT_NE(v.reason.find("loss at step 3"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("exceeds the tolerance"), std::string::npos) << v.reason;
+}
+
+TEST_F(BenchmarkVerdictTest, ADifferentSeedOrLearningRateFailsTheReference) {
+  for (int variant = 0; variant < 2; ++variant) {
+    RunConfig wrong = *config_;
+    if (variant == 0) wrong.seed += 1;
+    if (variant == 1) wrong.optimizer.lr *= 1.1f;
+    const TrainResult r = train(wrong, World::of(MPI_COMM_WORLD), {});
+    const BenchmarkVerdict v = judge_run(wrong, reference(), r, World::of(MPI_COMM_WORLD));
+    EXPECT_FALSE(v.valid) << (variant == 0 ? "seed + 1" : "lr x 1.1");
+    EXPECT_GT(v.loss_relative_difference, 10 * reference().relative_tolerance);
+    EXPECT_NE(v.reason.find("loss at step 3"), std::string::npos) << v.reason;
+  }
+}
+
+TEST_F(BenchmarkVerdictTest, RunEndingBeforeTheReferenceStepIsInvalid) {
+  BenchmarkReference ref = reference();
+  ref.step = 10;
+  const BenchmarkVerdict v = judge_run(*config_, ref, *result_, World::of(MPI_COMM_WORLD));
+  EXPECT_FALSE(v.valid);
+  EXPECT_FALSE(v.reached);
+  EXPECT_NE(v.reason.find("never reached the reference step 10"), std::string::npos) << v.reason;
+}
+
+TEST_F(BenchmarkVerdictTest, LossesThatDependOnTheLayoutAreInvalid) {
+  // As if the chosen policy had changed the math in step 1: the re-run under static disagrees.
+  TrainResult tampered = *result_;
+  tampered.steps[1].loss *= 1.0 + 1e-4;
+  const BenchmarkVerdict v = judge_run(*config_, reference(), tampered, World::of(MPI_COMM_WORLD));
+  EXPECT_FALSE(v.valid);
+  EXPECT_GE(v.invariance_max_relative_difference, 0.9e-4);
+  EXPECT_NE(v.reason.find("layout invariance: policy dhp and static differ"), std::string::npos) << v.reason;
+  tampered.steps[3].loss = std::nan("");  // a diverged run is never valid
+  EXPECT_FALSE(judge_run(*config_, reference(), tampered, World::of(MPI_COMM_WORLD)).valid);
 }
 
 }  // namespace

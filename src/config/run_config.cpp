@@ -299,6 +299,18 @@ class Section {
     out = text;
   }
 
+  // Any non-empty string (e.g. a file path).
+  void read_string(const std::string& key, std::string& out) const {
+    const YAML::Node value = child(key);
+    if (!value.IsDefined()) return;
+    if (!value.IsScalar() || value.Scalar().empty()) fail_at(key, "must be a non-empty string");
+    out = value.Scalar();
+  }
+
+  void require(const std::string& key) const {
+    if (!child(key).IsDefined()) fail_at(key, fmt::format("required key{}", where()));
+  }
+
   std::string path_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
  private:
@@ -498,8 +510,8 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
     if (!e.mark.is_null()) where = fmt::format("line {}, column {}: ", e.mark.line + 1, e.mark.column + 1);
     throw InputError(fmt::format("{}: {}invalid YAML: {}", origin, where, one_line(e.msg)));
   }
-  const std::vector<std::string> top_keys = {"name", "seed",      "steps",   "model",
-                                             "data", "optimizer", "runtime", "parallel"};
+  const std::vector<std::string> top_keys = {"name",      "seed",    "steps",    "model",    "data",
+                                             "optimizer", "runtime", "parallel", "benchmark"};
   const std::string expected_top =
       fmt::format("a deck must be a YAML map with keys {} ('name' is required)", join(top_keys));
   if (documents.size() > 1) {
@@ -526,6 +538,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
       top.section("parallel", {"policy", "ranks_per_node", "group_sizes", "rotate_groups", "micro_batches",
                                "placement", "encoder_ranks", "encoder_layout", "comm_pool_capacity"}),
       cfg.parallel);
+  top.section("benchmark", {"reference"}).read_string("reference", cfg.benchmark.reference);
 
   check_run_config(cfg, origin);
   return cfg;
@@ -542,17 +555,53 @@ const std::vector<std::string>& policy_names() {
   return names;
 }
 
-RunConfig load_run_config(const std::string& path) {
+namespace {
+
+std::string read_input_file(const std::string& path, const char* what) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw InputError(path + ": cannot read deck: is a directory");
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format("{}: cannot read {}: is a directory", path, what));
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw InputError(fmt::format("{}: cannot read deck: {}", path, std::strerror(errno)));
+    throw InputError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
   }
   std::ostringstream text;
   text << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: cannot read deck: read error", path));
-  return parse_run_config(text.str(), path);
+  if (in.bad()) throw InputError(fmt::format("{}: cannot read {}: read error", path, what));
+  return text.str();
+}
+
+}  // namespace
+
+RunConfig load_run_config(const std::string& path) {
+  return parse_run_config(read_input_file(path, "deck"), path);
+}
+
+BenchmarkReference load_benchmark_reference(const std::string& path) {
+  const std::string text = read_input_file(path, "benchmark reference");
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    std::string where;
+    if (!e.mark.is_null()) where = fmt::format("line {}, column {}: ", e.mark.line + 1, e.mark.column + 1);
+    throw InputError(fmt::format("{}: {}invalid YAML: {}", path, where, one_line(e.msg)));
+  }
+  const std::vector<std::string> keys = {
+      "problem", "step", "loss", "relative_tolerance", "invariance_steps", "invariance_relative_tolerance"};
+  if (!root.IsMap())
+    fail(path, "(top level)", show(root), "a benchmark reference must be a YAML map with keys " + join(keys));
+  const Section top(path, root, "", keys);
+  BenchmarkReference ref;
+  ref.path = path;
+  for (const std::string& key : keys) top.require(key);
+  top.read_name("problem", ref.problem);
+  top.read_int("step", ref.step, 0);
+  top.read_real("loss", ref.loss, above(0.0));
+  top.read_real("relative_tolerance", ref.relative_tolerance, half_open(0.0, 1.0));
+  top.read_int("invariance_steps", ref.invariance_steps, 1);
+  top.read_real("invariance_relative_tolerance", ref.invariance_relative_tolerance, half_open(0.0, 1.0));
+  return ref;
 }
 
 }  // namespace minimllm

@@ -19,7 +19,9 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       "minimllm: a multimodal LLM training mini-app (vision encoder + LLM, handwritten forward and "
       "backward)\n"
       "on heterogeneous batches, with per-step metrics in HDF5. Exit codes: 0 success, 1 runtime failure,\n"
-      "2 invalid input (deck or command line).",
+      "2 invalid input (deck or command line), 3 a benchmark run finished INVALID (its results are kept; "
+      "see\n"
+      "docs/RUN_RULES.md).",
       "minimllm"};
   app.set_version_flag("--version", std::string("minimllm ") + MINIMLLM_VERSION);
   app.require_subcommand(1);
@@ -51,6 +53,10 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
                   "the same data and compares them (one output file per policy: <out>-<policy>.h5)")
       ->check(CLI::IsMember(policies));
   run->add_flag("--overwrite", request.overwrite, "Replace the output file if it exists");
+  run->add_option("--reference", request.reference,
+                  "Benchmark reference to judge the run by (VALID or INVALID, exit code 3 when INVALID), "
+                  "overriding the deck's benchmark.reference (docs/RUN_RULES.md)")
+      ->check(CLI::ExistingFile);
   run->failure_message(one_line);
 
   SimulateRequest sim;

@@ -12,6 +12,7 @@
 
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/device.hpp"
+#include "minimllm/driver/provenance.hpp"
 #include "minimllm/driver/step_executor.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/optimizer.hpp"
@@ -74,23 +75,16 @@ std::unique_ptr<Hdf5RunWriter> open_output(const TrainOptions& options, const Wo
   throw std::runtime_error(error);
 }
 
-void write_provenance(Hdf5RunWriter& out, const RunConfig& config, const World& world, const TrainResult& r,
-                      double param_count) {
-  out.set_run_attribute("name", config.name);
-  out.set_run_attribute("deck_path", config.deck_path);
-  out.set_run_attribute("deck_text", config.deck_text);
-  out.set_run_attribute("minimllm_version", MINIMLLM_VERSION);
-  out.set_run_attribute("kokkos", kokkos_description());
-  out.set_run_attribute("mpi_library", mpi_library_version());
-  out.set_run_attribute("hostname", host_name());
-  out.set_run_attribute("ranks", static_cast<long long>(world.size));
-  out.set_run_attribute("gemm_backend", to_string(default_gemm_backend()));
-  out.set_run_attribute("placement", config.parallel.placement);
-  out.set_run_attribute("policy", config.parallel.policy);
-  out.set_run_attribute("parameters", static_cast<long long>(param_count));
-  out.set_run_attribute("peak_gflops_per_rank", r.peak_gflops_per_rank);
-  out.set_run_attribute("peak_source", r.peak_source);
-  out.set_run_attribute("memory_estimate_mib", r.memory_estimate_mib);
+void write_provenance(Hdf5RunWriter& out, const RunConfig& config, const TrainResult& r, double param_count,
+                      std::vector<RunAttribute> attributes) {
+  attributes.push_back({"gemm_backend", std::string(to_string(default_gemm_backend()))});
+  attributes.push_back({"placement", config.parallel.placement});
+  attributes.push_back({"policy", config.parallel.policy});
+  attributes.push_back({"parameters", static_cast<long long>(param_count)});
+  attributes.push_back({"peak_gflops_per_rank", r.peak_gflops_per_rank});
+  attributes.push_back({"peak_source", r.peak_source});
+  attributes.push_back({"memory_estimate_mib", r.memory_estimate_mib});
+  out.set_run_attributes(attributes);
 }
 
 // Largest activation footprint of this rank over all steps (LLM rows of one micro-batch, gathered key
@@ -132,31 +126,60 @@ constexpr const char* kRankFields[] = {"step_seconds",        "planning_seconds"
                                        "model_flops",         "llm_rows",          "encoder_rows"};
 constexpr int kRankFieldCount = sizeof(kRankFields) / sizeof(kRankFields[0]);
 
-// /ranks/<field> [steps, ranks] (so imbalance and idle time can be seen) and /plans/llm_group_of_rank
-// [steps, ranks] (the step's groups: -1 for a rank with no LLM work). Gathered to rank 0, which writes.
-void write_rank_tables(Hdf5RunWriter* out, const World& world, const StepPlan& plan,
-                       const std::array<double, kRankFieldCount>& mine) {
+// This rank's values of kRankFields, gathered to rank 0 (row-major [rank][field]; empty elsewhere).
+std::vector<double> gather_rank_values(const World& world, const std::array<double, kRankFieldCount>& mine) {
   std::vector<double> all(world.is_root() ? kRankFieldCount * world.size : 0);
   MPI_Gather(mine.data(), kRankFieldCount, MPI_DOUBLE, all.data(), kRankFieldCount, MPI_DOUBLE, 0,
              world.comm);
-  if (!out) return;
+  return all;
+}
+
+// /ranks/<field> [steps, ranks], so imbalance and idle time can be seen.
+void write_rank_tables(Hdf5RunWriter& out, int ranks, const std::vector<double>& all) {
   for (int f = 0; f < kRankFieldCount; ++f) {
-    std::vector<double> column(world.size);
-    for (int r = 0; r < world.size; ++r) column[r] = all[r * kRankFieldCount + f];
-    out->append_row(std::string("/ranks/") + kRankFields[f], column);
+    std::vector<double> column(ranks);
+    for (int r = 0; r < ranks; ++r) column[r] = all[r * kRankFieldCount + f];
+    out.append_row(std::string("/ranks/") + kRankFields[f], column);
   }
-  std::vector<int> group_of_rank(world.size, -1);
-  for (size_t g = 0; g < plan.llm_groups.size(); ++g)
+}
+
+// /plans: the step's plan, identical on every rank, so rank 0 writes it without messages. Groups are
+// numbered in plan order: llm_group_of_rank [steps, ranks] (-1: no LLM work), llm_group_size and
+// llm_group_samples [steps, ranks] (column g: group g; 0 past the last group), encoder_images_of_rank
+// [steps, ranks], and policy [steps], a code into PolicyCodes::names (its attribute `names`).
+struct PolicyCodes {
+  std::vector<std::string> names = policy_names();  // extended when a plan names a policy not in it
+  size_t named = 0;                                 // names written to the attribute so far
+};
+void write_plan_tables(Hdf5RunWriter& out, const StepPlan& plan, int world_size, PolicyCodes& codes) {
+  std::vector<int> group_of_rank(world_size, -1), group_size(world_size, 0), group_samples(world_size, 0),
+      images_of_rank(world_size, 0);
+  for (size_t g = 0; g < plan.llm_groups.size(); ++g) {
     for (int r : plan.llm_groups[g].ranks) group_of_rank[r] = static_cast<int>(g);
-  out->append_row("/plans/llm_group_of_rank", group_of_rank);
+    group_size[g] = static_cast<int>(plan.llm_groups[g].ranks.size());
+    group_samples[g] = static_cast<int>(plan.llm_groups[g].samples.size());
+  }
+  for (int owner : plan.image_owner) ++images_of_rank[owner];
+  out.append_row("/plans/llm_group_of_rank", group_of_rank);
+  out.append_row("/plans/llm_group_size", group_size);
+  out.append_row("/plans/llm_group_samples", group_samples);
+  out.append_row("/plans/encoder_images_of_rank", images_of_rank);
+  auto code = std::find(codes.names.begin(), codes.names.end(), plan.policy);
+  if (code == codes.names.end()) code = codes.names.insert(codes.names.end(), plan.policy);
+  out.append_value("/plans/policy", static_cast<int>(code - codes.names.begin()));
+  if (codes.named != codes.names.size()) {
+    out.set_table_attribute("/plans/policy", "names", fmt::format("{}", fmt::join(codes.names, ", ")));
+    codes.named = codes.names.size();
+  }
 }
 
 void print_banner(std::ostream& log, const RunConfig& config, const World& world, const Model& model,
-                  const TrainResult& r, const PeakWork& peak) {
+                  const TrainResult& r, const PeakWork& peak, const std::vector<RunAttribute>& provenance) {
   const ModelConfig& m = config.model;
   log << fmt::format("minimllm {} | deck {} ({}) | {} MPI ranks | {} | BLAS threads/rank {}\n",
                      MINIMLLM_VERSION, config.name, config.deck_path, world.size, kokkos_description(),
                      config.runtime.blas_threads);
+  log << provenance_summary(provenance) << "\n";
   log << fmt::format(
       "model: encoder {}x{} (heads {}, patch {}) -> LLM {}x{} (heads {}, vocab {}) | {:.3f} M parameters\n",
       m.encoder.layers, m.encoder.width, m.encoder.heads, m.encoder.patch, m.llm.layers, m.llm.width,
@@ -166,9 +189,10 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
       p.policy != "deck"
           ? fmt::format("policy {} (cost model: {:.1f} GFLOP/s per rank, uncalibrated)", p.policy,
                         r.peak_gflops_per_rank)
-          : fmt::format("deck: {} placement, LLM groups [{}]{}, micro-batches {}", p.placement,
-                        p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
-                        p.rotate_groups ? " rotating every step" : "", p.micro_batches);
+          : fmt::format(
+                "deck: {} placement, LLM groups [{}]{}, micro-batches {}", p.placement,
+                p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
+                p.rotate_groups ? " rotating every step" : "", p.micro_batches);
   log << fmt::format("data: global batch {} samples, {} steps, seed {} | layout: {} | comm pool {}\n",
                      config.data.global_batch, config.steps, config.seed, layout, p.comm_pool_capacity);
   log << fmt::format("peak for MFU: {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank, r.peak_source);
@@ -207,6 +231,18 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
       "({:.0f} per rank) | median MFU {:.1f}%\n",
       first.loss, last.loss, r.steps.size(), 1e3 * median(times), median(rates), median(rates) / world.size,
       100.0 * median(mfus));
+  if (!out_path.empty()) {
+    // Step 0 also creates every table; the median is the steady cost of a step.
+    const std::vector<double> later(r.output_seconds.begin() + (r.output_seconds.size() > 1),
+                                    r.output_seconds.end());
+    double total = 0.0;
+    for (double t : r.output_seconds) total += t;
+    log << fmt::format(
+        "output: HDF5 writes on rank 0: median {:.3f} ms per step ({:.3f}% of the median step), first step "
+        "{:.3f} ms; {:.3f}% of the run's wall time in all\n",
+        1e3 * median(later), 100.0 * median(later) / median(times), 1e3 * r.output_seconds.front(),
+        100.0 * total / r.loop_seconds);
+  }
   log << fmt::format(
       "memory per rank: peak resident {:.1f} MiB, analytic estimate {:.1f} MiB (ratio {:.2f})\n",
       r.peak_resident_mib, r.memory_estimate_mib, r.peak_resident_mib / r.memory_estimate_mib);
@@ -268,8 +304,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     double local = measure_sgemm_gflops(), sum = 0.0;
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, world.comm);
     result.peak_gflops_per_rank = sum / world.size;  // identical on every rank: planners depend on it
-    result.peak_source = fmt::format("measured: {} GEMM 1024^3 (fp32) with {} BLAS thread(s), mean over ranks",
-                                     to_string(default_gemm_backend()), config.runtime.blas_threads);
+    result.peak_source =
+        fmt::format("measured: {} GEMM 1024^3 (fp32) with {} BLAS thread(s), mean over ranks",
+                    to_string(default_gemm_backend()), config.runtime.blas_threads);
   }
   const int per_node =
       config.parallel.ranks_per_node > 0 ? config.parallel.ranks_per_node : ranks_per_node(world);
@@ -284,11 +321,15 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   const double state_bytes = 4.0 * 4.0 * model.parameter_count();  // params, grads, AdamW m and v
   result.memory_estimate_mib =
       (state_bytes + model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows)) / 1048576.0;
-  if (log) print_banner(*log, config, world, model, result, peak);
-  if (out) write_provenance(*out, config, world, result, model.parameter_count());
+  const std::vector<RunAttribute> provenance = gather_provenance(config, world, options.command_line);
+  if (log) print_banner(*log, config, world, model, result, peak, provenance);
+  if (out) write_provenance(*out, config, result, model.parameter_count(), provenance);
 
   CommPool pool(world.comm, config.parallel.comm_pool_capacity, create_mpi_communicator);
   StepExecutor executor(sampler, model, world, pool);
+  PolicyCodes policy_codes;
+  const double t_loop = now_seconds();
+  double t_timed = t_loop;  // end of the warm-up step
   for (int step = 0; step < config.steps; ++step) {
     const double t_start = now_seconds();
     const GlobalBatch batch = sampler.batch(step);
@@ -311,6 +352,13 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
                  Kokkos::subview(adam_m, rest), Kokkos::subview(adam_v, rest), hyper, step + 1);
     const double t_end = now_seconds();
 
+    // Per-rank values go to rank 0 first: this collective, not the timed output below, absorbs any wait
+    // for a rank that is late (e.g. descheduled on a shared node).
+    const std::vector<double> rank_values = gather_rank_values(
+        world, {t_end - t_start, t_plan - t_start, outcome.data_seconds, outcome.encoder_seconds,
+                outcome.boundary_seconds, outcome.llm_seconds, outcome.kv_exchange_seconds,
+                outcome.grad_sync_seconds, t_end - t_executed, outcome.flops,
+                static_cast<double>(outcome.llm_rows), static_cast<double>(outcome.encoder_rows)});
     // Times: max over ranks (the slowest rank sets the pace); counts and FLOPs: sums over ranks.
     const CommPoolStats& pool_now = pool.stats();
     double maxima[10] = {t_end - t_start,
@@ -353,15 +401,24 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     s.llm_groups = static_cast<int>(plan.llm_groups.size());
     for (const LlmGroup& g : plan.llm_groups)
       s.max_group_size = std::max<int>(s.max_group_size, g.ranks.size());
-    result.steps.push_back(s);
-    write_rank_tables(out.get(), world, plan,
-                      {t_end - t_start, t_plan - t_start, outcome.data_seconds, outcome.encoder_seconds,
-                       outcome.boundary_seconds, outcome.llm_seconds, outcome.kv_exchange_seconds,
-                       outcome.grad_sync_seconds, t_end - t_executed, outcome.flops,
-                       static_cast<double>(outcome.llm_rows), static_cast<double>(outcome.encoder_rows)});
+    // Rank 0's HDF5 output, timed: the per-rank and plan tables, then the /steps row and the flush.
+    const double t_output = now_seconds();
+    if (out) {
+      write_rank_tables(*out, world.size, rank_values);
+      write_plan_tables(*out, plan, world.size, policy_codes);
+    }
+    s.output_seconds = now_seconds() - t_output;  // the row's own append and flush follow
     if (out) out->append_step(s);
+    const double t_written = now_seconds();
+    result.output_seconds.push_back(t_written - t_output);
+    result.steps.push_back(s);
     if (log) print_step(*log, s, config.steps);
+    if (step == 0) t_timed = t_written;
   }
+  double loop[2] = {now_seconds() - t_loop, now_seconds() - t_timed};
+  MPI_Allreduce(MPI_IN_PLACE, loop, 2, MPI_DOUBLE, MPI_MAX, world.comm);
+  result.loop_seconds = loop[0];
+  result.timed_seconds = config.steps > 1 ? loop[1] : loop[0];
   double rss = peak_resident_mib();
   MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, world.comm);
   result.peak_resident_mib = rss;

@@ -7,6 +7,7 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
@@ -23,6 +25,10 @@ namespace minimllm {
 namespace {
 
 constexpr hsize_t kRowsPerChunk = 64;
+// Per-rank tables hold at most this many bytes per chunk (fewer rows when there are many ranks): every
+// flush rewrites the chunk holding the new row, so a chunk of 64 rows x 1,024 ranks would cost 512 KiB
+// per table per step.
+constexpr hsize_t kTableChunkBytes = 64 * 1024;
 constexpr long long kSchemaVersion = 1;
 
 // The native HDF5 type of a StepRecord member, picked from its C++ type.
@@ -82,6 +88,7 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(comm_creations, "1"),
       MINIMLLM_FIELD(comm_evictions, "1"),
       MINIMLLM_FIELD(comm_creation_seconds, "s"),
+      MINIMLLM_FIELD(output_seconds, "s"),
   };
 }
 #undef MINIMLLM_FIELD
@@ -104,16 +111,19 @@ struct Hdf5RunWriter::Handles {
   hid_t file = H5I_INVALID_HID;
   hid_t run = H5I_INVALID_HID;
   hid_t steps = H5I_INVALID_HID;
-  hid_t mem_type = H5I_INVALID_HID;  // compound laid out like StepRecord
+  hid_t mem_type = H5I_INVALID_HID;    // compound laid out like StepRecord
+  hid_t steps_xfer = H5I_INVALID_HID;  // transfer properties of a /steps row: a small conversion buffer
   hsize_t rows = 0;
   struct Table {
     hid_t dataset = H5I_INVALID_HID;
+    int rank = 2;  // 1: one value per row
     hsize_t rows = 0, columns = 0;
   };
   std::map<std::string, Table> tables;  // per-rank tables (/ranks/..., /plans/...), by path
 
   ~Handles() {
     for (auto& [path, table] : tables) H5Dclose(table.dataset);
+    if (steps_xfer >= 0) H5Pclose(steps_xfer);
     if (mem_type >= 0) H5Tclose(mem_type);
     if (steps >= 0) H5Dclose(steps);
     if (run >= 0) H5Gclose(run);
@@ -170,6 +180,16 @@ void write_string_attribute(hid_t obj, const std::string& name, const std::strin
   write_attribute(obj, name, type.get(), type.get(), &data, path);
 }
 
+void write_run_attribute(hid_t run, const RunAttribute& a, const std::string& path) {
+  if (const auto* text = std::get_if<std::string>(&a.value)) {
+    write_string_attribute(run, a.name, *text, path);
+  } else if (const auto* real = std::get_if<double>(&a.value)) {
+    write_attribute(run, a.name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, real, path);
+  } else {
+    write_attribute(run, a.name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &std::get<long long>(a.value), path);
+  }
+}
+
 }  // namespace
 
 Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
@@ -198,6 +218,11 @@ Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
     check(H5Tinsert(h_->mem_type, f.name, f.offset, f.type), path, "create the step type");
     units += fmt::format("{}{}: {}", units.empty() ? "" : ", ", f.name, f.unit);
   }
+  // Writing a row converts StepRecord to the packed file type through a buffer; HDF5's default is 1 MiB,
+  // allocated and cleared on every write (page faults: ~1 ms per row), so give it one chunk of rows.
+  h_->steps_xfer = check(H5Pcreate(H5P_DATASET_XFER), path, "create the step transfer properties");
+  check(H5Pset_buffer(h_->steps_xfer, kRowsPerChunk * sizeof(StepRecord), nullptr, nullptr), path,
+        "create the step transfer properties");
   Scoped file_type(check(H5Tcopy(h_->mem_type), path, "create the step type"), H5Tclose);
   check(H5Tpack(file_type.get()), path, "create the step type");
 
@@ -231,6 +256,24 @@ void Hdf5RunWriter::set_run_attribute(const std::string& name, long long value) 
   check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path_, "flush");
 }
 
+void Hdf5RunWriter::set_run_attributes(const std::vector<RunAttribute>& attributes) {
+  for (const RunAttribute& a : attributes) write_run_attribute(h_->run, a, path_);
+  check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path_, "flush");
+}
+
+void Hdf5RunWriter::update_run_attributes(const std::string& path,
+                                          const std::vector<RunAttribute>& attributes) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  Scoped file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  if (file.get() < 0)
+    throw std::runtime_error(fmt::format("{}: cannot open the run file to update it", path));
+  Scoped run(H5Gopen2(file.get(), "run", H5P_DEFAULT), H5Gclose);
+  if (run.get() < 0)
+    throw std::runtime_error(fmt::format("{}: not a minimllm run file (no /run group)", path));
+  for (const RunAttribute& a : attributes) write_run_attribute(run.get(), a, path);
+  check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), path, "flush");
+}
+
 void Hdf5RunWriter::append_step(const StepRecord& record) {
   const hsize_t new_rows[1] = {h_->rows + 1};
   check(H5Dset_extent(h_->steps, new_rows), path_, "extend /steps");
@@ -240,7 +283,7 @@ void Hdf5RunWriter::append_step(const StepRecord& record) {
   check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path_,
         "append to /steps");
   Scoped mem_space(check(H5Screate_simple(1, count, nullptr), path_, "append to /steps"), H5Sclose);
-  check(H5Dwrite(h_->steps, h_->mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, &record), path_,
+  check(H5Dwrite(h_->steps, h_->mem_type, mem_space.get(), file_space.get(), h_->steps_xfer, &record), path_,
         "append to /steps");
   h_->rows += 1;
   check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path_, "flush");
@@ -248,29 +291,32 @@ void Hdf5RunWriter::append_step(const StepRecord& record) {
 
 namespace {
 
-// The table at `path`, created on first use as an extendible [0, columns] dataset of `file_type`
-// (intermediate groups created too).
+// The table `name`, created on first use as an extendible dataset of `file_type`: [0, columns] for
+// rank 2, [0] for rank 1 (columns = 1); intermediate groups are created too.
 Hdf5RunWriter::Handles::Table& open_table(hid_t file,
                                           std::map<std::string, Hdf5RunWriter::Handles::Table>& tables,
-                                          const std::string& name, hsize_t columns, hid_t file_type,
+                                          const std::string& name, int rank, hsize_t columns, hid_t file_type,
                                           const std::string& path) {
   auto found = tables.find(name);
   if (found != tables.end()) {
-    if (found->second.columns != columns)
-      throw std::invalid_argument(
-          fmt::format("{}: {} has {} columns, not {}", path, name, found->second.columns, columns));
+    if (found->second.columns != columns || found->second.rank != rank)
+      throw std::invalid_argument(fmt::format("{}: {} has {} columns (rank {}), not {} (rank {})", path, name,
+                                              found->second.columns, found->second.rank, columns, rank));
     return found->second;
   }
   const std::string what = "create " + name;
   const hsize_t dims[2] = {0, columns};
   const hsize_t max_dims[2] = {H5S_UNLIMITED, columns};
-  const hsize_t chunk[2] = {kRowsPerChunk, columns > 0 ? columns : 1};
-  Scoped space(check(H5Screate_simple(2, dims, max_dims), path, what.c_str()), H5Sclose);
+  const hsize_t width = columns > 0 ? columns : 1;
+  const hsize_t chunk[2] = {
+      std::clamp<hsize_t>(kTableChunkBytes / (width * H5Tget_size(file_type)), 1, kRowsPerChunk), width};
+  Scoped space(check(H5Screate_simple(rank, dims, max_dims), path, what.c_str()), H5Sclose);
   Scoped dcpl(check(H5Pcreate(H5P_DATASET_CREATE), path, what.c_str()), H5Pclose);
-  check(H5Pset_chunk(dcpl.get(), 2, chunk), path, what.c_str());
+  check(H5Pset_chunk(dcpl.get(), rank, chunk), path, what.c_str());
   Scoped lcpl(check(H5Pcreate(H5P_LINK_CREATE), path, what.c_str()), H5Pclose);
   check(H5Pset_create_intermediate_group(lcpl.get(), 1), path, what.c_str());
   Hdf5RunWriter::Handles::Table table;
+  table.rank = rank;
   table.columns = columns;
   table.dataset =
       check(H5Dcreate2(file, name.c_str(), file_type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT), path,
@@ -281,9 +327,9 @@ Hdf5RunWriter::Handles::Table& open_table(hid_t file,
 }  // namespace
 
 template <typename T>
-void Hdf5RunWriter::append_row_impl(const std::string& name, const std::vector<T>& values) {
+void Hdf5RunWriter::append_row_impl(const std::string& name, const std::vector<T>& values, int rank) {
   const bool is_double = std::is_same_v<T, double>;
-  Handles::Table& table = open_table(h_->file, h_->tables, name, values.size(),
+  Handles::Table& table = open_table(h_->file, h_->tables, name, rank, values.size(),
                                      is_double ? H5T_IEEE_F64LE : H5T_STD_I32LE, path_);
   const std::string what = "append to " + name;
   const hsize_t new_dims[2] = {table.rows + 1, table.columns};
@@ -293,7 +339,7 @@ void Hdf5RunWriter::append_row_impl(const std::string& name, const std::vector<T
   const hsize_t count[2] = {1, table.columns};
   check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path_,
         what.c_str());
-  Scoped mem_space(check(H5Screate_simple(2, count, nullptr), path_, what.c_str()), H5Sclose);
+  Scoped mem_space(check(H5Screate_simple(rank, count, nullptr), path_, what.c_str()), H5Sclose);
   check(H5Dwrite(table.dataset, is_double ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT32, mem_space.get(),
                  file_space.get(), H5P_DEFAULT, values.data()),
         path_, what.c_str());
@@ -301,10 +347,21 @@ void Hdf5RunWriter::append_row_impl(const std::string& name, const std::vector<T
 }
 
 void Hdf5RunWriter::append_row(const std::string& name, const std::vector<double>& values) {
-  append_row_impl(name, values);
+  append_row_impl(name, values, 2);
 }
 void Hdf5RunWriter::append_row(const std::string& name, const std::vector<int>& values) {
-  append_row_impl(name, values);
+  append_row_impl(name, values, 2);
+}
+void Hdf5RunWriter::append_value(const std::string& name, int value) {
+  append_row_impl(name, std::vector<int>{value}, 1);
+}
+
+void Hdf5RunWriter::set_table_attribute(const std::string& table, const std::string& name,
+                                        const std::string& value) {
+  const auto found = h_->tables.find(table);
+  if (found == h_->tables.end())
+    throw std::invalid_argument(fmt::format("{}: no table {} to set attribute {} on", path_, table, name));
+  write_string_attribute(found->second.dataset, name, value, path_);
 }
 
 void Hdf5RunWriter::flush() { check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path_, "flush"); }

@@ -105,6 +105,12 @@ struct ParallelConfig {
   int comm_pool_capacity = 64;            // parallel.comm_pool_capacity: most cached communicators
 };
 
+// benchmark: the deck is a reference problem; its run is checked against shipped output (docs/RUN_RULES.md).
+struct BenchmarkConfig {
+  std::string
+      reference;  // benchmark.reference: reference file, relative to the deck's directory; empty: none
+};
+
 struct RunConfig {
   std::string name;           // name: short identifier used in output names
   std::string deck_path;      // where the deck was read from ("<embedded>" for built-ins)
@@ -116,6 +122,7 @@ struct RunConfig {
   OptimizerConfig optimizer;
   RuntimeConfig runtime;
   ParallelConfig parallel;
+  BenchmarkConfig benchmark;
 };
 
 // Parses and validates a deck; throws InputError naming path, key, value and what is valid.
@@ -127,5 +134,19 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
 // Checks the rules that involve more than one key (divisibility, size guards) again, after a
 // command-line override changed a value (e.g. --global-batch); `origin` names where the values came from.
 void check_run_config(const RunConfig& config, const std::string& origin);
+
+// The shipped output of a reference problem (inputs/reference/<problem>.reference.yaml) and the tolerances
+// a run is judged with (docs/RUN_RULES.md).
+struct BenchmarkReference {
+  std::string path;
+  std::string problem;                         // the deck's name it belongs to
+  int step = 0;                                // reference step (0-based)
+  double loss = 0.0;                           // loss at that step
+  double relative_tolerance = 0.0;             // |loss - reference| / reference must not exceed it
+  int invariance_steps = 1;                    // steps re-run under `static` for the layout-invariance check
+  double invariance_relative_tolerance = 0.0;  // largest relative loss difference allowed there
+};
+// Every key is required; throws InputError naming path, key, value and what is valid.
+BenchmarkReference load_benchmark_reference(const std::string& path);
 
 }  // namespace minimllm

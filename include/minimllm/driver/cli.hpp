@@ -1,7 +1,6 @@
 // The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--global-batch B] [--policy P]
-// [--overwrite]`,
-// `minimllm simulate DECK --ranks N [--ranks-per-node R] [--policy P|all] [--steps N] [--gflops G] [--out
-// FILE] [--overwrite]`, --help, --version.
+// [--reference FILE] [--overwrite]`, `minimllm simulate DECK --ranks N [--ranks-per-node R] [--policy P|all]
+// [--steps N] [--gflops G] [--out FILE] [--overwrite]`, --help, --version.
 #pragma once
 
 #include <iosfwd>
@@ -17,6 +16,7 @@ struct RunRequest {
   std::optional<int> global_batch;  // overrides data.global_batch (weak scaling: grows with the ranks)
   std::string policy;               // overrides parallel.policy; "all": every planner in turn, same data
   bool overwrite = false;
+  std::string reference;  // benchmark reference file, overriding the deck's benchmark.reference
 };
 
 struct SimulateRequest {

@@ -16,14 +16,21 @@ struct TrainOptions {
   std::string out_path;         // HDF5 output; empty = none
   bool overwrite = false;       // replace out_path if it exists
   std::ostream* log = nullptr;  // progress lines on rank 0; null = silent
+  std::string command_line;     // recorded in /run (provenance); empty when not run from the command line
 };
 
 struct TrainResult {
-  std::vector<StepRecord> steps;      // identical on every rank
+  std::vector<StepRecord> steps;      // identical on every rank, except output_seconds (rank 0's)
   double peak_gflops_per_rank = 0.0;  // used for MFU
   std::string peak_source;            // "measured ..." or "deck ..."
   double memory_estimate_mib = 0.0;   // analytic, per rank (max over ranks)
   double peak_resident_mib = 0.0;     // max over ranks
+  // Wall time of the steps after the warm-up (step 0), everything included: planning, compute, metrics
+  // and output; max over ranks. The denominator of the benchmark's rates (FOM).
+  double timed_seconds = 0.0;
+  double loop_seconds = 0.0;  // the same for all steps, warm-up included
+  // Rank 0's HDF5 output time per step: every table row, the /steps row and the flush.
+  std::vector<double> output_seconds;
 };
 
 // Trains for config.steps steps on world. Throws InputError for invalid input (e.g. the output file

@@ -5,11 +5,18 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "minimllm/metrics/step_record.hpp"
 
 namespace minimllm {
+
+// One /run attribute: a UTF-8 string, a float64 or an int64 (docs/HDF5.md).
+struct RunAttribute {
+  std::string name;
+  std::variant<std::string, double, long long> value;
+};
 
 class Hdf5RunWriter {
  public:
@@ -24,6 +31,12 @@ class Hdf5RunWriter {
   void set_run_attribute(const std::string& name, const std::string& value);
   void set_run_attribute(const std::string& name, double value);
   void set_run_attribute(const std::string& name, long long value);
+  // Several at once, flushed once.
+  void set_run_attributes(const std::vector<RunAttribute>& attributes);
+
+  // Sets /run attributes of an existing run file, e.g. a verdict decided after its writer closed. Throws
+  // std::runtime_error naming the path when the file cannot be opened or is not a minimllm run file.
+  static void update_run_attributes(const std::string& path, const std::vector<RunAttribute>& attributes);
 
   // Appends one row to /steps and flushes the file.
   void append_step(const StepRecord& record);
@@ -32,6 +45,10 @@ class Hdf5RunWriter {
   // rank), created on first use with as many columns as values. Not flushed: call flush() after the step.
   void append_row(const std::string& name, const std::vector<double>& values);
   void append_row(const std::string& name, const std::vector<int>& values);
+  // Appends one value to the 1-D int32 table `name` (one value per step), created on first use. Not flushed.
+  void append_value(const std::string& name, int value);
+  // A string attribute on a table created by append_row or append_value (e.g. what its codes mean).
+  void set_table_attribute(const std::string& table, const std::string& name, const std::string& value);
   void flush();
 
   struct Handles;  // HDF5 ids (defined in the .cpp)
@@ -40,7 +57,7 @@ class Hdf5RunWriter {
 
  private:
   template <typename T>
-  void append_row_impl(const std::string& name, const std::vector<T>& values);
+  void append_row_impl(const std::string& name, const std::vector<T>& values, int rank);
 
   std::string path_;
   std::unique_ptr<Handles> h_;

@@ -33,6 +33,9 @@ struct StepRecord {
   std::int64_t comm_creations = 0;
   std::int64_t comm_evictions = 0;
   double comm_creation_seconds = 0.0;  // max over ranks
+  // Rank 0's time writing this step's /ranks and /plans rows to HDF5 (the per-rank values were gathered
+  // with the metric reductions before; the append and flush of this row itself come after it).
+  double output_seconds = 0.0;
 };
 
 }  // namespace minimllm

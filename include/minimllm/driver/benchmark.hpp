@@ -1,0 +1,51 @@
+// Procurement mode: a reference problem's run is judged VALID or INVALID by built-in checks, and its figure
+// of merit (validated training tokens per second) is reported beside samples/s and MFU
+// (docs/RUN_RULES.md).
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "minimllm/config/run_config.hpp"
+#include "minimllm/driver/trainer.hpp"
+#include "minimllm/driver/world.hpp"
+#include "minimllm/metrics/hdf5_writer.hpp"
+
+namespace minimllm {
+
+// The reference that judges this run: `cli_reference` (--reference, relative to the working directory) or
+// else the deck's benchmark.reference (relative to the deck's directory); nullopt when neither is given.
+// Throws InputError when the file is missing or invalid or belongs to another problem.
+std::optional<BenchmarkReference> find_benchmark_reference(const RunConfig& config,
+                                                           const std::string& cli_reference);
+
+struct BenchmarkVerdict {
+  bool valid = false;
+  std::string reason;  // why not VALID (every failed check, "; "-separated); empty when valid
+  // Check (a): the loss at the reference step.
+  bool reached = false;  // the run got to the reference step
+  double loss = 0.0, loss_relative_difference = 0.0;
+  // Check (b): layout invariance, the first steps re-run under `static` from the same initial state.
+  int invariance_steps = 0;
+  double invariance_max_relative_difference = 0.0;
+  // Figure of merit: rates over the steps after the warm-up (TrainResult::timed_seconds).
+  double tokens_per_second = 0.0, samples_per_second = 0.0, mfu = 0.0;
+  int timed_steps = 0;
+  double timed_seconds = 0.0;
+};
+
+// Judges a finished run against ref. Collective over world: check (b) trains
+// min(ref.invariance_steps, steps run) steps under `static` (no output).
+BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& ref, const TrainResult& result,
+                           const World& world);
+
+// Both checks, the FOM line (`minimllm FOM ...`, greppable) and VALID or `INVALID: <reason>`.
+void print_verdict(std::ostream& out, const RunConfig& config, const BenchmarkReference& ref,
+                   const BenchmarkVerdict& verdict, int ranks);
+
+// The verdict and FOM as /run attributes (docs/HDF5.md).
+std::vector<RunAttribute> verdict_attributes(const BenchmarkReference& ref, const BenchmarkVerdict& verdict);
+
+}  // namespace minimllm

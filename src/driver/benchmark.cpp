@@ -1,0 +1,168 @@
+// Procurement mode (docs/RUN_RULES.md): checks (a) the loss at the reference step against the shipped
+// reference and (b) layout invariance (the first steps re-run under `static`), then the figure of merit.
+#include "minimllm/driver/benchmark.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <ostream>
+
+namespace minimllm {
+namespace {
+
+// |a - b| / |b|; a NaN or infinite loss is infinitely far from any reference.
+double relative_difference(double a, double b) {
+  const double d = std::abs(a - b) / std::abs(b);
+  return std::isfinite(d) ? d : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
+
+std::optional<BenchmarkReference> find_benchmark_reference(const RunConfig& config,
+                                                           const std::string& cli_reference) {
+  namespace fs = std::filesystem;
+  std::string path = cli_reference;
+  if (path.empty()) {
+    if (config.benchmark.reference.empty()) return std::nullopt;
+    const fs::path relative(config.benchmark.reference);
+    path = relative.is_absolute() ? relative.string()
+                                  : (fs::path(config.deck_path).parent_path() / relative).string();
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+      throw InputError(
+          fmt::format("{}: benchmark.reference = {}: no such file {} (the path is relative to the "
+                      "deck's directory)",
+                      config.deck_path, config.benchmark.reference, path));
+  }
+  BenchmarkReference ref = load_benchmark_reference(path);
+  if (ref.problem != config.name)
+    throw InputError(
+        fmt::format("{}: problem = {}: this reference belongs to problem {}, but the deck {} is "
+                    "problem {}",
+                    path, ref.problem, ref.problem, config.deck_path, config.name));
+  return ref;
+}
+
+BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& ref, const TrainResult& result,
+                           const World& world) {
+  BenchmarkVerdict v;
+  std::vector<std::string> failures;
+  const std::vector<StepRecord>& steps = result.steps;
+
+  // (a) The loss at the reference step.
+  v.reached = ref.step < static_cast<int>(steps.size());
+  if (v.reached) {
+    v.loss = steps[ref.step].loss;
+    v.loss_relative_difference = relative_difference(v.loss, ref.loss);
+    if (!(v.loss_relative_difference <= ref.relative_tolerance))
+      failures.push_back(
+          fmt::format("loss at step {} is {:.6f}, the reference {:.6f}: relative difference {:.1e} exceeds "
+                      "the tolerance {:.1e}",
+                      ref.step, v.loss, ref.loss, v.loss_relative_difference, ref.relative_tolerance));
+  } else {
+    failures.push_back(
+        fmt::format("the run has {} steps and never reached the reference step {} (run at least {})",
+                    steps.size(), ref.step, ref.step + 1));
+  }
+
+  // (b) Layout invariance: the same first steps under `static`, from the same initial state and data.
+  RunConfig baseline = config;
+  baseline.parallel.policy = "static";
+  baseline.steps = std::max(1, std::min<int>(ref.invariance_steps, steps.size()));
+  baseline.runtime.peak_gflops_per_rank = result.peak_gflops_per_rank;  // no second start-up measurement
+  const TrainResult reference_layout = train(baseline, world, {});
+  v.invariance_steps = baseline.steps;
+  for (int i = 0; i < v.invariance_steps && i < static_cast<int>(steps.size()); ++i)
+    v.invariance_max_relative_difference =
+        std::max(v.invariance_max_relative_difference,
+                 relative_difference(steps[i].loss, reference_layout.steps[i].loss));
+  if (steps.empty()) v.invariance_max_relative_difference = std::numeric_limits<double>::infinity();
+  if (!(v.invariance_max_relative_difference <= ref.invariance_relative_tolerance))
+    failures.push_back(
+        fmt::format("layout invariance: policy {} and static differ by {:.1e} (relative loss) in steps 0-{}, "
+                    "more than the "
+                    "tolerance {:.1e}",
+                    config.parallel.policy, v.invariance_max_relative_difference, v.invariance_steps - 1,
+                    ref.invariance_relative_tolerance));
+
+  // Figure of merit: every token of the steps after the warm-up over their whole wall time.
+  double tokens = 0.0, samples = 0.0, flops = 0.0;
+  const size_t first = steps.size() > 1 ? 1 : 0;
+  for (size_t i = first; i < steps.size(); ++i) {
+    tokens += static_cast<double>(steps[i].text_tokens + steps[i].image_tokens);
+    samples += steps[i].samples;
+    flops += steps[i].model_flops;
+  }
+  v.timed_steps = static_cast<int>(steps.size() - first);
+  v.timed_seconds = result.timed_seconds;
+  if (v.timed_seconds > 0) {
+    v.tokens_per_second = tokens / v.timed_seconds;
+    v.samples_per_second = samples / v.timed_seconds;
+    v.mfu = flops / v.timed_seconds / (result.peak_gflops_per_rank * 1e9 * world.size);
+  }
+
+  v.valid = failures.empty();
+  for (const std::string& f : failures) v.reason += (v.reason.empty() ? "" : "; ") + f;
+  return v;
+}
+
+void print_verdict(std::ostream& out, const RunConfig& config, const BenchmarkReference& ref,
+                   const BenchmarkVerdict& v, int ranks) {
+  const auto pass = [](bool ok) { return ok ? "pass" : "FAIL"; };
+  out << fmt::format("\nbenchmark {} (reference {}):\n", config.name, ref.path);
+  if (v.reached)
+    out << fmt::format(
+        "  (a) loss at step {}: {:.6f}, reference {:.6f}: relative difference {:.1e}, tolerance "
+        "{:.1e}: {}\n",
+        ref.step, v.loss, ref.loss, v.loss_relative_difference, ref.relative_tolerance,
+        pass(v.loss_relative_difference <= ref.relative_tolerance));
+  else
+    out << fmt::format("  (a) loss at step {}: not reached: FAIL\n", ref.step);
+  out << fmt::format(
+      "  (b) layout invariance, {} vs static on steps 0-{}: largest relative loss difference {:.1e}, "
+      "tolerance "
+      "{:.1e}: {}\n",
+      config.parallel.policy, v.invariance_steps - 1, v.invariance_max_relative_difference,
+      ref.invariance_relative_tolerance,
+      pass(v.invariance_max_relative_difference <= ref.invariance_relative_tolerance));
+  out << fmt::format(
+      "FOM {}: {:.1f} {} training tokens/s | {:.3f} samples/s | MFU {:.2f}% ({} steps after the warm-up in "
+      "{:.3f} s "
+      "on {} ranks)\n",
+      config.name, v.tokens_per_second, v.valid ? "validated" : "NOT validated", v.samples_per_second,
+      100.0 * v.mfu, v.timed_steps, v.timed_seconds, ranks);
+  out << fmt::format(
+      "minimllm FOM problem={} tokens_per_second={:.1f} samples_per_second={:.3f} mfu={:.4f} ranks={} "
+      "policy={} "
+      "verdict={}\n",
+      config.name, v.tokens_per_second, v.samples_per_second, v.mfu, ranks, config.parallel.policy,
+      v.valid ? "VALID" : "INVALID");
+  out << (v.valid ? std::string("VALID") : "INVALID: " + v.reason) << std::endl;
+}
+
+std::vector<RunAttribute> verdict_attributes(const BenchmarkReference& ref, const BenchmarkVerdict& v) {
+  return {
+      {"verdict", std::string(v.valid ? "VALID" : "INVALID")},
+      {"verdict_reason", v.reason},
+      {"benchmark_reference", ref.path},
+      {"reference_step", static_cast<long long>(ref.step)},
+      {"reference_loss", ref.loss},
+      {"reference_relative_tolerance", ref.relative_tolerance},
+      {"reference_step_loss", v.reached ? v.loss : std::numeric_limits<double>::quiet_NaN()},
+      {"reference_relative_difference",
+       v.reached ? v.loss_relative_difference : std::numeric_limits<double>::quiet_NaN()},
+      {"invariance_steps", static_cast<long long>(v.invariance_steps)},
+      {"invariance_relative_tolerance", ref.invariance_relative_tolerance},
+      {"invariance_max_relative_difference", v.invariance_max_relative_difference},
+      {"fom_tokens_per_second", v.tokens_per_second},
+      {"fom_samples_per_second", v.samples_per_second},
+      {"fom_mfu", v.mfu},
+      {"fom_timed_steps", static_cast<long long>(v.timed_steps)},
+      {"fom_timed_seconds", v.timed_seconds},
+  };
+}
+
+}  // namespace minimllm
