@@ -11,7 +11,9 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
+#include <vector>
 
 #include "minimllm/core/types.hpp"
 #include "mpi_group.hpp"
@@ -183,6 +185,41 @@ class NcclCommunicator final : public Communicator {
     synchronize();
   }
 
+  // Grouped point-to-point: one ncclSend/ncclRecv per peer with data, fused by NCCL into one launch; the
+  // self block is a device copy on the same stream.
+  void alltoallv(const float* send, const std::vector<std::size_t>& send_counts,
+                 const std::vector<std::size_t>& send_displs, float* recv,
+                 const std::vector<std::size_t>& recv_counts,
+                 const std::vector<std::size_t>& recv_displs) override {
+    const detail::AlltoallvExtents extents =
+        detail::check_alltoallv_args(send_counts, send_displs, recv_counts, recv_displs, rank_, size_);
+    Kokkos::fence();
+    // Host Kokkos backend: NCCL needs device memory, so exchange device copies.
+    const float* send_dev = send;
+    float* recv_dev = recv;
+    if constexpr (kMemSpaceIsHostAccessible) {
+      float* staged = send_scratch_.get(extents.send);
+      copy(staged, send, extents.send);
+      send_dev = staged;
+      recv_dev = recv_scratch_.get(extents.recv);
+      if (extents.recv_has_gaps) copy(recv_dev, recv, extents.recv);
+    }
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      if (send_counts[r] > 0)
+        check_nccl(ncclSend(send_dev + send_displs[r], send_counts[r], ncclFloat, r, comm_, stream_),
+                   "ncclSend");
+      if (recv_counts[r] > 0)
+        check_nccl(ncclRecv(recv_dev + recv_displs[r], recv_counts[r], ncclFloat, r, comm_, stream_),
+                   "ncclRecv");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    copy(recv_dev + recv_displs[rank_], send_dev + send_displs[rank_], send_counts[rank_]);
+    if (recv_dev != recv) copy(recv, recv_dev, extents.recv);
+    synchronize();
+  }
+
  private:
   // cudaMemcpyDefault infers the direction, so one path serves host (staged) and device data.
   void copy(float* dst, const float* src, std::size_t count) {
@@ -206,6 +243,46 @@ std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm world, const std
 
 bool nccl_compiled() { return true; }
 
+bool nccl_device_path_available(MPI_Comm world, std::string& why) {
+  // Every rank takes part in the same collectives whatever its local answer, then all adopt the worst.
+  std::string local_why;
+  int device = -1;
+  if constexpr (kMemSpaceIsHostAccessible) {
+    local_why = fmt::format("the Kokkos execution space is {}, whose memory is host memory",
+                            ExecSpace::name());
+  } else if (const cudaError_t rc = cudaGetDevice(&device); rc != cudaSuccess) {
+    local_why = fmt::format("cudaGetDevice failed: {}", cudaGetErrorString(rc));
+    device = -1;
+  }
+  // NCCL rejects two ranks of one communicator on one GPU: the ranks of a node must drive distinct ones.
+  MPI_Comm node = MPI_COMM_NULL;
+  detail::check_mpi(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                    "MPI_Comm_split_type");
+  int node_size = 1;
+  MPI_Comm_size(node, &node_size);
+  std::vector<int> devices(node_size);
+  MPI_Allgather(&device, 1, MPI_INT, devices.data(), 1, MPI_INT, node);
+  MPI_Comm_free(&node);
+  if (local_why.empty()) {
+    const int sharing = static_cast<int>(std::count(devices.begin(), devices.end(), device));
+    if (sharing > 1)
+      local_why = fmt::format("{} ranks of this node drive GPU {}; NCCL needs one GPU per rank", sharing, device);
+  }
+  int ok = local_why.empty() ? 1 : 0, all_ok = 0, world_rank = 0;
+  MPI_Comm_rank(world, &world_rank);
+  detail::check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world), "MPI_Allreduce");
+  if (all_ok) return true;
+  // The first failing rank's reason, so every rank reports the same one.
+  int first_bad = ok ? INT_MAX : world_rank;
+  detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, world), "MPI_Allreduce");
+  int length = static_cast<int>(local_why.size());
+  MPI_Bcast(&length, 1, MPI_INT, first_bad, world);
+  local_why.resize(length);
+  MPI_Bcast(local_why.data(), length, MPI_CHAR, first_bad, world);
+  why = local_why;
+  return false;
+}
+
 #else  // !MINIMLLM_ENABLE_NCCL
 
 std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm, const std::vector<int>&) {
@@ -213,6 +290,11 @@ std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm, const std::vect
 }
 
 bool nccl_compiled() { return false; }
+
+bool nccl_device_path_available(MPI_Comm, std::string& why) {
+  why = "built without NCCL (configure with -DMINIMLLM_ENABLE_NCCL=ON)";
+  return false;
+}
 
 #endif
 

@@ -23,12 +23,22 @@ struct StepOutcome {
   double kv_exchange_seconds = 0.0;  // context-parallel K/V all-gather + reduce-scatter (inside llm_seconds)
   std::int64_t boundary_bytes = 0;   // sent by this rank, both directions
   std::int64_t llm_rows = 0, encoder_rows = 0;  // work assigned to this rank
-  TransferCounts transfers;  // host<->device copies of this rank during the step (none on host backends)
+  // Host<->device copies of this rank (none on host backends). input_transfers: packing the step's
+  // inputs (pixels, token ids, index lists, built on the host) up to the device, before any compute.
+  // transfers: everything after that, compute and communication; zero on the device path with NCCL
+  // collectives, and the MPI backend's host staging otherwise. Reduction results read back as host
+  // scalars (each micro-batch's loss sum) are not deep copies and are not counted.
+  TransferCounts input_transfers;
+  TransferCounts transfers;
 };
 
 class StepExecutor {
  public:
+  // Collective over world: creates the world communicator (gradient all-reduce, boundary exchange) with
+  // the pool's factory, so every collective of a step uses the backend chosen at start-up.
   StepExecutor(const Sampler& sampler, Model& model, const World& world, CommPool& pool);
+
+  const Communicator& world_communicator() const { return *world_comm_; }
 
   // Computes the gradient of the global mean loss (normalised per text target of the whole batch)
   // into model.grads(), identical on every rank. The plan must be valid and identical on every rank.
@@ -39,6 +49,7 @@ class StepExecutor {
   Model& model_;
   World world_;
   CommPool& pool_;
+  std::shared_ptr<Communicator> world_comm_;
 };
 
 }  // namespace minimllm
