@@ -24,6 +24,9 @@ struct TrainResult {
   std::string peak_source;            // "measured ..." or "deck ..."
   double memory_estimate_mib = 0.0;   // analytic, per rank (max over ranks)
   double peak_resident_mib = 0.0;     // max over ranks
+  std::string precision;              // of the GEMMs: "fp32" or "bf16" (runtime.precision)
+  std::string collectives;            // backend of every collective: "mpi" or "nccl"
+  std::string collectives_reason;     // why that backend (choose_collectives)
 };
 
 // Trains for config.steps steps on world. Throws InputError for invalid input (e.g. the output file
