@@ -104,13 +104,15 @@ struct ForwardTile {
   t_mat_strided out;
   t_mat lse;
   SegmentView segs;
-  Kokkos::View<const int* [3], MemSpace> work;  // (segment, first query row in segment, head)
+  t_ivec_const tile_segment, tile_first;  // the work list: item w is tile w / heads, head w % heads
+  int heads;
   HeadDim<DMax, kExact> dim;
   bool causal;
 
   KOKKOS_INLINE_FUNCTION void operator()(const int w) const {
     const int D = dim.get();
-    const int s = work(w, 0), q_first = work(w, 1), h = work(w, 2);
+    const int tile = w / heads, h = w % heads;
+    const int s = tile_segment(tile), q_first = tile_first(tile);
     const int q_len = segs.q_len(s), k_len = segs.k_len(s), offset = segs.causal_offset(s);
     const int q0 = segs.q_start(s) + q_first, k0 = segs.k_start(s);
     const int nq = q_len - q_first < kTileQ ? q_len - q_first : kTileQ;
@@ -195,14 +197,14 @@ struct BackwardSegment {
   t_heads dq;                  // [h][row][d], accumulated here, unpacked afterwards
   t_mat_strided dk, dv;
   SegmentView segs;
-  Kokkos::View<const int* [2], MemSpace> work;  // (segment, head)
+  int heads;  // item w is segment w / heads, head w % heads
   HeadDim<DMax, kExact> dim;
   float scale;
   bool causal;
 
   KOKKOS_INLINE_FUNCTION void operator()(const int w) const {
     const int D = dim.get();
-    const int s = work(w, 0), h = work(w, 1);
+    const int s = w / heads, h = w % heads;
     const int q_len = segs.q_len(s), k_len = segs.k_len(s), offset = segs.causal_offset(s);
     const int q0 = segs.q_start(s), k0 = segs.k_start(s);
     const int ldk = static_cast<int>(kt.extent(2));
@@ -332,6 +334,15 @@ AttentionSegments make_segments(const SegmentTable& table, bool causal) {
   segs.k_start = to_device(table.k_start, "attention::k_start");
   segs.k_len = to_device(table.k_len, "attention::k_len");
   segs.causal_offset = to_device(table.causal_offset, "attention::causal_offset");
+  std::vector<int> tile_segment, tile_first;
+  for (std::size_t s = 0; s < table.q_len.size(); ++s)
+    for (int first = 0; first < table.q_len[s]; first += kTileQ) {
+      tile_segment.push_back(static_cast<int>(s));
+      tile_first.push_back(first);
+    }
+  segs.tiles = static_cast<int>(tile_segment.size());
+  segs.tile_segment = to_device(tile_segment, "attention::tile_segment");
+  segs.tile_first = to_device(tile_first, "attention::tile_first");
   return segs;
 }
 
@@ -349,20 +360,8 @@ void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& 
                        const t_mat_strided_const& v, const AttentionSegments& segs, AttentionShape shape,
                        const t_mat_strided& out, const t_mat& lse) {
   check_shapes(q, k, v, shape);
-  // Work list: one item per (segment, query tile, head), built on the host from the segment lengths.
-  auto q_len = copy_to_host(segs.q_len);
-  int items = 0;
-  for (int s = 0; s < segs.count(); ++s) items += (q_len(s) + kTileQ - 1) / kTileQ * shape.heads;
-  Kokkos::View<int* [3], MemSpace> work("attention::forward_work", items);
-  auto work_host = Kokkos::create_mirror_view(work);
-  int w = 0;
-  for (int s = 0; s < segs.count(); ++s)
-    for (int qf = 0; qf < q_len(s); qf += kTileQ)
-      for (int h = 0; h < shape.heads; ++h) {
-        work_host(w, 0) = s, work_host(w, 1) = qf, work_host(w, 2) = h;
-        ++w;
-      }
-  transfer(work, work_host);
+  // One work item per (query tile, head); the tiles were listed with the segments.
+  const int items = segs.tiles * shape.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int H = shape.heads, D = shape.head_dim;
   const t_heads qh = pack_rows(q, H, D, scale, "attention::q"),
@@ -370,7 +369,8 @@ void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& 
   const t_heads vh = pack_rows(v, H, D, 1.0f, "attention::v");
   dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
     using Functor = ForwardTile<decltype(dmax)::value, decltype(exact)::value>;
-    Functor f{qh, kth, vh, out, lse, view_of(segs), work, {shape.head_dim}, segs.causal};
+    Functor f{qh,          kth,         vh, out, lse, view_of(segs), segs.tile_segment, segs.tile_first,
+              shape.heads, {shape.head_dim}, segs.causal};
     Kokkos::parallel_for("minimllm::attention_forward",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
   });
@@ -405,12 +405,6 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
   Kokkos::deep_copy(dv, 0.0f);
   // One item per (segment, head): it owns that segment's dk/dv/dq columns, so no atomics are needed.
   const int items = segs.count() * shape.heads;
-  Kokkos::View<int* [2], MemSpace> work("attention::backward_work", items);
-  auto work_host = Kokkos::create_mirror_view(work);
-  for (int s = 0; s < segs.count(); ++s)
-    for (int h = 0; h < shape.heads; ++h)
-      work_host(s * shape.heads + h, 0) = s, work_host(s * shape.heads + h, 1) = h;
-  transfer(work, work_host);
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int H = shape.heads, D = shape.head_dim;
   const t_heads qh = pack_rows(q, H, D, scale, "attention::q"),
@@ -421,8 +415,8 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
   const t_heads dqh("attention::dq", H, q.extent(0), D);
   dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
     using Functor = BackwardSegment<decltype(dmax)::value, decltype(exact)::value>;
-    Functor f{qh,    doh,        kh, kth, vth, lse, delta, dqh, dk, dv, view_of(segs), work, {shape.head_dim},
-              scale, segs.causal};
+    Functor f{qh,    doh,        kh, kth, vth, lse, delta, dqh, dk, dv, view_of(segs), shape.heads,
+              {shape.head_dim}, scale, segs.causal};
     Kokkos::parallel_for("minimllm::attention_backward",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
   });

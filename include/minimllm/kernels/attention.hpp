@@ -14,8 +14,12 @@ using t_mat_strided_const = Kokkos::View<const float**, Kokkos::LayoutStride, Me
 // Segment s lets query rows [q_start, q_start+q_len) attend to key rows [k_start, k_start+k_len).
 // With causal masking, query i (0-based in its segment) sees keys j <= i + causal_offset; the offset
 // places a query chunk inside a longer key sequence (context parallelism); 0 for a plain packed batch.
+// The forward's work list (one entry per tile of query rows of a segment) is built with the segments, on
+// the host, so the kernels themselves never read segment metadata back from the device.
 struct AttentionSegments {
   t_ivec q_start, q_len, k_start, k_len, causal_offset;
+  t_ivec tile_segment, tile_first;  // per query tile: its segment and first query row in that segment
+  int tiles = 0;                    // query tiles over all segments
   bool causal = true;
   int count() const { return static_cast<int>(q_start.extent(0)); }
 };
