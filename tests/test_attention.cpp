@@ -113,13 +113,17 @@ void run_case(const Case& c) {
   const auto segs = segments_of(c);
   t_mat q = to_device(t.q, nq, W), k = to_device(t.k, nk, W), v = to_device(t.v, nk, W);
   t_mat dout = to_device(t.dout, nq, W);
-  t_mat o("out", nq, W), lse("lse", nq, c.shape.heads), gq("dq", nq, W), gk("dk", nk, W), gv("dv", nk, W);
-  attention_forward(q, k, v, segs, c.shape, o, lse);
-  expect_close(out, o, "out");
-  attention_backward(dout, q, k, v, o, lse, segs, c.shape, gq, gk, gv);
-  expect_close(dq, gq, "dq");
-  expect_close(dk, gk, "dk");
-  expect_close(dv, gv, "dv");
+  // Both implementations on whatever backend runs: the host kernels and the team (GPU) kernels.
+  for (const AttentionKernels kernels : {AttentionKernels::host, AttentionKernels::teams}) {
+    SCOPED_TRACE(kernels == AttentionKernels::host ? "host kernels" : "team kernels");
+    t_mat o("out", nq, W), lse("lse", nq, c.shape.heads), gq("dq", nq, W), gk("dk", nk, W), gv("dv", nk, W);
+    attention_forward(q, k, v, segs, c.shape, o, lse, kernels);
+    expect_close(out, o, "out");
+    attention_backward(dout, q, k, v, o, lse, segs, c.shape, gq, gk, gv, kernels);
+    expect_close(dq, gq, "dq");
+    expect_close(dk, gk, "dk");
+    expect_close(dv, gv, "dv");
+  }
 }
 
 Case self_case(std::vector<int> lengths, bool causal, AttentionShape shape) {
