@@ -117,13 +117,15 @@ BENCHMARK(BM_WarmPool)->Arg(64)->Arg(2)->Iterations(2000)->Unit(benchmark::kMicr
 int main(int argc, char** argv) {
   return minimllm::run_mpi_benchmarks(argc, argv, [] {
     // Group sizes 1..world are known only now. Manual time: the slowest member's creation time.
-    auto* create = benchmark::RegisterBenchmark("BM_CommCreate", minimllm::BM_CommCreate,
-                                                minimllm::CommunicatorFactory(minimllm::create_mpi_communicator));
+    auto* create =
+        benchmark::RegisterBenchmark("BM_CommCreate", minimllm::BM_CommCreate,
+                                     minimllm::CommunicatorFactory(minimllm::create_mpi_communicator));
     for (int size = 1; size <= minimllm::world_size(); ++size) create->Arg(size);
     create->Iterations(200)->UseManualTime()->Unit(benchmark::kMicrosecond);
     if (minimllm::choose_collectives(MPI_COMM_WORLD, "auto").backend == "nccl") {
-      auto* nccl = benchmark::RegisterBenchmark("BM_NcclCommCreate", minimllm::BM_CommCreate,
-                                                minimllm::CommunicatorFactory(minimllm::create_nccl_communicator));
+      auto* nccl =
+          benchmark::RegisterBenchmark("BM_NcclCommCreate", minimllm::BM_CommCreate,
+                                       minimllm::CommunicatorFactory(minimllm::create_nccl_communicator));
       for (int size = 1; size <= minimllm::world_size(); ++size) nccl->Arg(size);
       nccl->Iterations(20)->UseManualTime()->Unit(benchmark::kMillisecond);
     }

@@ -46,7 +46,9 @@ void BM_TrainingStep(benchmark::State& state, const char* deck, const char* prec
   state.counters["rss_over_estimate"] = result.peak_resident_mib / result.memory_estimate_mib;
   state.counters["estimate_MiB"] = result.memory_estimate_mib;
 }
-BENCHMARK_CAPTURE(BM_TrainingStep, llm_heavy, "llm_heavy.yaml", "fp32")->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainingStep, llm_heavy, "llm_heavy.yaml", "fp32")
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TrainingStep, llm_heavy_bf16, "llm_heavy.yaml", "bf16")
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);

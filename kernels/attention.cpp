@@ -342,7 +342,7 @@ struct TeamForward {
   int heads, D;
   bool causal;
 
-  static constexpr int scratch_floats() { return 2 * kStep * DMax; }
+  KOKKOS_INLINE_FUNCTION static constexpr int scratch_floats() { return 2 * kStep * DMax; }
 
   KOKKOS_INLINE_FUNCTION void operator()(const TeamMember& team) const {
     const int tile = team.league_rank() / heads, h = team.league_rank() % heads;
@@ -426,7 +426,9 @@ struct TeamBackwardKeys {
   int heads, D;
   bool causal;
 
-  static constexpr int scratch_floats() { return 2 * kTileK * kOwn + 2 * kStep * DMax + 2 * kStep; }
+  KOKKOS_INLINE_FUNCTION static constexpr int scratch_floats() {
+    return 2 * kTileK * kOwn + 2 * kStep * DMax + 2 * kStep;
+  }
 
   KOKKOS_INLINE_FUNCTION void operator()(const TeamMember& team) const {
     const int tile = team.league_rank() / heads, h = team.league_rank() % heads;
@@ -510,7 +512,9 @@ struct TeamBackwardQueries {
   float scale;
   bool causal;
 
-  static constexpr int scratch_floats() { return 2 * kTileQ * kOwn + 2 * kStep * DMax; }
+  KOKKOS_INLINE_FUNCTION static constexpr int scratch_floats() {
+    return 2 * kTileQ * kOwn + 2 * kStep * DMax;
+  }
 
   KOKKOS_INLINE_FUNCTION void operator()(const TeamMember& team) const {
     const int tile = team.league_rank() / heads, h = team.league_rank() % heads;
@@ -665,7 +669,8 @@ void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& 
   if (use_teams(kernels)) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
     const int H = shape.heads, D = shape.head_dim;
-    const t_heads qh = pack_rows(q, H, D, scale, "attention::q"), kh = pack_rows(k, H, D, 1.0f, "attention::k");
+    const t_heads qh = pack_rows(q, H, D, scale, "attention::q"),
+                  kh = pack_rows(k, H, D, 1.0f, "attention::k");
     const t_heads vh = pack_rows(v, H, D, 1.0f, "attention::v");
     dispatch_head_dim(D, [&](auto dmax, auto) {
       using Functor = TeamForward<decltype(dmax)::value>;
@@ -684,8 +689,17 @@ void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& 
   const t_heads vh = pack_rows(v, H, D, 1.0f, "attention::v");
   dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
     using Functor = ForwardTile<decltype(dmax)::value, decltype(exact)::value>;
-    Functor f{qh,          kth,         vh, out, lse, view_of(segs), segs.tile_segment, segs.tile_first,
-              shape.heads, {shape.head_dim}, segs.causal};
+    Functor f{qh,
+              kth,
+              vh,
+              out,
+              lse,
+              view_of(segs),
+              segs.tile_segment,
+              segs.tile_first,
+              shape.heads,
+              {shape.head_dim},
+              segs.causal};
     Kokkos::parallel_for("minimllm::attention_forward",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
   });
@@ -724,13 +738,14 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
     const int H = shape.heads, D = shape.head_dim;
     const t_heads qh = pack_rows(q, H, D, scale, "attention::q"),
                   doh = pack_rows(dout, H, D, 1.0f, "attention::do");
-    const t_heads kh = pack_rows(k, H, D, 1.0f, "attention::k"), vh = pack_rows(v, H, D, 1.0f, "attention::v");
+    const t_heads kh = pack_rows(k, H, D, 1.0f, "attention::k"),
+                  vh = pack_rows(v, H, D, 1.0f, "attention::v");
     const t_heads dqh("attention::dq", H, q.extent(0), D);
     dispatch_head_dim(D, [&](auto dmax, auto) {
       constexpr int DMax = decltype(dmax)::value;
       run_teams("minimllm::attention_backward_keys_teams", segs.key_tiles * H,
-                TeamBackwardKeys<DMax>{qh, doh, kh, vh, lse, delta, dk, dv, view_of(segs), segs.key_tile_segment,
-                                       segs.key_tile_first, H, D, segs.causal});
+                TeamBackwardKeys<DMax>{qh, doh, kh, vh, lse, delta, dk, dv, view_of(segs),
+                                       segs.key_tile_segment, segs.key_tile_first, H, D, segs.causal});
       run_teams("minimllm::attention_backward_queries_teams", segs.tiles * H,
                 TeamBackwardQueries<DMax>{qh, doh, kh, vh, lse, delta, dqh, view_of(segs), segs.tile_segment,
                                           segs.tile_first, H, D, scale, segs.causal});
@@ -750,8 +765,21 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
   const t_heads dqh("attention::dq", H, q.extent(0), D);
   dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
     using Functor = BackwardSegment<decltype(dmax)::value, decltype(exact)::value>;
-    Functor f{qh,    doh,        kh, kth, vth, lse, delta, dqh, dk, dv, view_of(segs), shape.heads,
-              {shape.head_dim}, scale, segs.causal};
+    Functor f{qh,
+              doh,
+              kh,
+              kth,
+              vth,
+              lse,
+              delta,
+              dqh,
+              dk,
+              dv,
+              view_of(segs),
+              shape.heads,
+              {shape.head_dim},
+              scale,
+              segs.causal};
     Kokkos::parallel_for("minimllm::attention_backward",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
   });

@@ -299,7 +299,7 @@ void portable_gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const&
 // another on one execution space instance, so a buffer is free again once the next call's kernels run).
 // Freed before Kokkos::finalize.
 struct RoundedOperands {
-  Kokkos::View<float*, MemSpace> a, b;               // blas and portable: rounded values as floats
+  Kokkos::View<float*, MemSpace> a, b;              // blas and portable: rounded values as floats
   Kokkos::View<std::uint16_t*, MemSpace> a16, b16;  // cublas: bfloat16 bit patterns
 };
 
@@ -331,9 +331,10 @@ void round_into(const t_mat_const& src, T* dst, Round round) {
   const int rows = static_cast<int>(src.extent(0)), cols = static_cast<int>(src.extent(1));
   if (rows == 0 || cols == 0) return;
   Kokkos::parallel_for(
-      "minimllm::gemm_round_bf16",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {rows, cols}),
-      KOKKOS_LAMBDA(const int i, const int j) { dst[static_cast<std::size_t>(i) * cols + j] = round(src(i, j)); });
+      "minimllm::gemm_round_bf16", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {rows, cols}),
+      KOKKOS_LAMBDA(const int i, const int j) {
+        dst[static_cast<std::size_t>(i) * cols + j] = round(src(i, j));
+      });
 }
 
 struct RoundToFloat {
@@ -367,19 +368,19 @@ void gemm_bf16(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, 
   const auto b_rounded = grown(r.b, b_size, "minimllm::gemm::b_bf16");
   round_into(a, a_rounded.data(), RoundToFloat{});
   round_into(b, b_rounded.data(), RoundToFloat{});
-  const t_mat_const a_view(Kokkos::View<const float**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryUnmanaged>(
-      a_rounded.data(), a.extent(0), a.extent(1)));
-  const t_mat_const b_view(Kokkos::View<const float**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryUnmanaged>(
-      b_rounded.data(), b.extent(0), b.extent(1)));
+  const t_mat_const a_view(
+      Kokkos::View<const float**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryUnmanaged>(
+          a_rounded.data(), a.extent(0), a.extent(1)));
+  const t_mat_const b_view(
+      Kokkos::View<const float**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryUnmanaged>(
+          b_rounded.data(), b.extent(0), b.extent(1)));
   if (backend == GemmBackend::blas) return blas_gemm(trans_a, trans_b, alpha, a_view, b_view, beta, c, k);
   portable_gemm(trans_a, trans_b, alpha, a_view, b_view, beta, c, k);
 }
 
 }  // namespace
 
-const char* to_string(GemmPrecision precision) {
-  return precision == GemmPrecision::bf16 ? "bf16" : "fp32";
-}
+const char* to_string(GemmPrecision precision) { return precision == GemmPrecision::bf16 ? "bf16" : "fp32"; }
 
 GemmPrecision gemm_precision_from_string(const std::string& name) {
   if (name == "fp32") return GemmPrecision::fp32;

@@ -326,7 +326,8 @@ TEST(BoundaryExchange, RejectsAWireThatIsNotTheWorld) {
   auto self = std::shared_ptr<Communicator>(create_mpi_communicator(MPI_COMM_WORLD, {world_rank()}));
   if (world_size() == 1) GTEST_SKIP() << "a singleton is the world here";
   EXPECT_THROW(BoundaryExchange(MPI_COMM_WORLD, self, empty_route(world_size()), 4), std::invalid_argument);
-  EXPECT_THROW(BoundaryExchange(MPI_COMM_WORLD, nullptr, empty_route(world_size()), 4), std::invalid_argument);
+  EXPECT_THROW(BoundaryExchange(MPI_COMM_WORLD, nullptr, empty_route(world_size()), 4),
+               std::invalid_argument);
 }
 
 TEST(BoundaryExchange, RowsOutsideTheViewsThrowBeforeCommunicating) {

@@ -348,7 +348,8 @@ TEST(Bf16, DeviceRoundingMatchesHost) {
 // [2^e, 2^e+1) is uniform in +-2^(e-8), so E[err^2] / E[x^2] = (2^-16 / 3) / (7/3) = 2^-16 / 7 per
 // operand; a product carries two, so the ratio is about sqrt(2/7) = 0.53.
 double check_gemm_bf16(GemmBackend backend, Trans trans_a, Trans trans_b, int m, int n, int k, float beta) {
-  SCOPED_TRACE(std::string("bf16 ") + to_string(backend) + " trans_a=" + std::to_string(trans_a == Trans::yes) +
+  SCOPED_TRACE(std::string("bf16 ") + to_string(backend) +
+               " trans_a=" + std::to_string(trans_a == Trans::yes) +
                " trans_b=" + std::to_string(trans_b == Trans::yes) + " m=" + std::to_string(m) +
                " n=" + std::to_string(n) + " k=" + std::to_string(k) + " beta=" + std::to_string(beta));
   const bool ta = trans_a == Trans::yes, tb = trans_b == Trans::yes;
@@ -397,7 +398,8 @@ double check_gemm_bf16(GemmBackend backend, Trans trans_a, Trans trans_b, int m,
       // Worst case of the rounding: each product is off by at most (1 + 2^-8)^2 - 1 < 2^-7 + 2^-16.
       const double bound = (0x1p-7 + 0x1p-16) * std::abs(alpha) * magnitude + accumulated;
       if (std::abs(error) > bound) {
-        ADD_FAILURE() << "C(" << i << ", " << j << ") is off by " << error << ", beyond the bf16 bound " << bound;
+        ADD_FAILURE() << "C(" << i << ", " << j << ") is off by " << error << ", beyond the bf16 bound "
+                      << bound;
         return 0.0;
       }
     }

@@ -274,9 +274,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     double local = measure_gemm_gflops(precision), sum = 0.0;
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, world.comm);
     result.peak_gflops_per_rank = sum / world.size;  // identical on every rank: planners depend on it
-    result.peak_source = fmt::format("measured: {} GEMM 1024^3 ({}) with {} BLAS thread(s), mean over ranks",
-                                     to_string(default_gemm_backend()), to_string(precision),
-                                     config.runtime.blas_threads);
+    result.peak_source =
+        fmt::format("measured: {} GEMM 1024^3 ({}) with {} BLAS thread(s), mean over ranks",
+                    to_string(default_gemm_backend()), to_string(precision), config.runtime.blas_threads);
   }
   // Chosen once, for every collective of the run (pool groups, the world's gradient all-reduce and
   // boundary exchange): NCCL on device memory where it can, MPI otherwise.

@@ -294,11 +294,11 @@ std::unique_ptr<Communicator> create_mpi_communicator(MPI_Comm world, const std:
 
 CollectivesChoice choose_collectives(MPI_Comm world, const std::string& requested) {
   if (requested != "auto" && requested != "mpi" && requested != "nccl") {
-    throw std::invalid_argument(fmt::format(
-        "collectives backend '{}' is unknown; valid: auto, mpi, nccl", requested));
+    throw std::invalid_argument(
+        fmt::format("collectives backend '{}' is unknown; valid: auto, mpi, nccl", requested));
   }
-  const char* mpi_reason = kMemSpaceIsHostAccessible ? "host memory, in place"
-                                                     : "device buffers staged through host memory";
+  const char* mpi_reason =
+      kMemSpaceIsHostAccessible ? "host memory, in place" : "device buffers staged through host memory";
   if (requested == "mpi") return {"mpi", fmt::format("requested; {}", mpi_reason), create_mpi_communicator};
   std::string why;
   if (nccl_device_path_available(world, why)) {

@@ -248,8 +248,8 @@ bool nccl_device_path_available(MPI_Comm world, std::string& why) {
   std::string local_why;
   int device = -1;
   if constexpr (kMemSpaceIsHostAccessible) {
-    local_why = fmt::format("the Kokkos execution space is {}, whose memory is host memory",
-                            ExecSpace::name());
+    local_why =
+        fmt::format("the Kokkos execution space is {}, whose memory is host memory", ExecSpace::name());
   } else if (const cudaError_t rc = cudaGetDevice(&device); rc != cudaSuccess) {
     local_why = fmt::format("cudaGetDevice failed: {}", cudaGetErrorString(rc));
     device = -1;
@@ -266,7 +266,8 @@ bool nccl_device_path_available(MPI_Comm world, std::string& why) {
   if (local_why.empty()) {
     const int sharing = static_cast<int>(std::count(devices.begin(), devices.end(), device));
     if (sharing > 1)
-      local_why = fmt::format("{} ranks of this node drive GPU {}; NCCL needs one GPU per rank", sharing, device);
+      local_why =
+          fmt::format("{} ranks of this node drive GPU {}; NCCL needs one GPU per rank", sharing, device);
   }
   int ok = local_why.empty() ? 1 : 0, all_ok = 0, world_rank = 0;
   MPI_Comm_rank(world, &world_rank);
