@@ -72,7 +72,7 @@ find_lib_dir() {
   found=$(ldconfig -p 2>/dev/null | awk -v lib="$1" '$1 == lib {print $NF; exit}')
   [ -n "$found" ] && { dirname "$found"; return; }
   # Python's nvidia-* wheels (PyTorch's CUDA 13 runtime).
-  found=$(find / -xdev -path /proc -prune -o -name "$1" -print 2>/dev/null | grep -m1 nvidia)
+  found=$(find /opt /usr/local /usr/lib /root -name "$1" 2>/dev/null | grep -m1 nvidia)
   [ -n "$found" ] && dirname "$found"
 }
 
@@ -150,6 +150,9 @@ EOF
 }
 
 main() {
+  # minimllm's kernels carry sm_80 and sm_90 machine code; Kokkos's own few are sm_80 + PTX, which the
+  # driver compiles for newer GPUs at first launch: a large cache keeps that to once per machine.
+  export CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
   case "$target" in
     *.tar.xz) prepare_bundle "$target" || return 2 ;;
     *) build=$target; prepare_build || return 2 ;;
