@@ -1,5 +1,6 @@
 #include "minimllm/model/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "minimllm/data/random.hpp"
@@ -347,7 +348,18 @@ double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std:
   const double kv = (c.layers + 1.0) * 2.0 * c.width * key_rows;
   // The boundary exchange's received rows and their gradient (about one per patch).
   const double boundary = 4.0 * c.width * patches;
-  return 4.0 * (llm_row * llm_rows + enc_row * patches + kv + boundary);
+  // bf16: gemm keeps grow-only rounded copies of A and B, each as large as the largest operand (floats
+  // on the host, 16-bit on CUDA): for the LM head that is the logits, rows x vocab, once as A, once as B.
+  double rounded = 0.0;
+  if (precision_ == GemmPrecision::bf16) {
+    const double llm_cols = std::max({c.vocab, c.mlp_ratio * c.width, 3 * c.width});
+    const double enc_cols =
+        std::max({e.mlp_ratio * e.width, 3 * e.width, c.width, e.channels * e.patch * e.patch});
+    const double weights = static_cast<double>(c.width) * std::max(c.vocab, c.mlp_ratio * c.width);
+    const double largest = std::max({llm_cols * llm_rows, enc_cols * patches, weights});
+    rounded = 2.0 * largest * (kMemSpaceIsHostAccessible ? 1.0 : 0.5);
+  }
+  return 4.0 * (llm_row * llm_rows + enc_row * patches + kv + boundary + rounded);
 }
 
 }  // namespace minimllm
