@@ -38,10 +38,12 @@ void report_rate(benchmark::State& state, double flops) {
   state.counters["sgemm_GFLOP/s"] = sgemm_gflops;
 }
 
-// Packed batch of `samples` equal-length causal samples totalling `tokens`.
+// Packed batch of `samples` equal-length causal samples totalling `tokens`; kernels 0 = automatic (host
+// kernels on host backends, team kernels on GPUs), 1 = host, 2 = teams.
 void BM_AttentionForwardBackward(benchmark::State& state) {
   const int tokens = static_cast<int>(state.range(0)), samples = static_cast<int>(state.range(1));
   const AttentionShape shape{static_cast<int>(state.range(2)), 64};
+  const auto kernels = static_cast<AttentionKernels>(state.range(3));
   const int width = shape.heads * shape.head_dim;
   std::vector<int> lengths(samples, tokens / samples);
   const auto segs = make_self_segments(lengths, true);
@@ -51,16 +53,26 @@ void BM_AttentionForwardBackward(benchmark::State& state) {
   Kokkos::deep_copy(q, 0.1f), Kokkos::deep_copy(k, 0.2f), Kokkos::deep_copy(v, 0.3f),
       Kokkos::deep_copy(dout, 1.0f);
   for (auto _ : state) {
-    attention_forward(q, k, v, segs, shape, out, lse);
-    attention_backward(dout, q, k, v, out, lse, segs, shape, dq, dk, dv);
+    attention_forward(q, k, v, segs, shape, out, lse, kernels);
+    attention_backward(dout, q, k, v, out, lse, segs, shape, dq, dk, dv, kernels);
     Kokkos::fence();
   }
+  state.SetLabel(kernels == AttentionKernels::host    ? "host kernels"
+                 : kernels == AttentionKernels::teams ? "team kernels"
+                                                      : "automatic");
   report_rate(state, 3.0 * attention_forward_flops(lengths, true, shape));  // fwd + 2x fwd for bwd
 }
+// 4096 tokens with 4 heads as in docs/PERFORMANCE.md, and 4096 as 8 x 512 with each kernel set explicitly
+// (host kernels against team kernels on the same backend); 8192 packed tokens with llm_heavy's 8 heads of
+// 64 (the GPU check's case): 16 samples of 512, and one sequence of 8192.
 BENCHMARK(BM_AttentionForwardBackward)
-    ->ArgNames({"tokens", "samples", "heads"})
-    ->Args({4096, 1, 4})
-    ->Args({4096, 8, 4})
+    ->ArgNames({"tokens", "samples", "heads", "kernels"})
+    ->Args({4096, 1, 4, 0})
+    ->Args({4096, 8, 4, 0})
+    ->Args({4096, 8, 4, 1})
+    ->Args({4096, 8, 4, 2})
+    ->Args({8192, 16, 8, 0})
+    ->Args({8192, 1, 8, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

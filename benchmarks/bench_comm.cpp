@@ -2,6 +2,8 @@
 // so all ranks run the same benchmarks with fixed iteration counts.
 //   BM_PoolHit:         acquire() on a cached group (ns per acquire, a step of 4 groups)
 //   BM_CommCreate/n:    MPI_Comm_create_group over ranks 0..n-1 (slowest member, manual time)
+//   BM_NcclCommCreate/n: the same with the NCCL backend (MPI sub-communicator, unique id, ncclCommInitRank),
+//                       registered only where choose_collectives would pick NCCL (a GPU per rank)
 //   BM_WarmPool/cap:    a repeating plan after one warm-up pass; creations_per_step must be 0 when the
 //                       plan's groups fit the capacity (cap 64), and shows the churn when they do not (cap 2)
 #include <benchmark/benchmark.h>
@@ -73,7 +75,7 @@ void BM_PoolHit(benchmark::State& state) {
 }
 BENCHMARK(BM_PoolHit)->Iterations(200000);
 
-void BM_CommCreate(benchmark::State& state) {
+void BM_CommCreate(benchmark::State& state, const CommunicatorFactory& factory) {
   const int size = static_cast<int>(state.range(0));
   const Group group = first_ranks(size);
   int rank = 0;
@@ -82,10 +84,11 @@ void BM_CommCreate(benchmark::State& state) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double start = MPI_Wtime();
     std::unique_ptr<Communicator> comm;
-    if (rank < size) comm = create_mpi_communicator(MPI_COMM_WORLD, group);
+    if (rank < size) comm = factory(MPI_COMM_WORLD, group);
     double seconds = MPI_Wtime() - start, slowest = 0.0;
     MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     state.SetIterationTime(slowest);
+    // Destruction (ncclCommDestroy) is outside the timed region but inside the loop.
   }
   state.counters["ranks"] = size;
 }
@@ -114,8 +117,17 @@ BENCHMARK(BM_WarmPool)->Arg(64)->Arg(2)->Iterations(2000)->Unit(benchmark::kMicr
 int main(int argc, char** argv) {
   return minimllm::run_mpi_benchmarks(argc, argv, [] {
     // Group sizes 1..world are known only now. Manual time: the slowest member's creation time.
-    auto* create = benchmark::RegisterBenchmark("BM_CommCreate", minimllm::BM_CommCreate);
+    auto* create =
+        benchmark::RegisterBenchmark("BM_CommCreate", minimllm::BM_CommCreate,
+                                     minimllm::CommunicatorFactory(minimllm::create_mpi_communicator));
     for (int size = 1; size <= minimllm::world_size(); ++size) create->Arg(size);
     create->Iterations(200)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    if (minimllm::choose_collectives(MPI_COMM_WORLD, "auto").backend == "nccl") {
+      auto* nccl =
+          benchmark::RegisterBenchmark("BM_NcclCommCreate", minimllm::BM_CommCreate,
+                                       minimllm::CommunicatorFactory(minimllm::create_nccl_communicator));
+      for (int size = 1; size <= minimllm::world_size(); ++size) nccl->Arg(size);
+      nccl->Iterations(20)->UseManualTime()->Unit(benchmark::kMillisecond);
+    }
   });
 }

@@ -32,7 +32,7 @@ std::pair<double, double> llm_phase(const RunConfig& config, MPI_Comm comm, int 
   const World world = World::of(comm);
   const Sampler sampler(config);
   Model model(config.model, config.seed);
-  CommPool pool(comm, 4, create_mpi_communicator);
+  CommPool pool(comm, 4, choose_collectives(comm, "auto").factory);
   StepExecutor executor(sampler, model, world, pool);
   const GlobalBatch batch = sampler.batch(0);
   const StepPlan plan = make_grouped_plan(batch, {world.size});

@@ -69,7 +69,7 @@ if("CUDA" IN_LIST MINIMLLM_KOKKOS_BACKENDS OR MINIMLLM_ENABLE_NCCL)
   find_package(CUDAToolkit REQUIRED)
 endif()
 if(MINIMLLM_ENABLE_NCCL)
-  find_library(MINIMLLM_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+  # Only the header at build time: libnccl.so.2 is loaded at run time (dlopen).
   find_path(MINIMLLM_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
 endif()
 

@@ -3,10 +3,12 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
+#include "minimllm/kernels/bf16.hpp"
 #include "team_policy.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA
@@ -240,6 +242,20 @@ cublasHandle_t cublas_handle() {
 constexpr bool kCudaExec = false;
 #endif
 
+#ifdef KOKKOS_ENABLE_CUDA
+// bf16 on tensor cores: the operands arrive already rounded, as bfloat16 bit patterns (contiguous,
+// leading dimension = columns); accumulation and C in fp32. Same operand swap as cublas_gemm below.
+void cublas_gemm_bf16(Trans trans_a, Trans trans_b, float alpha, const std::uint16_t* a, int a_cols,
+                      const std::uint16_t* b, int b_cols, float beta, const t_mat& c, int k) {
+  const auto op = [](Trans t) { return t == Trans::yes ? CUBLAS_OP_T : CUBLAS_OP_N; };
+  check_cublas(cublasGemmEx(cublas_handle(), op(trans_b), op(trans_a), static_cast<int>(c.extent(1)),
+                            static_cast<int>(c.extent(0)), k, &alpha, b, CUDA_R_16BF, std::max(b_cols, 1), a,
+                            CUDA_R_16BF, std::max(a_cols, 1), &beta, c.data(), CUDA_R_32F,
+                            leading_dim(c.stride(0), c.extent(1)), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx (bf16)");
+}
+#endif
+
 // cuBLAS is column-major, and a row-major X is the column-major X^T with the same leading dimension; so
 // C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T: operands swapped, m and n swapped. The default
 // math mode keeps full fp32 (no TF32), like the other backends. beta == 0 does not read C.
@@ -279,7 +295,98 @@ void portable_gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const&
                        kernel);
 }
 
+// Grow-only buffers for the rounded operands, in MemSpace, shared by every call (calls run one after
+// another on one execution space instance, so a buffer is free again once the next call's kernels run).
+// Freed before Kokkos::finalize.
+struct RoundedOperands {
+  Kokkos::View<float*, MemSpace> a, b;              // blas and portable: rounded values as floats
+  Kokkos::View<std::uint16_t*, MemSpace> a16, b16;  // cublas: bfloat16 bit patterns
+};
+
+RoundedOperands& rounded_operands() {
+  static RoundedOperands buffers;
+  static bool hook = false;
+  if (!hook) {
+    Kokkos::push_finalize_hook([] {
+      buffers = RoundedOperands{};
+      hook = false;
+    });
+    hook = true;
+  }
+  return buffers;
+}
+
+template <class View>
+View grown(View& v, std::size_t n, const char* label) {
+  if (v.extent(0) < n) {
+    v = View();  // release before allocating the larger buffer
+    v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
+  }
+  return v;
+}
+
+// dst[i * cols + j] = round(src(i, j)) for the whole of src: a contiguous rounded copy.
+template <class T, class Round>
+void round_into(const t_mat_const& src, T* dst, Round round) {
+  const int rows = static_cast<int>(src.extent(0)), cols = static_cast<int>(src.extent(1));
+  if (rows == 0 || cols == 0) return;
+  Kokkos::parallel_for(
+      "minimllm::gemm_round_bf16", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {rows, cols}),
+      KOKKOS_LAMBDA(const int i, const int j) {
+        dst[static_cast<std::size_t>(i) * cols + j] = round(src(i, j));
+      });
+}
+
+struct RoundToFloat {
+  KOKKOS_INLINE_FUNCTION float operator()(float x) const { return bf16_round(x); }
+};
+struct RoundToBits {
+  KOKKOS_INLINE_FUNCTION std::uint16_t operator()(float x) const { return bf16_bits(x); }
+};
+
+// C = alpha op(round(A)) op(round(B)) + beta C: rounds both operands into scratch, then multiplies.
+void gemm_bf16(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b,
+               float beta, const t_mat& c, int k, GemmBackend backend) {
+  RoundedOperands& r = rounded_operands();
+  const std::size_t a_size = a.extent(0) * a.extent(1), b_size = b.extent(0) * b.extent(1);
+  if (backend == GemmBackend::cublas) {
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (kCudaExec) {
+      const auto a16 = grown(r.a16, a_size, "minimllm::gemm::a_bf16");
+      const auto b16 = grown(r.b16, b_size, "minimllm::gemm::b_bf16");
+      round_into(a, a16.data(), RoundToBits{});
+      round_into(b, b16.data(), RoundToBits{});
+      cublas_gemm_bf16(trans_a, trans_b, alpha, a16.data(), static_cast<int>(a.extent(1)), b16.data(),
+                       static_cast<int>(b.extent(1)), beta, c, k);
+      return;
+    }
+#endif
+    cublas_gemm(trans_a, trans_b, alpha, a, b, beta, c, k);  // throws: no CUDA backend
+    return;
+  }
+  const auto a_rounded = grown(r.a, a_size, "minimllm::gemm::a_bf16");
+  const auto b_rounded = grown(r.b, b_size, "minimllm::gemm::b_bf16");
+  round_into(a, a_rounded.data(), RoundToFloat{});
+  round_into(b, b_rounded.data(), RoundToFloat{});
+  const t_mat_const a_view(
+      Kokkos::View<const float**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryUnmanaged>(
+          a_rounded.data(), a.extent(0), a.extent(1)));
+  const t_mat_const b_view(
+      Kokkos::View<const float**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryUnmanaged>(
+          b_rounded.data(), b.extent(0), b.extent(1)));
+  if (backend == GemmBackend::blas) return blas_gemm(trans_a, trans_b, alpha, a_view, b_view, beta, c, k);
+  portable_gemm(trans_a, trans_b, alpha, a_view, b_view, beta, c, k);
+}
+
 }  // namespace
+
+const char* to_string(GemmPrecision precision) { return precision == GemmPrecision::bf16 ? "bf16" : "fp32"; }
+
+GemmPrecision gemm_precision_from_string(const std::string& name) {
+  if (name == "fp32") return GemmPrecision::fp32;
+  if (name == "bf16") return GemmPrecision::bf16;
+  throw std::invalid_argument("GEMM precision '" + name + "' is unknown; valid: fp32, bf16");
+}
 
 GemmBackend default_gemm_backend() {
   if (kCudaExec) return GemmBackend::cublas;
@@ -299,10 +406,16 @@ const char* to_string(GemmBackend backend) {
 }
 
 void gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b, float beta,
-          const t_mat& c, GemmBackend backend) {
+          const t_mat& c, GemmPrecision precision) {
+  gemm(trans_a, trans_b, alpha, a, b, beta, c, default_gemm_backend(), precision);
+}
+
+void gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b, float beta,
+          const t_mat& c, GemmBackend backend, GemmPrecision precision) {
   check_shapes(trans_a, trans_b, a, b, c);
   if (c.extent(0) == 0 || c.extent(1) == 0) return;
   const int k = static_cast<int>(a.extent(trans_a == Trans::yes ? 0 : 1));
+  if (precision == GemmPrecision::bf16) return gemm_bf16(trans_a, trans_b, alpha, a, b, beta, c, k, backend);
   switch (backend) {
     case GemmBackend::blas:
       return blas_gemm(trans_a, trans_b, alpha, a, b, beta, c, k);

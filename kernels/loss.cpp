@@ -71,10 +71,17 @@ double sum(const t_vec_const& v) {
         for (int i = chunk * kSumChunk; i < end; ++i) acc += v(i);
         partial(chunk) = acc;
       });
-  const auto partial_host = copy_to_host(partial);
-  double total = 0.0;
-  for (int chunk = 0; chunk < chunks; ++chunk) total += partial_host(chunk);
-  return total;
+  // The partial sums are added in order on the device too, so only the result comes back: one 8-byte
+  // device -> host copy (the documented per-micro-batch scalar of StepOutcome::transfers).
+  const Kokkos::View<double[1], MemSpace> total("minimllm::sum_total");
+  Kokkos::parallel_for(
+      "minimllm::sum_total", Kokkos::RangePolicy<ExecSpace>(0, 1), KOKKOS_LAMBDA(int) {
+        double acc = 0.0;
+        for (int chunk = 0; chunk < chunks; ++chunk) acc += partial(chunk);
+        total(0) = acc;
+      });
+  Kokkos::fence();
+  return copy_to_host(total)(0);
 }
 
 }  // namespace minimllm

@@ -30,22 +30,13 @@ t_mat to_device(const std::vector<double>& host, int rows, int cols) {
 }
 
 AttentionSegments segments_of(const Case& c) {
-  const int n = static_cast<int>(c.q_len.size());
-  AttentionSegments s;
-  s.causal = c.causal;
-  s.q_start = t_ivec("q_start", n), s.q_len = t_ivec("q_len", n), s.k_start = t_ivec("k_start", n);
-  s.k_len = t_ivec("k_len", n), s.causal_offset = t_ivec("offset", n);
-  auto qs = Kokkos::create_mirror_view(s.q_start), ql = Kokkos::create_mirror_view(s.q_len);
-  auto ks = Kokkos::create_mirror_view(s.k_start), kl = Kokkos::create_mirror_view(s.k_len);
-  auto off = Kokkos::create_mirror_view(s.causal_offset);
+  SegmentTable table;
   int qrow = 0, krow = 0;
-  for (int i = 0; i < n; ++i) {
-    qs(i) = qrow, ql(i) = c.q_len[i], ks(i) = krow, kl(i) = c.k_len[i], off(i) = c.offset[i];
+  for (size_t i = 0; i < c.q_len.size(); ++i) {
+    table.add(qrow, c.q_len[i], krow, c.k_len[i], c.offset[i]);
     qrow += c.q_len[i], krow += c.k_len[i];
   }
-  Kokkos::deep_copy(s.q_start, qs), Kokkos::deep_copy(s.q_len, ql), Kokkos::deep_copy(s.k_start, ks);
-  Kokkos::deep_copy(s.k_len, kl), Kokkos::deep_copy(s.causal_offset, off);
-  return s;
+  return make_segments(table, c.causal);
 }
 
 // Reference: explicit softmax over the visible keys, and its exact backward.
@@ -122,13 +113,17 @@ void run_case(const Case& c) {
   const auto segs = segments_of(c);
   t_mat q = to_device(t.q, nq, W), k = to_device(t.k, nk, W), v = to_device(t.v, nk, W);
   t_mat dout = to_device(t.dout, nq, W);
-  t_mat o("out", nq, W), lse("lse", nq, c.shape.heads), gq("dq", nq, W), gk("dk", nk, W), gv("dv", nk, W);
-  attention_forward(q, k, v, segs, c.shape, o, lse);
-  expect_close(out, o, "out");
-  attention_backward(dout, q, k, v, o, lse, segs, c.shape, gq, gk, gv);
-  expect_close(dq, gq, "dq");
-  expect_close(dk, gk, "dk");
-  expect_close(dv, gv, "dv");
+  // Both implementations on whatever backend runs: the host kernels and the team (GPU) kernels.
+  for (const AttentionKernels kernels : {AttentionKernels::host, AttentionKernels::teams}) {
+    SCOPED_TRACE(kernels == AttentionKernels::host ? "host kernels" : "team kernels");
+    t_mat o("out", nq, W), lse("lse", nq, c.shape.heads), gq("dq", nq, W), gk("dk", nk, W), gv("dv", nk, W);
+    attention_forward(q, k, v, segs, c.shape, o, lse, kernels);
+    expect_close(out, o, "out");
+    attention_backward(dout, q, k, v, o, lse, segs, c.shape, gq, gk, gv, kernels);
+    expect_close(dq, gq, "dq");
+    expect_close(dk, gk, "dk");
+    expect_close(dv, gv, "dv");
+  }
 }
 
 Case self_case(std::vector<int> lengths, bool causal, AttentionShape shape) {

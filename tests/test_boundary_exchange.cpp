@@ -96,6 +96,14 @@ RowRoute route_of(const Routing& r, int me, int ranks) {
   return route;
 }
 
+// The rows travel over a communicator of the backend a run would choose here (NCCL on a GPU build with
+// a GPU per rank, MPI otherwise), spanning the world.
+std::shared_ptr<Communicator> wire() {
+  std::vector<int> everyone(world_size());
+  for (int r = 0; r < world_size(); ++r) everyone[r] = r;
+  return choose_collectives(MPI_COMM_WORLD, "auto").factory(MPI_COMM_WORLD, everyone);
+}
+
 float encode(int g, int j, int width) { return static_cast<float>(g * width + j); }
 
 constexpr float kUnsentSrc = -2.0f, kDstSentinel = -1.0f, kDsrcSentinel = -3.0f;
@@ -104,7 +112,7 @@ constexpr float kUnsentSrc = -2.0f, kDstSentinel = -1.0f, kDsrcSentinel = -3.0f;
 // point_to_point: the pipeline's variant (receives posted first, Isend per peer, finish before use).
 void check_round_trip(const Routing& r, int width, bool point_to_point = false) {
   const int me = world_rank(), ranks = world_size();
-  BoundaryExchange bx(MPI_COMM_WORLD, route_of(r, me, ranks), width, /*tag=*/3);
+  BoundaryExchange bx(MPI_COMM_WORLD, wire(), route_of(r, me, ranks), width, /*tag=*/3);
   if (point_to_point) {
     bx.post_forward_receives();
     bx.post_backward_receives();
@@ -218,7 +226,7 @@ void fill_uniform(const t_mat& m, std::uint64_t seed) {
 TEST(BoundaryExchange, BackwardIsTheAdjointOfForward) {
   const int me = world_rank(), ranks = world_size(), width = 16;
   const Routing r = make_routing(ranks, 11 * ranks + 1, 21, any_to_any);
-  BoundaryExchange bx(MPI_COMM_WORLD, route_of(r, me, ranks), width);
+  BoundaryExchange bx(MPI_COMM_WORLD, wire(), route_of(r, me, ranks), width);
   t_mat x("x", r.src_rows[me], width), y("y", r.dst_rows[me], width);
   fill_uniform(x, 100 + me);
   fill_uniform(y, 200 + me);
@@ -239,7 +247,7 @@ void count_allocation(Kokkos::Profiling::SpaceHandle, const char*, const void*, 
 TEST(BoundaryExchange, SteadyStateCallsAllocateNothing) {
   const int me = world_rank(), ranks = world_size(), width = 8;
   const Routing r = make_routing(ranks, 13 * ranks, 31, any_to_any);
-  BoundaryExchange bx(MPI_COMM_WORLD, route_of(r, me, ranks), width);
+  BoundaryExchange bx(MPI_COMM_WORLD, wire(), route_of(r, me, ranks), width);
   t_mat src("src", r.src_rows[me], width), dst("dst", r.dst_rows[me], width);
   bx.forward(src, dst);  // warm-up grows the buffers
   bx.backward(dst, src);
@@ -255,10 +263,21 @@ TEST(BoundaryExchange, SteadyStateCallsAllocateNothing) {
   EXPECT_EQ(g_allocations.load(), 0);
 }
 
+// One MPI wire for the many constructions that must fail (creating NCCL communicators for each would
+// only cost time: the route is rejected before any row moves).
+std::shared_ptr<Communicator> wire_for_rejections() {
+  static std::shared_ptr<Communicator> mpi_wire = [] {
+    std::vector<int> everyone(world_size());
+    for (int r = 0; r < world_size(); ++r) everyone[r] = r;
+    return std::shared_ptr<Communicator>(create_mpi_communicator(MPI_COMM_WORLD, everyone));
+  }();
+  return mpi_wire;
+}
+
 // Constructing must throw std::invalid_argument on every rank, with `text` in the message on `on_rank`.
 void expect_rejected(const RowRoute& route, int width, int on_rank, const std::string& text) {
   try {
-    BoundaryExchange bx(MPI_COMM_WORLD, route, width);
+    BoundaryExchange bx(MPI_COMM_WORLD, wire_for_rejections(), route, width);
     ADD_FAILURE() << "rank " << world_rank() << ": route accepted";
   } catch (const std::invalid_argument& e) {
     if (world_rank() == on_rank) {
@@ -332,13 +351,21 @@ TEST(BoundaryExchange, RejectsDifferentWidths) {
                   "rank 0 has width 4 but rank 1 has width 5");
 }
 
+TEST(BoundaryExchange, RejectsAWireThatIsNotTheWorld) {
+  auto self = std::shared_ptr<Communicator>(create_mpi_communicator(MPI_COMM_WORLD, {world_rank()}));
+  if (world_size() == 1) GTEST_SKIP() << "a singleton is the world here";
+  EXPECT_THROW(BoundaryExchange(MPI_COMM_WORLD, self, empty_route(world_size()), 4), std::invalid_argument);
+  EXPECT_THROW(BoundaryExchange(MPI_COMM_WORLD, nullptr, empty_route(world_size()), 4),
+               std::invalid_argument);
+}
+
 TEST(BoundaryExchange, RowsOutsideTheViewsThrowBeforeCommunicating) {
   // A ring: every rank sends its row 1 to the next rank's row 1, so every rank checks rows on both ends.
   const int me = world_rank(), ranks = world_size(), width = 4;
   RowRoute route = empty_route(ranks);
   route.send_counts[(me + 1) % ranks] = 1, route.send_rows = {1};
   route.recv_counts[(me + ranks - 1) % ranks] = 1, route.recv_rows = {1};
-  BoundaryExchange bx(MPI_COMM_WORLD, route, width);
+  BoundaryExchange bx(MPI_COMM_WORLD, wire(), route, width);
   t_mat small("small", 1, width), ok("ok", 2, width), narrow("narrow", 2, width - 1);
   EXPECT_THROW(bx.forward(small, ok), std::out_of_range);
   EXPECT_THROW(bx.forward(ok, small), std::out_of_range);

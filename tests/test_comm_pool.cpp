@@ -174,6 +174,37 @@ void check_reduce_scatterv(Communicator& comm) {
   }
 }
 
+// Rank r sends (r + 2 * p) % 3 floats to group rank p, encoded by sender, receiver and index. With
+// gaps, every receive block is followed by one float that must keep its old value.
+void check_alltoallv(Communicator& comm, bool gaps) {
+  const auto& members = comm.world_ranks();
+  const int n = comm.size(), me = comm.rank();
+  const auto count = [](int from, int to) { return static_cast<std::size_t>((from + 2 * to) % 3); };
+  const auto value = [&](int from, int to, std::size_t k) {
+    return 1000.0f * members[from] + 100.0f * to + static_cast<float>(k);
+  };
+  std::vector<std::size_t> send_counts(n), send_displs(n), recv_counts(n), recv_displs(n);
+  std::vector<float> send_values, expected;
+  constexpr float kGap = -7.0f;
+  // Send blocks in reverse rank order, so displacements are not simply increasing.
+  for (int p = n - 1; p >= 0; --p) {
+    send_counts[p] = count(me, p);
+    send_displs[p] = send_values.size();
+    for (std::size_t k = 0; k < send_counts[p]; ++k) send_values.push_back(value(me, p, k));
+  }
+  for (int p = 0; p < n; ++p) {
+    recv_counts[p] = count(p, me);
+    recv_displs[p] = expected.size();
+    for (std::size_t k = 0; k < recv_counts[p]; ++k) expected.push_back(value(p, me, k));
+    if (gaps) expected.push_back(kGap);
+  }
+  t_vec send = make_buffer("send", send_values.size(), [&](std::size_t i) { return send_values[i]; });
+  t_vec recv = make_buffer("recv", expected.size(), [&](std::size_t) { return kGap; });
+  comm.alltoallv(send.data(), send_counts, send_displs, recv.data(), recv_counts, recv_displs);
+  expect_buffer(
+      recv, [&](std::size_t i) { return expected[i]; }, gaps ? "alltoallv with gaps" : "alltoallv");
+}
+
 void check_collectives(Communicator& comm, const Group& group) {
   ASSERT_EQ(comm.world_ranks(), group);
   ASSERT_EQ(comm.size(), static_cast<int>(group.size()));
@@ -181,6 +212,8 @@ void check_collectives(Communicator& comm, const Group& group) {
   check_allreduce(comm);
   check_allgatherv(comm);
   check_reduce_scatterv(comm);
+  check_alltoallv(comm, false);
+  check_alltoallv(comm, true);
 }
 
 void check_groups_of(int size) {
@@ -382,6 +415,42 @@ TEST(CommPool, RejectsInvalidRankSets) {
     expect_invalid([&] { create_mpi_communicator(MPI_COMM_WORLD, {(world_rank() + 1) % world}); },
                    "not in the group");
   }
+}
+
+TEST(MpiCommunicator, RejectsMismatchedAlltoallvCounts) {
+  auto comm = create_mpi_communicator(MPI_COMM_WORLD, {world_rank()});
+  t_vec buffer("buffer", 4);
+  EXPECT_THROW(comm->alltoallv(buffer.data(), {1}, {0}, buffer.data(), {2}, {0}), std::invalid_argument);
+  EXPECT_THROW(comm->alltoallv(buffer.data(), {1, 1}, {0}, buffer.data(), {1}, {0}), std::invalid_argument);
+}
+
+TEST(Collectives, ChoiceIsAgreedAndExplained) {
+  const CollectivesChoice mpi = choose_collectives(MPI_COMM_WORLD, "mpi");
+  EXPECT_EQ(mpi.backend, "mpi");
+  const CollectivesChoice automatic = choose_collectives(MPI_COMM_WORLD, "auto");
+  EXPECT_FALSE(automatic.reason.empty());
+  std::string why;
+  const bool nccl = nccl_device_path_available(MPI_COMM_WORLD, why);
+  EXPECT_EQ(automatic.backend, nccl ? "nccl" : "mpi");
+  if (!nccl_compiled() || kMemSpaceIsHostAccessible) {
+    EXPECT_FALSE(nccl) << "NCCL without NCCL, or on host memory";
+  }
+  if (nccl) {
+    EXPECT_EQ(choose_collectives(MPI_COMM_WORLD, "nccl").backend, "nccl");
+  } else {
+    EXPECT_FALSE(why.empty());
+    try {
+      choose_collectives(MPI_COMM_WORLD, "nccl");
+      ADD_FAILURE() << "nccl was accepted where it cannot run";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(choose_collectives(MPI_COMM_WORLD, "gloo"), std::invalid_argument);
+  // Every rank made the same choice.
+  int is_nccl = automatic.backend == "nccl", all = 0;
+  MPI_Allreduce(&is_nccl, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_TRUE(all == 0 || all == world_size());
 }
 
 TEST(NcclCommunicator, ClearErrorWhenBuiltWithoutNccl) {

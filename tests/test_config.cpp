@@ -60,6 +60,8 @@ optimizer: {lr: 1.0e-3, beta1: 0.8, beta2: 0.99, eps: 1e-6, weight_decay: 0.01, 
 runtime:
   peak_gflops_per_rank: 123.5
   blas_threads: 2
+  precision: bf16
+  collectives: mpi
 )";
 
 TEST(Config, FullDeckRoundTripsEveryField) {
@@ -101,6 +103,8 @@ TEST(Config, FullDeckRoundTripsEveryField) {
   EXPECT_EQ(c.optimizer.warmup_steps, 5);
   EXPECT_DOUBLE_EQ(c.runtime.peak_gflops_per_rank, 123.5);
   EXPECT_EQ(c.runtime.blas_threads, 2);
+  EXPECT_EQ(c.runtime.precision, "bf16");
+  EXPECT_EQ(c.runtime.collectives, "mpi");
 }
 
 TEST(Config, MinimalDeckGetsDefaults) {
@@ -144,6 +148,8 @@ TEST(Config, MinimalDeckGetsDefaults) {
   EXPECT_EQ(c.optimizer.warmup_steps, d.optimizer.warmup_steps);
   EXPECT_EQ(c.runtime.peak_gflops_per_rank, d.runtime.peak_gflops_per_rank);
   EXPECT_EQ(c.runtime.blas_threads, d.runtime.blas_threads);
+  EXPECT_EQ(c.runtime.precision, "fp32");
+  EXPECT_EQ(c.runtime.collectives, "auto");
 }
 
 TEST(Config, PartialSectionsKeepOtherDefaults) {
@@ -473,6 +479,9 @@ std::vector<BadDeck> bad_decks() {
       with_name("PeakGflopsNegative", "runtime: {peak_gflops_per_rank: -5}",
                 {"runtime.peak_gflops_per_rank = -5", ">= 0"}),
       with_name("BlasThreadsZero", "runtime: {blas_threads: 0}", {"runtime.blas_threads = 0", "[1,"}),
+      with_name("PrecisionUnknown", "runtime: {precision: fp16}", {"runtime.precision = fp16", "fp32, bf16"}),
+      with_name("CollectivesUnknown", "runtime: {collectives: gloo}",
+                {"runtime.collectives = gloo", "auto, mpi, nccl"}),
 
       // Cross-field rules and overflow guards.
       with_name("LlmHeadDimAboveKernelLimit", "model: {llm: {width: 512, heads: 2}}",

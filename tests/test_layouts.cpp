@@ -48,7 +48,7 @@ Gradients run_step(const RunConfig& config, MPI_Comm comm,
   const World world = World::of(comm);
   const Sampler sampler(config);
   Model model(config.model, config.seed);
-  CommPool pool(comm, pool_capacity, create_mpi_communicator);
+  CommPool pool(comm, pool_capacity, choose_collectives(comm, "auto").factory);
   StepExecutor executor(sampler, model, world, pool);
   const GlobalBatch batch = sampler.batch(0);
   const StepPlan plan = plan_of(batch);
@@ -227,6 +227,50 @@ TEST(Layouts, EveryPlannerGivesTheSingleRankLossCurve) {
     config.steps = 3;
     config.parallel.policy = policy;
     expect_same_curve(config);
+  }
+}
+
+// The device path's contract: once a step's inputs are on the device, nothing but documented scalars
+// crosses between host and device, whatever the layout (context parallel K/V exchange, boundary exchange
+// across ranks, micro-batches, gradient all-reduce). Asserted on the backend that runs: host builds
+// count nothing at all; CUDA builds with NCCL collectives count only each micro-batch's loss sum (one
+// 8-byte double back to the host); CUDA builds with MPI collectives (no NCCL, or ranks sharing a GPU)
+// count their host staging besides.
+TEST(Layouts, NoHostDeviceTransfersInsideAStepOnTheDevicePath) {
+  RunConfig config = deck();
+  config.steps = 3;
+  const World world = World::of(MPI_COMM_WORLD);
+  const CollectivesChoice collectives = choose_collectives(world.comm, "auto");
+  const Sampler sampler(config);
+  Model model(config.model, config.seed);
+  CommPool pool(world.comm, 8, collectives.factory);
+  StepExecutor executor(sampler, model, world, pool);
+  for (int step = 0; step < config.steps; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step) + ", collectives " + collectives.backend);
+    const GlobalBatch batch = sampler.batch(step);
+    // One context-parallel group of every rank, two micro-batches, images encoded away from their rows.
+    StepPlan plan = make_grouped_plan(batch, {world.size});
+    plan.llm_groups[0].micro_batches = 2;
+    for (size_t i = 0; i < plan.image_owner.size(); ++i)
+      plan.image_owner[i] = static_cast<int>((5 * i + step) % world.size);
+    validate_plan(plan, batch, world.size);
+    const StepOutcome out = executor.run(batch, plan);
+    EXPECT_EQ(out.input_transfers.to_host, 0) << "packing inputs read something back";
+    if (kMemSpaceIsHostAccessible) {
+      EXPECT_EQ(out.input_transfers.to_device + out.input_transfers.bytes, 0);
+      EXPECT_EQ(out.transfers.to_device + out.transfers.to_host + out.transfers.bytes, 0);
+    } else {
+      EXPECT_GT(out.input_transfers.to_device, 0) << "the inputs must reach the device somehow";
+      if (collectives.backend == "nccl") {
+        EXPECT_EQ(out.transfers.to_device, 0);
+        EXPECT_LE(out.transfers.to_host, 2) << "more than the loss sums of two micro-batches";
+        EXPECT_EQ(out.transfers.bytes, 8 * out.transfers.to_host) << "something bigger than a scalar";
+      } else if (world.size > 1) {
+        // At least the gradient all-reduce is staged out and back.
+        EXPECT_GT(out.transfers.to_host, 0);
+        EXPECT_GT(out.transfers.to_device, 0);
+      }
+    }
   }
 }
 

@@ -26,5 +26,19 @@ TEST(Transfer, CountsOnlyCopiesBetweenHostAndDevice) {
   EXPECT_EQ(back(4), 5);
 }
 
+// The rule itself, which host builds never exercise through real copies: one side on the host counts.
+TEST(Transfer, CountingRule) {
+  const TransferCounts before = transfer_counts();
+  detail::count_transfer(/*dst_on_host=*/false, /*src_on_host=*/true, 100);  // upload
+  detail::count_transfer(true, false, 40);                                   // download
+  detail::count_transfer(true, false, 2);
+  detail::count_transfer(true, true, 1000);    // host to host
+  detail::count_transfer(false, false, 1000);  // device to device
+  const TransferCounts counted = transfer_counts() - before;
+  EXPECT_EQ(counted.to_device, 1);
+  EXPECT_EQ(counted.to_host, 2);
+  EXPECT_EQ(counted.bytes, 142);
+}
+
 }  // namespace
 }  // namespace minimllm

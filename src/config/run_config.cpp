@@ -398,6 +398,8 @@ void read_optimizer(const Section& s, OptimizerConfig& c) {
 void read_runtime(const Section& s, RuntimeConfig& c) {
   s.read_real("peak_gflops_per_rank", c.peak_gflops_per_rank, at_least(0.0));
   s.read_int("blas_threads", c.blas_threads, 1, kMaxThreads);
+  s.read_choice("precision", c.precision, {"fp32", "bf16"});
+  s.read_choice("collectives", c.collectives, {"auto", "mpi", "nccl"});
 }
 
 void read_parallel(const Section& s, ParallelConfig& c) {
@@ -533,7 +535,8 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   read_data(top.section("data", {"global_batch", "text", "images", "incoherence", "noise"}), cfg.data);
   read_optimizer(top.section("optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps"}),
                  cfg.optimizer);
-  read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads"}), cfg.runtime);
+  read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives"}),
+               cfg.runtime);
   read_parallel(
       top.section("parallel", {"policy", "ranks_per_node", "group_sizes", "rotate_groups", "micro_batches",
                                "placement", "encoder_ranks", "encoder_layout", "comm_pool_capacity"}),

@@ -1,8 +1,10 @@
 #include "minimllm/driver/step_executor.hpp"
 
 #include <chrono>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "minimllm/parallel/boundary_exchange.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"
@@ -16,21 +18,20 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Sums a buffer over the world in place; device buffers go through a host mirror.
-void allreduce_sum(const t_vec& v, MPI_Comm comm) {
-  if constexpr (kMemSpaceIsHostAccessible) {
-    MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.extent(0)), MPI_FLOAT, MPI_SUM, comm);
-  } else {
-    auto host = copy_to_host(v);
-    MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(host.extent(0)), MPI_FLOAT, MPI_SUM, comm);
-    transfer(v, host);
-  }
+std::vector<int> all_ranks(int size) {
+  std::vector<int> ranks(size);
+  for (int r = 0; r < size; ++r) ranks[r] = r;
+  return ranks;
 }
 
 }  // namespace
 
 StepExecutor::StepExecutor(const Sampler& sampler, Model& model, const World& world, CommPool& pool)
-    : sampler_(sampler), model_(model), world_(world), pool_(pool) {}
+    : sampler_(sampler),
+      model_(model),
+      world_(world),
+      pool_(pool),
+      world_comm_(pool.factory()(world.comm, all_ranks(world.size))) {}
 
 StepOutcome StepExecutor::run(const GlobalBatch& batch, const StepPlan& plan) {
   StepOutcome out;
@@ -50,16 +51,17 @@ StepOutcome StepExecutor::run(const GlobalBatch& batch, const StepPlan& plan) {
   out.data_seconds = t_data - t0;
 
   if (plan.placement == Placement::disaggregated) {
-    run_pipeline(batch, work, llm_inputs, group_comm, grad_scale, out);
+    run_pipeline(batch, work, llm_inputs, group_comm, grad_scale, transfers_before, out);
   } else {
-    run_phases(batch, work, llm_inputs, group_comm, grad_scale, out);
+    run_phases(batch, work, llm_inputs, group_comm, grad_scale, transfers_before, out);
   }
 
   const double t_sync = now_seconds();
-  allreduce_sum(model_.grads(), world_.comm);
-  MPI_Allreduce(MPI_IN_PLACE, &out.loss_sum, 1, MPI_DOUBLE, MPI_SUM, world_.comm);
+  world_comm_->allreduce_sum(model_.grads().data(), model_.grads().extent(0));
+  MPI_Allreduce(MPI_IN_PLACE, &out.loss_sum, 1, MPI_DOUBLE, MPI_SUM, world_.comm);  // a host scalar
   out.grad_sync_seconds = now_seconds() - t_sync;
-  out.transfers = transfer_counts() - transfers_before;
+  // Copies after the inputs were up: (now - before) - (inputs ready - before).
+  out.transfers = (transfer_counts() - transfers_before) - out.input_transfers;
   return out;
 }
 
@@ -68,28 +70,38 @@ StepOutcome StepExecutor::run(const GlobalBatch& batch, const StepPlan& plan) {
 void StepExecutor::run_phases(const GlobalBatch& batch, const RankWork& work,
                               const std::vector<LlmInput>& llm_inputs,
                               const std::shared_ptr<Communicator>& group_comm, float grad_scale,
-                              StepOutcome& out) {
+                              const TransferCounts& transfers_before, StepOutcome& out) {
   const int width = model_.config().llm.width;
   const double t_start = now_seconds();
   const EncoderInput encoder_input = pack_encoder(sampler_, batch, work.images);
+  // The exchanges' row lists go up now too, so that from here to the end of the step nothing but
+  // documented scalars crosses between host and device (StepOutcome::transfers).
+  BoundaryExchange boundary(world_.comm, world_comm_, work.image_route, width);
+  std::vector<std::unique_ptr<KvExchange>> kv(llm_inputs.size());
+  if (work.group_ranks.size() > 1) {
+    for (size_t m = 0; m < kv.size(); ++m)
+      kv[m] = std::make_unique<KvExchange>(group_comm, work.micro_batches[m], 2 * width);
+  }
   const double t_packed = now_seconds();
+  out.input_transfers = transfer_counts() - transfers_before;
 
   EncoderActivations enc_acts;
   model_.encoder_forward(encoder_input, enc_acts);
   const double t_enc_fwd = now_seconds();
 
-  BoundaryExchange boundary(world_.comm, work.image_route, width);
   t_mat received("boundary::received", work.received_rows, width);
   boundary.forward(enc_acts.embeddings, received);
   const double t_boundary_fwd = now_seconds();
 
   t_mat d_received("boundary::d_received", work.received_rows, width);
   for (size_t m = 0; m < llm_inputs.size(); ++m) {
-    std::unique_ptr<KvExchange> kv;
-    if (work.group_ranks.size() > 1)
-      kv = std::make_unique<KvExchange>(group_comm, work.micro_batches[m], 2 * width);
-    out.loss_sum += model_.llm_forward_backward(llm_inputs[m], received, grad_scale, d_received, kv.get());
-    if (kv) out.kv_exchange_seconds += kv->seconds();
+    // The loss sum comes back to the host as a reduction result: the one device -> host scalar per
+    // micro-batch (not a counted transfer).
+    out.loss_sum += model_.llm_forward_backward(llm_inputs[m], received, grad_scale, d_received, kv[m].get());
+    if (kv[m]) {
+      out.kv_exchange_seconds += kv[m]->seconds();
+      kv[m].reset();  // frees its staging buffers before the next micro-batch
+    }
     out.flops += model_.llm_flops(llm_inputs[m]);
     out.llm_rows += llm_inputs[m].tokens;
   }
@@ -120,7 +132,7 @@ void StepExecutor::run_phases(const GlobalBatch& batch, const RankWork& work,
 void StepExecutor::run_pipeline(const GlobalBatch& batch, const RankWork& work,
                                 const std::vector<LlmInput>& llm_inputs,
                                 const std::shared_ptr<Communicator>& group_comm, float grad_scale,
-                                StepOutcome& out) {
+                                const TransferCounts& transfers_before, StepOutcome& out) {
   const int width = model_.config().llm.width;
   const int stages = static_cast<int>(work.stages.size());
   // Each stage's two directions have their own message tag.
@@ -141,7 +153,8 @@ void StepExecutor::run_pipeline(const GlobalBatch& batch, const RankWork& work,
   std::vector<std::unique_ptr<BoundaryExchange>> exchanges;  // one per stage; collective to build
   for (int m = 0; m < stages; ++m) {
     encoder_inputs.push_back(pack_encoder(sampler_, batch, work.stages[m].images));
-    exchanges.push_back(std::make_unique<BoundaryExchange>(world_.comm, work.stages[m].route, width, m));
+    exchanges.push_back(
+        std::make_unique<BoundaryExchange>(world_.comm, world_comm_, work.stages[m].route, width, m));
   }
   t_mat received("boundary::received", work.received_rows, width);
   t_mat d_received("boundary::d_received", work.received_rows, width);
@@ -152,6 +165,9 @@ void StepExecutor::run_pipeline(const GlobalBatch& batch, const RankWork& work,
     exchanges[m]->post_backward_receives();
   }
   lap(out.data_seconds);
+  // The pipeline's point-to-point transfers go through MPI: on a device they stage through host memory,
+  // and those copies are counted in StepOutcome::transfers.
+  out.input_transfers = transfer_counts() - transfers_before;
 
   // Encoder side: every forward, sending each stage's rows at once.
   std::vector<EncoderActivations> encoder_acts(stages);

@@ -36,16 +36,17 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Dense fp32 rate of this rank's BLAS, used as the MFU peak when the deck gives none.
-double measure_sgemm_gflops() {
+// Dense rate of this rank's GEMM in the run's precision, used as the MFU peak when the deck gives none
+// and the device is not in the datasheet table.
+double measure_gemm_gflops(GemmPrecision precision) {
   const int n = 1024;
   t_mat a("peak::a", n, n), b("peak::b", n, n), c("peak::c", n, n);
   Kokkos::deep_copy(a, 1.0f), Kokkos::deep_copy(b, 1.0f);
-  gemm(Trans::no, Trans::no, 1.0f, a, b, 0.0f, c);  // warm-up
+  gemm(Trans::no, Trans::no, 1.0f, a, b, 0.0f, c, precision);  // warm-up
   double best = 1e30;
   for (int rep = 0; rep < 5; ++rep) {
     const double t0 = now_seconds();
-    gemm(Trans::no, Trans::no, 1.0f, a, b, 0.0f, c);
+    gemm(Trans::no, Trans::no, 1.0f, a, b, 0.0f, c, precision);
     best = std::min(best, now_seconds() - t0);
   }
   return 2.0 * n * n * n / best * 1e-9;
@@ -84,6 +85,9 @@ void write_provenance(Hdf5RunWriter& out, const RunConfig& config, const TrainRe
   attributes.push_back({"peak_gflops_per_rank", r.peak_gflops_per_rank});
   attributes.push_back({"peak_source", r.peak_source});
   attributes.push_back({"memory_estimate_mib", r.memory_estimate_mib});
+  attributes.push_back({"precision", r.precision});
+  attributes.push_back({"collectives", r.collectives});
+  attributes.push_back({"collectives_reason", r.collectives_reason});
   out.set_run_attributes(attributes);
 }
 
@@ -195,6 +199,8 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
                 p.rotate_groups ? " rotating every step" : "", p.micro_batches);
   log << fmt::format("data: global batch {} samples, {} steps, seed {} | layout: {} | comm pool {}\n",
                      config.data.global_batch, config.steps, config.seed, layout, p.comm_pool_capacity);
+  log << fmt::format("precision: {} GEMMs | collectives: {} ({})\n", r.precision, r.collectives,
+                     r.collectives_reason);
   log << fmt::format("peak for MFU: {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank, r.peak_source);
   log << fmt::format(
       "memory estimate per rank: {:.1f} MiB (parameters, gradients, AdamW state; activations "
@@ -291,23 +297,31 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   std::ostream* log = world.is_root() ? options.log : nullptr;
   set_blas_threads(config.runtime.blas_threads);
   const Sampler sampler(config);
-  Model model(config.model, config.seed);
+  const GemmPrecision precision = gemm_precision_from_string(config.runtime.precision);
+  Model model(config.model, config.seed, precision);
   TrainResult result;
+  result.precision = to_string(precision);
   if (config.runtime.peak_gflops_per_rank > 0.0) {
     result.peak_gflops_per_rank = config.runtime.peak_gflops_per_rank;
     result.peak_source = "deck runtime.peak_gflops_per_rank";
-  } else if (const auto datasheet = dense_peak_gflops(device_name(), Precision::fp32)) {
+  } else if (const auto datasheet = dense_peak_gflops(
+                 device_name(), precision == GemmPrecision::bf16 ? Precision::bf16 : Precision::fp32)) {
     // On a known GPU, MFU is against the vendor's dense peak of the precision used (fp32: no TF32).
     result.peak_gflops_per_rank = *datasheet;
-    result.peak_source = fmt::format("datasheet dense fp32 peak of {}", device_name());
+    result.peak_source = fmt::format("datasheet dense {} peak of {}", to_string(precision), device_name());
   } else {
-    double local = measure_sgemm_gflops(), sum = 0.0;
+    double local = measure_gemm_gflops(precision), sum = 0.0;
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, world.comm);
     result.peak_gflops_per_rank = sum / world.size;  // identical on every rank: planners depend on it
     result.peak_source =
-        fmt::format("measured: {} GEMM 1024^3 (fp32) with {} BLAS thread(s), mean over ranks",
-                    to_string(default_gemm_backend()), config.runtime.blas_threads);
+        fmt::format("measured: {} GEMM 1024^3 ({}) with {} BLAS thread(s), mean over ranks",
+                    to_string(default_gemm_backend()), to_string(precision), config.runtime.blas_threads);
   }
+  // Chosen once, for every collective of the run (pool groups, the world's gradient all-reduce and
+  // boundary exchange): NCCL on device memory where it can, MPI otherwise.
+  const CollectivesChoice collectives = choose_collectives(world.comm, config.runtime.collectives);
+  result.collectives = collectives.backend;
+  result.collectives_reason = collectives.reason;
   const int per_node =
       config.parallel.ranks_per_node > 0 ? config.parallel.ranks_per_node : ranks_per_node(world);
   const LayoutSource layouts(config, world.size,
@@ -325,7 +339,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   if (log) print_banner(*log, config, world, model, result, peak, provenance);
   if (out) write_provenance(*out, config, result, model.parameter_count(), provenance);
 
-  CommPool pool(world.comm, config.parallel.comm_pool_capacity, create_mpi_communicator);
+  CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
   StepExecutor executor(sampler, model, world, pool);
   PolicyCodes policy_codes;
   const double t_loop = now_seconds();

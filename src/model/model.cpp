@@ -1,5 +1,6 @@
 #include "minimllm/model/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "minimllm/data/random.hpp"
@@ -133,37 +134,38 @@ t_mat keys_and_values(BlockActivations& a, KvExchange* kv, int width) {
 }
 
 void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_out,
-                   const AttentionSegments& segs, AttentionShape shape, KvExchange* kv) {
+                   const AttentionSegments& segs, AttentionShape shape, KvExchange* kv, GemmPrecision p) {
   const int width = shape.heads * shape.head_dim;
   rmsnorm_forward(a.x_in, w.norm1, a.norm1, a.rstd1);
-  gemm(Trans::no, Trans::no, 1.0f, a.norm1, w.qkv, 0.0f, a.qkv);
+  gemm(Trans::no, Trans::no, 1.0f, a.norm1, w.qkv, 0.0f, a.qkv, p);
   const t_mat kv_full = keys_and_values(a, kv, width);
   const t_mat& keys = kv ? kv_full : a.qkv;
   const int key_col = kv ? 0 : width;
   attention_forward(columns(a.qkv, 0, width), columns(keys, key_col, width),
                     columns(keys, key_col + width, width), segs, shape, a.attn, a.lse);
   Kokkos::deep_copy(a.x_mid, a.x_in);
-  gemm(Trans::no, Trans::no, 1.0f, a.attn, w.attn_out, 1.0f, a.x_mid);
+  gemm(Trans::no, Trans::no, 1.0f, a.attn, w.attn_out, 1.0f, a.x_mid, p);
   rmsnorm_forward(a.x_mid, w.norm2, a.norm2, a.rstd2);
-  gemm(Trans::no, Trans::no, 1.0f, a.norm2, w.mlp_in, 0.0f, a.mlp_pre);
+  gemm(Trans::no, Trans::no, 1.0f, a.norm2, w.mlp_in, 0.0f, a.mlp_pre, p);
   gelu_forward(a.mlp_pre, a.mlp_act);
   Kokkos::deep_copy(x_out, a.x_mid);
-  gemm(Trans::no, Trans::no, 1.0f, a.mlp_act, w.mlp_out, 1.0f, x_out);
+  gemm(Trans::no, Trans::no, 1.0f, a.mlp_act, w.mlp_out, 1.0f, x_out, p);
 }
 
 // On entry dx is the gradient of the block's output; on exit, of its input. Weight gradients accumulate.
 void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockActivations& a, const t_mat& dx,
-                    const AttentionSegments& segs, AttentionShape shape, BlockScratch& s, KvExchange* kv) {
+                    const AttentionSegments& segs, AttentionShape shape, BlockScratch& s, KvExchange* kv,
+                    GemmPrecision p) {
   const int width = shape.heads * shape.head_dim;
-  gemm(Trans::no, Trans::yes, 1.0f, dx, w.mlp_out, 0.0f, s.d_hidden);
-  gemm(Trans::yes, Trans::no, 1.0f, a.mlp_act, dx, 1.0f, g.mlp_out);
+  gemm(Trans::no, Trans::yes, 1.0f, dx, w.mlp_out, 0.0f, s.d_hidden, p);
+  gemm(Trans::yes, Trans::no, 1.0f, a.mlp_act, dx, 1.0f, g.mlp_out, p);
   gelu_backward(s.d_hidden, a.mlp_pre, s.d_hidden);
-  gemm(Trans::yes, Trans::no, 1.0f, a.norm2, s.d_hidden, 1.0f, g.mlp_in);
-  gemm(Trans::no, Trans::yes, 1.0f, s.d_hidden, w.mlp_in, 0.0f, s.d_norm);
+  gemm(Trans::yes, Trans::no, 1.0f, a.norm2, s.d_hidden, 1.0f, g.mlp_in, p);
+  gemm(Trans::no, Trans::yes, 1.0f, s.d_hidden, w.mlp_in, 0.0f, s.d_norm, p);
   rmsnorm_backward(s.d_norm, a.x_mid, w.norm2, a.rstd2, dx, g.norm2);
 
-  gemm(Trans::no, Trans::yes, 1.0f, dx, w.attn_out, 0.0f, s.d_attn);
-  gemm(Trans::yes, Trans::no, 1.0f, a.attn, dx, 1.0f, g.attn_out);
+  gemm(Trans::no, Trans::yes, 1.0f, dx, w.attn_out, 0.0f, s.d_attn, p);
+  gemm(Trans::yes, Trans::no, 1.0f, a.attn, dx, 1.0f, g.attn_out, p);
   // Under context parallelism dK|dV come out for the group's rows and are reduced to their owners.
   const t_mat& keys = kv ? a.kv_full : a.qkv;
   const t_mat& d_keys = kv ? s.d_kv_full : s.d_qkv;
@@ -173,8 +175,8 @@ void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockAct
                      columns(s.d_qkv, 0, width), columns(d_keys, key_col, width),
                      columns(d_keys, key_col + width, width));
   if (kv) kv->reduce(s.d_kv_full, columns(s.d_qkv, width, 2 * width));
-  gemm(Trans::yes, Trans::no, 1.0f, a.norm1, s.d_qkv, 1.0f, g.qkv);
-  gemm(Trans::no, Trans::yes, 1.0f, s.d_qkv, w.qkv, 0.0f, s.d_norm);
+  gemm(Trans::yes, Trans::no, 1.0f, a.norm1, s.d_qkv, 1.0f, g.qkv, p);
+  gemm(Trans::no, Trans::yes, 1.0f, s.d_qkv, w.qkv, 0.0f, s.d_norm, p);
   rmsnorm_backward(s.d_norm, a.x_in, w.norm1, a.rstd1, dx, g.norm1);
 }
 
@@ -188,7 +190,8 @@ double block_flops(double rows, int width, int hidden) {
 
 }  // namespace
 
-Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(config) {
+Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision)
+    : config_(config), precision_(precision) {
   TensorBinder counter;
   bind_tensors(config_, counter);
   decayed_count_ = counter.matrix_elements();
@@ -231,14 +234,14 @@ void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts)
 
   const ModelTensors& w = weights_;
   gemm(Trans::no, Trans::no, 1.0f, input.pixels, w.patch_embed, 0.0f,
-       e.layers ? acts.blocks[0].x_in : acts.x_final);
+       e.layers ? acts.blocks[0].x_in : acts.x_final, precision_);
   for (int l = 0; l < e.layers; ++l)
     block_forward(w.encoder[l], acts.blocks[l], l + 1 < e.layers ? acts.blocks[l + 1].x_in : acts.x_final,
-                  input.segments, shape, nullptr);
+                  input.segments, shape, nullptr, precision_);
   rmsnorm_forward(acts.x_final, w.encoder_norm, acts.normed, acts.rstd);
-  gemm(Trans::no, Trans::no, 1.0f, acts.normed, w.projector_in, 0.0f, acts.proj_pre);
+  gemm(Trans::no, Trans::no, 1.0f, acts.normed, w.projector_in, 0.0f, acts.proj_pre, precision_);
   gelu_forward(acts.proj_pre, acts.proj_act);
-  gemm(Trans::no, Trans::no, 1.0f, acts.proj_act, w.projector_out, 0.0f, acts.embeddings);
+  gemm(Trans::no, Trans::no, 1.0f, acts.proj_act, w.projector_out, 0.0f, acts.embeddings, precision_);
 }
 
 void Model::encoder_backward(const EncoderInput& input, const EncoderActivations& acts,
@@ -250,19 +253,20 @@ void Model::encoder_backward(const EncoderInput& input, const EncoderActivations
   const ModelTensors &w = weights_, &g = weight_grads_;
 
   t_mat d_proj = uninitialized("enc::d_proj", rows, config_.llm.width);
-  gemm(Trans::no, Trans::yes, 1.0f, d_embeddings, w.projector_out, 0.0f, d_proj);
-  gemm(Trans::yes, Trans::no, 1.0f, acts.proj_act, d_embeddings, 1.0f, g.projector_out);
+  gemm(Trans::no, Trans::yes, 1.0f, d_embeddings, w.projector_out, 0.0f, d_proj, precision_);
+  gemm(Trans::yes, Trans::no, 1.0f, acts.proj_act, d_embeddings, 1.0f, g.projector_out, precision_);
   gelu_backward(d_proj, acts.proj_pre, d_proj);
-  gemm(Trans::yes, Trans::no, 1.0f, acts.normed, d_proj, 1.0f, g.projector_in);
+  gemm(Trans::yes, Trans::no, 1.0f, acts.normed, d_proj, 1.0f, g.projector_in, precision_);
   t_mat d_normed = uninitialized("enc::d_normed", rows, width);
-  gemm(Trans::no, Trans::yes, 1.0f, d_proj, w.projector_in, 0.0f, d_normed);
+  gemm(Trans::no, Trans::yes, 1.0f, d_proj, w.projector_in, 0.0f, d_normed, precision_);
   t_mat dx("enc::dx", rows, width);
   rmsnorm_backward(d_normed, acts.x_final, w.encoder_norm, acts.rstd, dx, g.encoder_norm);
   BlockScratch scratch(rows, width, hidden);
   for (int l = e.layers - 1; l >= 0; --l)
-    block_backward(w.encoder[l], g.encoder[l], acts.blocks[l], dx, input.segments, shape, scratch, nullptr);
+    block_backward(w.encoder[l], g.encoder[l], acts.blocks[l], dx, input.segments, shape, scratch, nullptr,
+                   precision_);
   // The pixels need no gradient: only the patch embedding's weights.
-  gemm(Trans::yes, Trans::no, 1.0f, input.pixels, dx, 1.0f, g.patch_embed);
+  gemm(Trans::yes, Trans::no, 1.0f, input.pixels, dx, 1.0f, g.patch_embed, precision_);
 }
 
 double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& received, float grad_scale,
@@ -280,24 +284,24 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
   copy_rows(received, input.image_src_rows, blocks[0].x_in, input.image_rows);
   for (int l = 0; l < c.layers; ++l)
     block_forward(w.llm[l], blocks[l], l + 1 < c.layers ? blocks[l + 1].x_in : x_final, input.segments, shape,
-                  kv);
+                  kv, precision_);
   t_mat normed = uninitialized("llm::normed", rows, width);
   t_vec rstd = uninitialized("llm::rstd", rows);
   rmsnorm_forward(x_final, w.final_norm, normed, rstd);
   t_mat logits = uninitialized("llm::logits", rows, c.vocab);
-  gemm(Trans::no, Trans::no, 1.0f, normed, w.lm_head, 0.0f, logits);
+  gemm(Trans::no, Trans::no, 1.0f, normed, w.lm_head, 0.0f, logits, precision_);
   t_vec losses = uninitialized("llm::losses", rows);
   softmax_xent_forward_backward(logits, input.targets, grad_scale, losses, logits);  // logits become dlogits
   const double loss_sum = sum(losses);
 
-  gemm(Trans::yes, Trans::no, 1.0f, normed, logits, 1.0f, g.lm_head);
+  gemm(Trans::yes, Trans::no, 1.0f, normed, logits, 1.0f, g.lm_head, precision_);
   t_mat d_normed = uninitialized("llm::d_normed", rows, width);
-  gemm(Trans::no, Trans::yes, 1.0f, logits, w.lm_head, 0.0f, d_normed);
+  gemm(Trans::no, Trans::yes, 1.0f, logits, w.lm_head, 0.0f, d_normed, precision_);
   t_mat dx("llm::dx", rows, width);
   rmsnorm_backward(d_normed, x_final, w.final_norm, rstd, dx, g.final_norm);
   BlockScratch scratch(rows, width, hidden, kv ? kv->full_rows() : 0);
   for (int l = c.layers - 1; l >= 0; --l)
-    block_backward(w.llm[l], g.llm[l], blocks[l], dx, input.segments, shape, scratch, kv);
+    block_backward(w.llm[l], g.llm[l], blocks[l], dx, input.segments, shape, scratch, kv, precision_);
   embedding_backward(input.text_ids, input.text_rows, dx, g.token_embed);
   copy_rows(dx, input.image_rows, d_received, input.image_src_rows);
   return loss_sum;
@@ -344,7 +348,18 @@ double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std:
   const double kv = (c.layers + 1.0) * 2.0 * c.width * key_rows;
   // The boundary exchange's received rows and their gradient (about one per patch).
   const double boundary = 4.0 * c.width * patches;
-  return 4.0 * (llm_row * llm_rows + enc_row * patches + kv + boundary);
+  // bf16: gemm keeps grow-only rounded copies of A and B, each as large as the largest operand (floats
+  // on the host, 16-bit on CUDA): for the LM head that is the logits, rows x vocab, once as A, once as B.
+  double rounded = 0.0;
+  if (precision_ == GemmPrecision::bf16) {
+    const double llm_cols = std::max({c.vocab, c.mlp_ratio * c.width, 3 * c.width});
+    const double enc_cols =
+        std::max({e.mlp_ratio * e.width, 3 * e.width, c.width, e.channels * e.patch * e.patch});
+    const double weights = static_cast<double>(c.width) * std::max(c.vocab, c.mlp_ratio * c.width);
+    const double largest = std::max({llm_cols * llm_rows, enc_cols * patches, weights});
+    rounded = 2.0 * largest * (kMemSpaceIsHostAccessible ? 1.0 : 0.5);
+  }
+  return 4.0 * (llm_row * llm_rows + enc_row * patches + kv + boundary + rounded);
 }
 
 }  // namespace minimllm

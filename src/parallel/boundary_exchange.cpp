@@ -10,15 +10,12 @@
 namespace minimllm {
 namespace {
 
-using HostFloats = Kokkos::View<float*, HostSpace>;
-
 // Packed rows live in a process-wide, grow-only pool rather than per instance: routes change from step
 // to step, so a fresh BoundaryExchange per step still allocates nothing once the pool has grown. Calls
 // must not overlap (one thread drives MPI, as with MPI_THREAD_FUNNELED).
 struct Scratch {
-  t_vec out, in;                 // outgoing / incoming packed rows
-  HostFloats out_host, in_host;  // staging when MemSpace is not host-accessible
-  std::vector<int> out_counts, out_displs, in_counts, in_displs;  // in floats, as MPI wants them
+  t_vec out, in;  // outgoing / incoming packed rows, in MemSpace (the communicator stages if it must)
+  std::vector<std::size_t> out_counts, out_displs, in_counts, in_displs;  // in floats
 };
 
 Scratch g_scratch;
@@ -110,25 +107,26 @@ void check_view(const char* what, const char* view_name, std::size_t extent0, st
                             " is outside " + view_name + " (" + std::to_string(extent0) + " rows)");
 }
 
-// MPI counts and displacements in floats for the wire layout: every peer's rows but this rank's own.
-void wire_layout(const Side& side, int me, int width, std::vector<int>& counts, std::vector<int>& displs) {
+// Counts and displacements in floats for the wire layout: every peer's rows but this rank's own.
+void wire_layout(const Side& side, int me, int width, std::vector<std::size_t>& counts,
+                 std::vector<std::size_t>& displs) {
   counts.resize(side.counts.size());  // no allocation once sized for this world
   displs.resize(side.counts.size());
+  const auto width_z = static_cast<std::size_t>(width);
   for (std::size_t p = 0; p < side.counts.size(); ++p) {
     const int p_int = static_cast<int>(p);
-    counts[p] = p_int == me ? 0 : side.counts[p] * width;
-    displs[p] = (side.displs[p] - (p_int > me ? side.counts[me] : 0)) * width;
+    counts[p] = p_int == me ? 0 : static_cast<std::size_t>(side.counts[p]) * width_z;
+    displs[p] = static_cast<std::size_t>(side.displs[p] - (p_int > me ? side.counts[me] : 0)) * width_z;
   }
 }
 
 // Forward and backward alike: out(to.rows) on every receiver = in(from.rows) on every sender. Rows that
-// stay on this rank are copied directly, never packed, staged or handed to MPI.
-void exchange(MPI_Comm comm, int width, const char* what, const t_mat_const& in, const char* in_name,
+// stay on this rank are copied directly, never packed or handed to the communicator.
+void exchange(Communicator& wire, int width, const char* what, const t_mat_const& in, const char* in_name,
               const Side& from, const t_mat& out, const char* out_name, const Side& to) {
   check_view(what, in_name, in.extent(0), in.extent(1), width, from);
   check_view(what, out_name, out.extent(0), out.extent(1), width, to);
-  int me = 0;
-  MPI_Comm_rank(comm, &me);
+  const int me = wire.rank();
   const SelfRows self{from.displs[me], to.displs[me], from.counts[me]};
 
   const std::size_t width_z = static_cast<std::size_t>(width);
@@ -140,25 +138,8 @@ void exchange(MPI_Comm comm, int width, const char* what, const t_mat_const& in,
   wire_layout(to, me, width, s.in_counts, s.in_displs);
 
   pack(in, from.rows_dev, self, t_mat_um(s.out.data(), wire_out, width_z), out, to.rows_dev);
-  float* out_buf = s.out.data();
-  float* in_buf = s.in.data();
-  if constexpr (kMemSpaceIsHostAccessible) {
-    ExecSpace().fence();  // MPI reads what the pack kernel wrote
-  } else {
-    // No CUDA-aware MPI assumed: stage through host memory.
-    grow(s.out_host, wire_out * width_z, "minimllm::BoundaryExchange::out_host");
-    grow(s.in_host, wire_in * width_z, "minimllm::BoundaryExchange::in_host");
-    const auto range_out = std::make_pair(std::size_t(0), wire_out * width_z);
-    transfer(Kokkos::subview(s.out_host, range_out), Kokkos::subview(s.out, range_out));
-    out_buf = s.out_host.data();
-    in_buf = s.in_host.data();
-  }
-  MPI_Alltoallv(out_buf, s.out_counts.data(), s.out_displs.data(), MPI_FLOAT, in_buf, s.in_counts.data(),
-                s.in_displs.data(), MPI_FLOAT, comm);
-  if constexpr (!kMemSpaceIsHostAccessible) {
-    const auto range_in = std::make_pair(std::size_t(0), wire_in * width_z);
-    transfer(Kokkos::subview(s.in, range_in), Kokkos::subview(s.in_host, range_in));
-  }
+  // The communicator fences before it reads what the pack kernel wrote.
+  wire.alltoallv(s.out.data(), s.out_counts, s.out_displs, s.in.data(), s.in_counts, s.in_displs);
   unpack(t_mat_um(s.in.data(), wire_in, width_z), self, out, to.rows_dev);
 }
 
@@ -177,7 +158,7 @@ std::string side_error(const std::string& name, const std::vector<int>& counts, 
   if (total != static_cast<std::int64_t>(rows.size()))
     return name + "_counts sum to " + std::to_string(total) + " but " + name + "_rows has " +
            std::to_string(rows.size()) + " rows";
-  // MPI counts and displacements are int, in floats.
+  // MPI counts and displacements are int, in floats (the NCCL backend would not need this).
   if (total * width > INT_MAX)
     return std::to_string(total) + " " + name + " rows of width " + std::to_string(width) + " are " +
            std::to_string(total * width) + " floats, more than an MPI count can hold (INT_MAX)";
@@ -205,11 +186,18 @@ std::vector<int> displacements(const std::vector<int>& counts) {
 
 }  // namespace
 
-BoundaryExchange::BoundaryExchange(MPI_Comm world, RowRoute route, int width, int tag)
-    : world_(world), route_(std::move(route)), width_(width), tag_(tag) {
+BoundaryExchange::BoundaryExchange(MPI_Comm world, std::shared_ptr<Communicator> wire, RowRoute route,
+                                   int width, int tag)
+    : world_(world), wire_(std::move(wire)), route_(std::move(route)), width_(width), tag_(tag) {
   int rank = 0, ranks = 0;
   MPI_Comm_rank(world_, &rank);
   MPI_Comm_size(world_, &ranks);
+  // Every rank checks the same thing about its own communicator, so all throw or none does.
+  if (!wire_ || wire_->size() != ranks || wire_->rank() != rank) {
+    throw std::invalid_argument(
+        "BoundaryExchange: the wire communicator must span the world's ranks in world order (rank " +
+        std::to_string(rank) + " of " + std::to_string(ranks) + ")");
+  }
   std::string error = local_route_error(route_, width_, ranks);
 
   // Both ends of every pair must agree on the row count, or Alltoallv would hang or corrupt. Each rank
@@ -259,13 +247,13 @@ BoundaryExchange::BoundaryExchange(MPI_Comm world, RowRoute route, int width, in
 void BoundaryExchange::forward(const t_mat_const& src, const t_mat& dst) {
   const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
   const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
-  exchange(world_, width_, "BoundaryExchange::forward", src, "src", send, dst, "dst", recv);
+  exchange(*wire_, width_, "BoundaryExchange::forward", src, "src", send, dst, "dst", recv);
 }
 
 void BoundaryExchange::backward(const t_mat_const& d_dst, const t_mat& d_src) {
   const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
   const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
-  exchange(world_, width_, "BoundaryExchange::backward", d_dst, "d_dst", recv, d_src, "d_src", send);
+  exchange(*wire_, width_, "BoundaryExchange::backward", d_dst, "d_dst", recv, d_src, "d_src", send);
 }
 
 // ---------------------------------------------------------------------------------------------------

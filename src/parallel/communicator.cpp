@@ -115,6 +115,37 @@ std::size_t check_reduce_scatterv_args(const std::vector<std::size_t>& counts, i
   return std::accumulate(counts.begin(), counts.end(), std::size_t{0});
 }
 
+AlltoallvExtents check_alltoallv_args(const std::vector<std::size_t>& send_counts,
+                                      const std::vector<std::size_t>& send_displs,
+                                      const std::vector<std::size_t>& recv_counts,
+                                      const std::vector<std::size_t>& recv_displs, int group_rank,
+                                      int group_size) {
+  const auto size = static_cast<std::size_t>(group_size);
+  for (const auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs}) {
+    if (v->size() != size) {
+      throw std::invalid_argument(
+          fmt::format("alltoallv: a count or displacement list has {} entries but the group has {} ranks; "
+                      "pass one per group rank",
+                      v->size(), group_size));
+    }
+  }
+  if (send_counts[group_rank] != recv_counts[group_rank]) {
+    throw std::invalid_argument(
+        fmt::format("alltoallv: this rank sends {} floats to itself but expects {}; they must be equal",
+                    send_counts[group_rank], recv_counts[group_rank]));
+  }
+  AlltoallvExtents extents;
+  std::size_t received = 0;
+  for (std::size_t r = 0; r < size; ++r) {
+    if (send_counts[r]) extents.send = std::max(extents.send, send_displs[r] + send_counts[r]);
+    if (recv_counts[r]) extents.recv = std::max(extents.recv, recv_displs[r] + recv_counts[r]);
+    received += recv_counts[r];
+  }
+  // Non-overlapping blocks (the caller's duty) tile [0, recv) exactly when their sizes add up to it.
+  extents.recv_has_gaps = received != extents.recv;
+  return extents;
+}
+
 }  // namespace detail
 
 namespace {
@@ -144,7 +175,7 @@ T* on_host(T* data, std::size_t count, std::vector<float>& stage, bool copy_in) 
     return data;
   } else {
     stage.resize(count);
-    if (copy_in) {
+    if (copy_in && count > 0) {
       transfer(HostUnmanaged(stage.data(), count), ConstUnmanaged<MemSpace>(data, count));
     }
     return stage.data();
@@ -153,7 +184,14 @@ T* on_host(T* data, std::size_t count, std::vector<float>& stage, bool copy_in) 
 
 // Copies a staged result back into MemSpace; nothing to do when MPI wrote the data in place.
 void to_mem_space(const float* host, float* data, std::size_t count) {
-  if (host != data) transfer(MemUnmanaged(data, count), ConstUnmanaged<HostSpace>(host, count));
+  if (host != data && count > 0) transfer(MemUnmanaged(data, count), ConstUnmanaged<HostSpace>(host, count));
+}
+
+// dst = src, count floats, both in MemSpace (a group of one: no MPI, no staging, not a transfer).
+void copy_in_mem_space(float* dst, const float* src, std::size_t count) {
+  if (dst == src || count == 0) return;
+  Kokkos::deep_copy(MemUnmanaged(dst, count), ConstUnmanaged<MemSpace>(src, count));
+  Kokkos::fence();
 }
 
 class MpiCommunicator final : public Communicator {
@@ -165,7 +203,10 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return group_.rank(); }
   int size() const override { return group_.size(); }
 
+  // A group of one has nothing to talk about: its collectives are copies in MemSpace (or nothing), so
+  // they never stage device data through the host.
   void allreduce_sum(float* data, std::size_t count) override {
+    if (size() == 1) return Kokkos::fence();
     float* buffer = on_host(data, count, send_stage_, true);
     detail::check_mpi(
         MPI_Allreduce(MPI_IN_PLACE, buffer, to_int(count, "allreduce_sum"), MPI_FLOAT, MPI_SUM, group_.get()),
@@ -176,6 +217,7 @@ class MpiCommunicator final : public Communicator {
   void allgatherv(const float* send, std::size_t send_count, float* recv,
                   const std::vector<std::size_t>& recv_counts) override {
     const std::size_t total = detail::check_allgatherv_args(send_count, recv_counts, rank(), size());
+    if (size() == 1) return copy_in_mem_space(recv, send, send_count);
     to_int(total, "allgatherv");  // every displacement then fits too
     set_counts(recv_counts);
     const float* send_host = on_host(send, send_count, send_stage_, true);
@@ -188,6 +230,7 @@ class MpiCommunicator final : public Communicator {
 
   void reduce_scatterv(const float* send, float* recv, const std::vector<std::size_t>& counts) override {
     const std::size_t total = detail::check_reduce_scatterv_args(counts, size());
+    if (size() == 1) return copy_in_mem_space(recv, send, total);
     to_int(total, "reduce_scatterv");
     set_counts(counts);
     const std::size_t mine = counts[rank()];
@@ -199,7 +242,33 @@ class MpiCommunicator final : public Communicator {
     to_mem_space(recv_host, recv, mine);
   }
 
+  void alltoallv(const float* send, const std::vector<std::size_t>& send_counts,
+                 const std::vector<std::size_t>& send_displs, float* recv,
+                 const std::vector<std::size_t>& recv_counts,
+                 const std::vector<std::size_t>& recv_displs) override {
+    const detail::AlltoallvExtents extents =
+        detail::check_alltoallv_args(send_counts, send_displs, recv_counts, recv_displs, rank(), size());
+    if (size() == 1) return copy_in_mem_space(recv + recv_displs[0], send + send_displs[0], send_counts[0]);
+    to_int(extents.send, "alltoallv"), to_int(extents.recv, "alltoallv");  // displacements fit too
+    to_ints(send_counts, send_displs, counts_, displs_);
+    to_ints(recv_counts, recv_displs, recv_counts_, recv_displs_);
+    const float* send_host = on_host(send, extents.send, send_stage_, true);
+    // Staged receive blocks go back as one copy: with gaps between them, the gaps must hold recv's own
+    // values, so they are staged too.
+    float* recv_host = on_host(recv, extents.recv, recv_stage_, extents.recv_has_gaps);
+    detail::check_mpi(MPI_Alltoallv(send_host, counts_.data(), displs_.data(), MPI_FLOAT, recv_host,
+                                    recv_counts_.data(), recv_displs_.data(), MPI_FLOAT, group_.get()),
+                      "MPI_Alltoallv");
+    to_mem_space(recv_host, recv, extents.recv);
+  }
+
  private:
+  static void to_ints(const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs,
+                      std::vector<int>& int_counts, std::vector<int>& int_displs) {
+    int_counts.assign(counts.begin(), counts.end());
+    int_displs.assign(displs.begin(), displs.end());
+  }
+
   // int counts and displacements for MPI (the caller has checked that the total fits an int).
   void set_counts(const std::vector<std::size_t>& counts) {
     counts_.resize(counts.size());
@@ -213,7 +282,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   detail::GroupComm group_;
-  std::vector<int> counts_, displs_;
+  std::vector<int> counts_, displs_, recv_counts_, recv_displs_;
   std::vector<float> send_stage_, recv_stage_;  // host staging, used only when MemSpace is device memory
 };
 
@@ -221,6 +290,24 @@ class MpiCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> create_mpi_communicator(MPI_Comm world, const std::vector<int>& ranks) {
   return std::make_unique<MpiCommunicator>(world, ranks);
+}
+
+CollectivesChoice choose_collectives(MPI_Comm world, const std::string& requested) {
+  if (requested != "auto" && requested != "mpi" && requested != "nccl") {
+    throw std::invalid_argument(
+        fmt::format("collectives backend '{}' is unknown; valid: auto, mpi, nccl", requested));
+  }
+  const char* mpi_reason =
+      kMemSpaceIsHostAccessible ? "host memory, in place" : "device buffers staged through host memory";
+  if (requested == "mpi") return {"mpi", fmt::format("requested; {}", mpi_reason), create_mpi_communicator};
+  std::string why;
+  if (nccl_device_path_available(world, why)) {
+    return {"nccl", "device memory on NCCL's stream, no host staging", create_nccl_communicator};
+  }
+  if (requested == "nccl") {
+    throw std::runtime_error(fmt::format("runtime.collectives is nccl, but NCCL cannot run here: {}", why));
+  }
+  return {"mpi", fmt::format("{} ({})", mpi_reason, why), create_mpi_communicator};
 }
 
 }  // namespace minimllm

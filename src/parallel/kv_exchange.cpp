@@ -34,12 +34,19 @@ KvExchange::KvExchange(std::shared_ptr<Communicator> group, const MicroBatchWork
   std::vector<int> identity(full_rows_);
   for (int i = 0; i < full_rows_; ++i) identity[i] = i;
   identity_ = to_device(identity, "kv::identity");
-  local_ = t_mat("kv::local", local_rows_, width);
-  rank_major_ = t_mat("kv::rank_major", full_rows_, width);
+}
+
+void KvExchange::allocate() {
+  if (local_.extent(0) == static_cast<std::size_t>(local_rows_) &&
+      rank_major_.extent(0) == static_cast<std::size_t>(full_rows_))
+    return;
+  local_ = t_mat("kv::local", local_rows_, width_);
+  rank_major_ = t_mat("kv::rank_major", full_rows_, width_);
 }
 
 void KvExchange::gather(const t_mat_strided_const& kv_local, const t_mat& kv_full) {
   const ScopedSeconds timer(seconds_);
+  allocate();
   Kokkos::deep_copy(local_, kv_local);
   Kokkos::fence();  // the communicator reads raw pointers
   group_->allgatherv(local_.data(), local_.size(), rank_major_.data(), member_floats_);
@@ -48,6 +55,7 @@ void KvExchange::gather(const t_mat_strided_const& kv_local, const t_mat& kv_ful
 
 void KvExchange::reduce(const t_mat_const& d_kv_full, const t_mat_strided& kv_local_grad) {
   const ScopedSeconds timer(seconds_);
+  allocate();
   copy_rows(d_kv_full, identity_, rank_major_, kv_order_);
   Kokkos::fence();
   group_->reduce_scatterv(rank_major_.data(), local_.data(), member_floats_);

@@ -43,4 +43,16 @@ std::size_t check_allgatherv_args(std::size_t send_count, const std::vector<std:
                                   int group_rank, int group_size);
 std::size_t check_reduce_scatterv_args(const std::vector<std::size_t>& counts, int group_size);
 
+// Argument checks of Communicator::alltoallv: four vectors of one entry per group rank, and this rank's
+// send and receive counts to itself equal. Returns the floats each buffer spans: max(displ + count).
+struct AlltoallvExtents {
+  std::size_t send = 0, recv = 0;
+  bool recv_has_gaps = false;  // the receive blocks do not tile [0, recv) exactly
+};
+AlltoallvExtents check_alltoallv_args(const std::vector<std::size_t>& send_counts,
+                                      const std::vector<std::size_t>& send_displs,
+                                      const std::vector<std::size_t>& recv_counts,
+                                      const std::vector<std::size_t>& recv_displs, int group_rank,
+                                      int group_size);
+
 }  // namespace minimllm::detail

@@ -1,17 +1,24 @@
 // NCCL backend of Communicator (compiled with MINIMLLM_ENABLE_NCCL; otherwise create_nccl_communicator
 // throws). The unique id travels over an MPI sub-communicator of the members, which is freed right after.
+// libnccl.so.2 is opened at run time (dlopen), not linked: a program built with NCCL still starts where
+// the library is missing, and runs its collectives over MPI, saying why.
 #include <stdexcept>
 
 #include "minimllm/parallel/communicator.hpp"
 
 #ifdef MINIMLLM_ENABLE_NCCL
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nccl.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "minimllm/core/types.hpp"
 #include "mpi_group.hpp"
@@ -28,12 +35,59 @@ static_assert(kMemSpaceIsHostAccessible,
 
 namespace {
 
+// The NCCL entry points minimllm uses, resolved once from libnccl.so.2 (the soname any NCCL 2.x
+// provides: the CUDA toolkit's, or Python's nvidia-nccl package, found through LD_LIBRARY_PATH).
+struct NcclApi {
+  std::string error;  // why the library is unusable; empty when every entry point resolved
+  decltype(&::ncclGetErrorString) get_error_string = nullptr;
+  decltype(&::ncclGetUniqueId) get_unique_id = nullptr;
+  decltype(&::ncclCommInitRank) comm_init_rank = nullptr;
+  decltype(&::ncclCommDestroy) comm_destroy = nullptr;
+  decltype(&::ncclAllReduce) all_reduce = nullptr;
+  decltype(&::ncclAllGather) all_gather = nullptr;
+  decltype(&::ncclReduceScatter) reduce_scatter = nullptr;
+  decltype(&::ncclSend) send = nullptr;
+  decltype(&::ncclRecv) recv = nullptr;
+  decltype(&::ncclGroupStart) group_start = nullptr;
+  decltype(&::ncclGroupEnd) group_end = nullptr;
+};
+
+const NcclApi& nccl() {
+  static const NcclApi api = [] {
+    NcclApi a;
+    void* library = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);  // never closed: used until exit
+    if (!library) {
+      const char* why = dlerror();
+      a.error = fmt::format("libnccl.so.2 could not be loaded ({})", why ? why : "unknown reason");
+      return a;
+    }
+    const auto resolve = [&](auto& entry, const char* name) {
+      entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(dlsym(library, name));
+      if (!entry && a.error.empty()) a.error = fmt::format("libnccl.so.2 has no {}", name);
+    };
+    resolve(a.get_error_string, "ncclGetErrorString");
+    resolve(a.get_unique_id, "ncclGetUniqueId");
+    resolve(a.comm_init_rank, "ncclCommInitRank");
+    resolve(a.comm_destroy, "ncclCommDestroy");
+    resolve(a.all_reduce, "ncclAllReduce");
+    resolve(a.all_gather, "ncclAllGather");
+    resolve(a.reduce_scatter, "ncclReduceScatter");
+    resolve(a.send, "ncclSend");
+    resolve(a.recv, "ncclRecv");
+    resolve(a.group_start, "ncclGroupStart");
+    resolve(a.group_end, "ncclGroupEnd");
+    return a;
+  }();
+  return api;
+}
+
 void check_cuda(cudaError_t rc, const char* what) {
   if (rc != cudaSuccess) throw std::runtime_error(fmt::format("{} failed: {}", what, cudaGetErrorString(rc)));
 }
 
 void check_nccl(ncclResult_t rc, const char* what) {
-  if (rc != ncclSuccess) throw std::runtime_error(fmt::format("{} failed: {}", what, ncclGetErrorString(rc)));
+  if (rc != ncclSuccess)
+    throw std::runtime_error(fmt::format("{} failed: {}", what, nccl().get_error_string(rc)));
 }
 
 // NCCL rejects two ranks of one communicator on the same GPU. Kokkos's CUDA backend has already mapped
@@ -96,8 +150,9 @@ ncclUniqueId bootstrap(MPI_Comm world, const std::vector<int>& ranks, int& rank,
   ncclUniqueId id{};
   std::string error;
   try {
+    if (!nccl().error.empty()) throw std::runtime_error(nccl().error);
     select_device();
-    if (rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (rank == 0) check_nccl(nccl().get_unique_id(&id), "ncclGetUniqueId");
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -116,7 +171,7 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(MPI_Comm world, const std::vector<int>& ranks) : Communicator(ranks) {
     const ncclUniqueId id = bootstrap(world, ranks, rank_, size_);
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    const ncclResult_t rc = ncclCommInitRank(&comm_, size_, id, rank_);
+    const ncclResult_t rc = nccl().comm_init_rank(&comm_, size_, id, rank_);
     if (rc != ncclSuccess) {
       cudaStreamDestroy(stream_);
       check_nccl(rc, "ncclCommInitRank");
@@ -124,7 +179,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   ~NcclCommunicator() override {
-    ncclCommDestroy(comm_);
+    nccl().comm_destroy(comm_);
     cudaStreamDestroy(stream_);
   }
 
@@ -138,7 +193,7 @@ class NcclCommunicator final : public Communicator {
     // Host Kokkos backend: NCCL needs device memory, so reduce a device copy (in place otherwise).
     float* buffer = kMemSpaceIsHostAccessible ? send_scratch_.get(count) : data;
     copy(buffer, data, count);
-    check_nccl(ncclAllReduce(buffer, buffer, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
+    check_nccl(nccl().all_reduce(buffer, buffer, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
     copy(data, buffer, count);
     synchronize();
   }
@@ -156,7 +211,7 @@ class NcclCommunicator final : public Communicator {
     float* send_padded = send_scratch_.get(block);
     float* recv_padded = recv_scratch_.get(block * size_);
     copy(send_padded, send, send_count);
-    check_nccl(ncclAllGather(send_padded, recv_padded, block, ncclFloat, comm_, stream_), "ncclAllGather");
+    check_nccl(nccl().all_gather(send_padded, recv_padded, block, ncclFloat, comm_, stream_), "ncclAllGather");
     std::size_t offset = 0;
     for (int r = 0; r < size_; ++r) {
       copy(recv + offset, recv_padded + r * block, recv_counts[r]);
@@ -177,9 +232,44 @@ class NcclCommunicator final : public Communicator {
       copy(send_padded + r * block, send + offset, counts[r]);
       offset += counts[r];
     }
-    check_nccl(ncclReduceScatter(send_padded, recv_padded, block, ncclFloat, ncclSum, comm_, stream_),
+    check_nccl(nccl().reduce_scatter(send_padded, recv_padded, block, ncclFloat, ncclSum, comm_, stream_),
                "ncclReduceScatter");
     copy(recv, recv_padded, counts[rank_]);
+    synchronize();
+  }
+
+  // Grouped point-to-point: one ncclSend/ncclRecv per peer with data, fused by NCCL into one launch; the
+  // self block is a device copy on the same stream.
+  void alltoallv(const float* send, const std::vector<std::size_t>& send_counts,
+                 const std::vector<std::size_t>& send_displs, float* recv,
+                 const std::vector<std::size_t>& recv_counts,
+                 const std::vector<std::size_t>& recv_displs) override {
+    const detail::AlltoallvExtents extents =
+        detail::check_alltoallv_args(send_counts, send_displs, recv_counts, recv_displs, rank_, size_);
+    Kokkos::fence();
+    // Host Kokkos backend: NCCL needs device memory, so exchange device copies.
+    const float* send_dev = send;
+    float* recv_dev = recv;
+    if constexpr (kMemSpaceIsHostAccessible) {
+      float* staged = send_scratch_.get(extents.send);
+      copy(staged, send, extents.send);
+      send_dev = staged;
+      recv_dev = recv_scratch_.get(extents.recv);
+      if (extents.recv_has_gaps) copy(recv_dev, recv, extents.recv);
+    }
+    check_nccl(nccl().group_start(), "ncclGroupStart");
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      if (send_counts[r] > 0)
+        check_nccl(nccl().send(send_dev + send_displs[r], send_counts[r], ncclFloat, r, comm_, stream_),
+                   "ncclSend");
+      if (recv_counts[r] > 0)
+        check_nccl(nccl().recv(recv_dev + recv_displs[r], recv_counts[r], ncclFloat, r, comm_, stream_),
+                   "ncclRecv");
+    }
+    check_nccl(nccl().group_end(), "ncclGroupEnd");
+    copy(recv_dev + recv_displs[rank_], send_dev + send_displs[rank_], send_counts[rank_]);
+    if (recv_dev != recv) copy(recv, recv_dev, extents.recv);
     synchronize();
   }
 
@@ -206,6 +296,49 @@ std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm world, const std
 
 bool nccl_compiled() { return true; }
 
+bool nccl_device_path_available(MPI_Comm world, std::string& why) {
+  // Every rank takes part in the same collectives whatever its local answer, then all adopt the worst.
+  std::string local_why;
+  int device = -1;
+  if (!nccl().error.empty()) {
+    local_why = nccl().error;
+  } else if constexpr (kMemSpaceIsHostAccessible) {
+    local_why =
+        fmt::format("the Kokkos execution space is {}, whose memory is host memory", ExecSpace::name());
+  } else if (const cudaError_t rc = cudaGetDevice(&device); rc != cudaSuccess) {
+    local_why = fmt::format("cudaGetDevice failed: {}", cudaGetErrorString(rc));
+    device = -1;
+  }
+  // NCCL rejects two ranks of one communicator on one GPU: the ranks of a node must drive distinct ones.
+  MPI_Comm node = MPI_COMM_NULL;
+  detail::check_mpi(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                    "MPI_Comm_split_type");
+  int node_size = 1;
+  MPI_Comm_size(node, &node_size);
+  std::vector<int> devices(node_size);
+  MPI_Allgather(&device, 1, MPI_INT, devices.data(), 1, MPI_INT, node);
+  MPI_Comm_free(&node);
+  if (local_why.empty()) {
+    const int sharing = static_cast<int>(std::count(devices.begin(), devices.end(), device));
+    if (sharing > 1)
+      local_why =
+          fmt::format("{} ranks of this node drive GPU {}; NCCL needs one GPU per rank", sharing, device);
+  }
+  int ok = local_why.empty() ? 1 : 0, all_ok = 0, world_rank = 0;
+  MPI_Comm_rank(world, &world_rank);
+  detail::check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world), "MPI_Allreduce");
+  if (all_ok) return true;
+  // The first failing rank's reason, so every rank reports the same one.
+  int first_bad = ok ? INT_MAX : world_rank;
+  detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, world), "MPI_Allreduce");
+  int length = static_cast<int>(local_why.size());
+  MPI_Bcast(&length, 1, MPI_INT, first_bad, world);
+  local_why.resize(length);
+  MPI_Bcast(local_why.data(), length, MPI_CHAR, first_bad, world);
+  why = local_why;
+  return false;
+}
+
 #else  // !MINIMLLM_ENABLE_NCCL
 
 std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm, const std::vector<int>&) {
@@ -213,6 +346,11 @@ std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm, const std::vect
 }
 
 bool nccl_compiled() { return false; }
+
+bool nccl_device_path_available(MPI_Comm, std::string& why) {
+  why = "built without NCCL (configure with -DMINIMLLM_ENABLE_NCCL=ON)";
+  return false;
+}
 
 #endif
 

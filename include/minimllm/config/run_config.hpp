@@ -79,10 +79,15 @@ struct OptimizerConfig {
 };
 
 struct RuntimeConfig {
-  // runtime.peak_gflops_per_rank: dense fp32 peak per rank used for MFU; 0 = measure the BLAS
-  // sgemm rate at start-up.
+  // runtime.peak_gflops_per_rank: dense peak per rank (of the precision below) used for MFU; 0 = a known
+  // GPU's datasheet peak, else the GEMM rate measured at start-up.
   double peak_gflops_per_rank = 0.0;
   int blas_threads = 1;  // runtime.blas_threads: BLAS threads per rank (>= 1)
+  // runtime.precision: fp32 | bf16. bf16: every GEMM's inputs are rounded to bfloat16 (round to nearest
+  // even), products accumulate in fp32 (tensor cores on CUDA); everything else stays fp32.
+  std::string precision = "fp32";
+  // runtime.collectives: auto | mpi | nccl (choose_collectives in parallel/communicator.hpp).
+  std::string collectives = "auto";
 };
 
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).

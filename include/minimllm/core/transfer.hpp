@@ -28,15 +28,19 @@ inline TransferCounts& transfer_counts() {
 }
 
 namespace detail {
+// The counting rule, on its own so that host-only builds can test it: a copy counts when exactly one
+// side is host-accessible memory.
+inline void count_transfer(bool dst_on_host, bool src_on_host, std::size_t bytes) {
+  if (dst_on_host == src_on_host) return;
+  TransferCounts& counts = transfer_counts();
+  ++(dst_on_host ? counts.to_host : counts.to_device);
+  counts.bytes += static_cast<std::int64_t>(bytes);
+}
+
 template <class DstSpace, class SrcSpace>
 void count_transfer(std::size_t bytes) {
-  constexpr bool dst_on_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, DstSpace>::accessible;
-  constexpr bool src_on_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, SrcSpace>::accessible;
-  if constexpr (dst_on_host != src_on_host) {
-    TransferCounts& counts = transfer_counts();
-    ++(dst_on_host ? counts.to_host : counts.to_device);
-    counts.bytes += static_cast<std::int64_t>(bytes);
-  }
+  count_transfer(Kokkos::SpaceAccessibility<Kokkos::HostSpace, DstSpace>::accessible,
+                 Kokkos::SpaceAccessibility<Kokkos::HostSpace, SrcSpace>::accessible, bytes);
 }
 }  // namespace detail
 

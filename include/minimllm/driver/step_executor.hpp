@@ -27,12 +27,23 @@ struct StepOutcome {
   double kv_exchange_seconds = 0.0;  // context-parallel K/V all-gather + reduce-scatter (inside llm_seconds)
   std::int64_t boundary_bytes = 0;   // sent by this rank, both directions
   std::int64_t llm_rows = 0, encoder_rows = 0;  // work assigned to this rank
-  TransferCounts transfers;  // host<->device copies of this rank during the step (none on host backends)
+  // Host<->device copies of this rank (none on host backends). input_transfers: packing the step's
+  // inputs (pixels, token ids, index lists, built on the host) up to the device, before any compute.
+  // transfers: everything after that, compute and communication; zero on the device path with NCCL
+  // collectives for colocated plans, and the MPI backend's host staging otherwise (disaggregated
+  // pipelines send their rows point to point through MPI, staged through host memory on a device). Reduction
+  // results read back as host scalars (each micro-batch's loss sum) are not deep copies and are not counted.
+  TransferCounts input_transfers;
+  TransferCounts transfers;
 };
 
 class StepExecutor {
  public:
+  // Collective over world: creates the world communicator (gradient all-reduce, boundary exchange) with
+  // the pool's factory, so every collective of a step uses the backend chosen at start-up.
   StepExecutor(const Sampler& sampler, Model& model, const World& world, CommPool& pool);
+
+  const Communicator& world_communicator() const { return *world_comm_; }
 
   // Computes the gradient of the global mean loss (normalised per text target of the whole batch)
   // into model.grads(), identical on every rank. The plan must be valid and identical on every rank.
@@ -40,14 +51,17 @@ class StepExecutor {
 
  private:
   void run_phases(const GlobalBatch& batch, const RankWork& work, const std::vector<LlmInput>& llm_inputs,
-                  const std::shared_ptr<Communicator>& group_comm, float grad_scale, StepOutcome& out);
+                  const std::shared_ptr<Communicator>& group_comm, float grad_scale,
+                  const TransferCounts& transfers_before, StepOutcome& out);
   void run_pipeline(const GlobalBatch& batch, const RankWork& work, const std::vector<LlmInput>& llm_inputs,
-                    const std::shared_ptr<Communicator>& group_comm, float grad_scale, StepOutcome& out);
+                    const std::shared_ptr<Communicator>& group_comm, float grad_scale,
+                    const TransferCounts& transfers_before, StepOutcome& out);
 
   const Sampler& sampler_;
   Model& model_;
   World world_;
   CommPool& pool_;
+  std::shared_ptr<Communicator> world_comm_;
 };
 
 }  // namespace minimllm

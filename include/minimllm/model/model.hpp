@@ -10,6 +10,7 @@
 
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/data/packed_batch.hpp"
+#include "minimllm/kernels/gemm.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"
 
 namespace minimllm {
@@ -56,9 +57,11 @@ struct TensorRange {
 
 class Model {
  public:
-  Model(const ModelConfig& config, std::uint64_t seed);
+  // precision: of every GEMM (runtime.precision); attention, norms and the rest are fp32 either way.
+  Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision = GemmPrecision::fp32);
 
   const ModelConfig& config() const { return config_; }
+  GemmPrecision precision() const { return precision_; }
   std::size_t parameter_count() const { return params_.extent(0); }
   // Parameters [0, decayed_count()) are matrices (weight decay applies), the rest norm weights.
   std::size_t decayed_count() const { return decayed_count_; }
@@ -93,6 +96,7 @@ class Model {
 
  private:
   ModelConfig config_;
+  GemmPrecision precision_ = GemmPrecision::fp32;
   std::size_t decayed_count_ = 0;
   t_vec params_, grads_;
   ModelTensors weights_, weight_grads_;

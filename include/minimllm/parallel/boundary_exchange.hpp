@@ -1,6 +1,7 @@
 // BoundaryExchange: moves rows (e.g. image embeddings) from the ranks that produce them to the ranks
-// that consume them, and their gradients back, over one MPI_Alltoallv each way. It is the only place
-// where the encoder layout and the LLM layout meet; backward() is the exact adjoint of forward().
+// that consume them, and their gradients back, over one all-to-all each way (Communicator::alltoallv:
+// MPI_Alltoallv, or grouped NCCL send/recv on device memory). It is the only place where the encoder
+// layout and the LLM layout meet; backward() is the exact adjoint of forward().
 #pragma once
 
 #include <mpi.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "minimllm/core/types.hpp"
+#include "minimllm/parallel/communicator.hpp"
 
 namespace minimllm {
 
@@ -23,9 +25,13 @@ struct RowRoute {
 
 class BoundaryExchange {
  public:
-  // width: floats per row. Validates the route's sizes against the world (throws std::invalid_argument).
-  // tag: separates the point-to-point messages of exchanges in flight at the same time (below).
-  BoundaryExchange(MPI_Comm world, RowRoute route, int width, int tag = 0);
+  // width: floats per row. Validates the route's sizes against the world (throws std::invalid_argument)
+  // over `world` (host metadata); the rows themselves travel over `wire`, a communicator over all of
+  // world's ranks in world order. Uploads the row lists to MemSpace here, so forward() and backward()
+  // move no data between host and device. tag: separates the point-to-point messages of exchanges in
+  // flight at the same time (below; those go through MPI on `world`, staged through host memory on a device).
+  BoundaryExchange(MPI_Comm world, std::shared_ptr<Communicator> wire, RowRoute route, int width,
+                   int tag = 0);
   ~BoundaryExchange();
   BoundaryExchange(const BoundaryExchange&) = delete;
   BoundaryExchange& operator=(const BoundaryExchange&) = delete;
@@ -55,6 +61,7 @@ class BoundaryExchange {
 
  private:
   MPI_Comm world_;
+  std::shared_ptr<Communicator> wire_;
   RowRoute route_;
   int width_;
   t_ivec send_rows_, recv_rows_;                // device copies of the row lists

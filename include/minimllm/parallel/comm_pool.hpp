@@ -29,9 +29,10 @@ struct CommPoolStats {
 
 class CommPool {
  public:
-  using Factory = std::function<std::unique_ptr<Communicator>(MPI_Comm world, const std::vector<int>& ranks)>;
+  using Factory = CommunicatorFactory;
 
-  // capacity: most cached groups (>= 1). factory: create_mpi_communicator or create_nccl_communicator.
+  // capacity: most cached groups (>= 1). factory: create_mpi_communicator or create_nccl_communicator
+  // (choose_collectives picks one at start-up).
   CommPool(MPI_Comm world, int capacity, Factory factory);
   ~CommPool();
 
@@ -44,6 +45,7 @@ class CommPool {
   std::shared_ptr<Communicator> acquire_step(std::vector<std::vector<int>> groups);
 
   const CommPoolStats& stats() const { return stats_; }
+  const Factory& factory() const { return factory_; }
   int capacity() const { return capacity_; }
 
  private:

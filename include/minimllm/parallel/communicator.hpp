@@ -1,11 +1,14 @@
 // One group of ranks and the collectives minimllm needs, behind one interface with two backends:
-// MPI (host memory; device buffers are staged through host mirrors) and NCCL (device memory, its own
-// CUDA stream; compiled only with MINIMLLM_ENABLE_NCCL). Buffers are float arrays in MemSpace.
+// MPI (host memory; device buffers are staged through host copies, counted as transfers) and NCCL
+// (device memory, its own CUDA stream; compiled only with MINIMLLM_ENABLE_NCCL). Buffers are float
+// arrays in MemSpace. Every collective is synchronous: it fences Kokkos before reading and has finished
+// writing when it returns.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +33,13 @@ class Communicator {
   // Inverse of allgatherv's layout with a sum: send holds sum(counts) floats laid out as counts[r]
   // blocks; recv (counts[rank()] floats) = sum over the group of everyone's block rank().
   virtual void reduce_scatterv(const float* send, float* recv, const std::vector<std::size_t>& counts) = 0;
+  // Personalised exchange: send_counts[r] floats at send + send_displs[r] go to group rank r, which
+  // stores them at recv + recv_displs[rank()]; recv_counts[r] must equal what rank r sends here. Counts
+  // and displacements are in floats, one per group rank; recv floats outside the blocks are untouched.
+  virtual void alltoallv(const float* send, const std::vector<std::size_t>& send_counts,
+                         const std::vector<std::size_t>& send_displs, float* recv,
+                         const std::vector<std::size_t>& recv_counts,
+                         const std::vector<std::size_t>& recv_displs) = 0;
 
  protected:
   explicit Communicator(std::vector<int> world_ranks) : world_ranks_(std::move(world_ranks)) {}
@@ -47,5 +57,26 @@ std::unique_ptr<Communicator> create_mpi_communicator(MPI_Comm world, const std:
 std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm world, const std::vector<int>& ranks);
 
 bool nccl_compiled();  // built with MINIMLLM_ENABLE_NCCL
+
+using CommunicatorFactory =
+    std::function<std::unique_ptr<Communicator>(MPI_Comm world, const std::vector<int>& ranks)>;
+
+// The collective backend of a run, chosen once at start-up (runtime.collectives).
+struct CollectivesChoice {
+  std::string backend;  // "mpi" or "nccl"
+  std::string reason;   // why, in a few words (banner)
+  CommunicatorFactory factory;
+};
+
+// Collective over world. requested: "auto", "mpi" or "nccl". auto is NCCL on device memory when the
+// build has NCCL, the Kokkos execution space is CUDA and every rank of a node has a GPU of its own
+// (NCCL rejects two ranks of one communicator on one GPU); MPI otherwise (host memory in place, or
+// device memory staged through the host). "nccl" where that does not hold throws std::runtime_error
+// with the reason, on every rank. Any other value throws std::invalid_argument.
+CollectivesChoice choose_collectives(MPI_Comm world, const std::string& requested);
+
+// Whether NCCL can run this run's collectives on device memory (collective over world, the same answer
+// on every rank); when not, `why` says what is missing.
+bool nccl_device_path_available(MPI_Comm world, std::string& why);
 
 }  // namespace minimllm

@@ -13,7 +13,10 @@ namespace minimllm {
 
 class KvExchange {
  public:
-  // width: floats per row of K|V (2 x model width). The communicator is the group's.
+  // width: floats per row of K|V (2 x model width). The communicator is the group's. Uploads the row
+  // order to MemSpace here; gather() and reduce() move no data between host and device themselves (the
+  // communicator may, when it stages device buffers through the host). Staging buffers are allocated on
+  // first use.
   KvExchange(std::shared_ptr<Communicator> group, const MicroBatchWork& mb, int width);
 
   int full_rows() const { return full_rows_; }
@@ -25,6 +28,8 @@ class KvExchange {
   double seconds() const { return seconds_; }  // spent in gather and reduce so far (fenced)
 
  private:
+  void allocate();  // the staging buffers, once
+
   std::shared_ptr<Communicator> group_;
   int width_, full_rows_, local_rows_;
   std::vector<std::size_t> member_floats_;
