@@ -10,6 +10,8 @@
 namespace minimllm {
 namespace {
 
+using HostFloats = Kokkos::View<float*, Kokkos::HostSpace>;  // MPI staging of the point-to-point variant
+
 // Packed rows live in a process-wide, grow-only pool rather than per instance: routes change from step
 // to step, so a fresh BoundaryExchange per step still allocates nothing once the pool has grown. Calls
 // must not overlap (one thread drives MPI, as with MPI_THREAD_FUNNELED).
