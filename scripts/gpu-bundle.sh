@@ -74,7 +74,8 @@ cp -r inputs "$root/inputs"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname) from $(cd "$build" && pwd)"
   echo "compiler: $(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")"
   echo "nvcc: $(PATH=/usr/local/cuda/bin:$PATH nvcc --version 2>/dev/null | tail -1)"
-  echo "device code: $(grep -ho 'code=sm_[0-9,sm_a-z]*' "$build"/nvcc-multi-sm 2>/dev/null | head -1 || true)"
+  echo "device code: sm_80 machine code and compute_80 PTX (Kokkos's arch)$(grep -o 'sm_[0-9][0-9]*' \
+    "$build"/nvcc-multi-sm 2>/dev/null | sort -u | sed 's/^/ + /' | tr -d '\n') machine code"
   echo "needed from the GPU machine: glibc, $(printf '%s\n' "${device_needed[@]}" | sort -u | tr '\n' ' ')"
   echo "files:"
   (cd "$root" && find . -type f -printf '%10s %p\n' | sort -k2)
