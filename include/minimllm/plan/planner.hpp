@@ -26,6 +26,9 @@ struct PlanPrediction {
   double comm_fraction = 0.0;  // communication on the critical path (boundary + the slowest LLM rank's
                                // context-parallel exchanges) / makespan
   double encoder = 0.0, boundary = 0.0, llm = 0.0;  // slowest rank of each phase
+  // Per-step terms outside the phases, set (and added to makespan) by predict_step only
+  // (plan/step_prediction.hpp): slowest rank's data generation and packing, gradient all-reduce, AdamW.
+  double data = 0.0, grad_sync = 0.0, optimizer = 0.0;
 };
 
 struct PlannerOptions {
