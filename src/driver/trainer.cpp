@@ -11,6 +11,7 @@
 #include <ostream>
 
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/device.hpp"
 #include "minimllm/driver/step_executor.hpp"
 #include "minimllm/kernels/gemm.hpp"
@@ -164,8 +165,10 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
   const ParallelConfig& p = config.parallel;
   const std::string layout =
       p.policy != "deck"
-          ? fmt::format("policy {} (cost model: {:.1f} GFLOP/s per rank, uncalibrated)", p.policy,
-                        r.peak_gflops_per_rank)
+          ? fmt::format("policy {} (cost model: {})", p.policy,
+                        r.cost_model_source == "default-from-FLOPs"
+                            ? fmt::format("{} at {:.1f} GFLOP/s per rank", r.cost_model_source, r.peak_gflops_per_rank)
+                            : r.cost_model_source)
           : fmt::format("deck: {} placement, LLM groups [{}]{}, micro-batches {}", p.placement,
                         p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
                         p.rotate_groups ? " rotating every step" : "", p.micro_batches);
@@ -235,8 +238,8 @@ void print_policy_comparison(std::ostream& out,
   const double base_loss = runs.front().second.steps.back().loss;
   out << fmt::format("\npolicy comparison (same data; rates from steps after the warm-up; vs {}):\n",
                      runs.front().first);
-  out << fmt::format("{:<8} {:>10} {:>11} {:>8} {:>13} {:>11} {:>11} {:>12}\n", "policy", "step ms",
-                     "tokens/s", "speed-up", "predicted ms", "pred./LB", "last loss", "loss diff");
+  out << fmt::format("{:<8} {:>10} {:>11} {:>8} {:>13} {:>10} {:>11} {:>11} {:>12}\n", "policy", "step ms",
+                     "tokens/s", "speed-up", "predicted ms", "pred/meas", "pred./LB", "last loss", "loss diff");
   for (const auto& [policy, r] : runs) {
     const double step = median_after_warmup(r, [](const StepRecord& s) { return s.step_seconds; });
     const double predicted = median_after_warmup(r, [](const StepRecord& s) { return s.predicted_seconds; });
@@ -244,9 +247,9 @@ void print_policy_comparison(std::ostream& out,
       return s.lower_bound_seconds > 0 ? s.predicted_seconds / s.lower_bound_seconds : 0.0;
     });
     const double loss = r.steps.back().loss;
-    out << fmt::format("{:<8} {:>10.1f} {:>11.0f} {:>7.2f}x {:>13.2f} {:>11.3f} {:>11.5f} {:>12.1e}\n",
+    out << fmt::format("{:<8} {:>10.1f} {:>11.0f} {:>7.2f}x {:>13.2f} {:>10.3f} {:>11.3f} {:>11.5f} {:>12.1e}\n",
                        policy, 1e3 * step, median_after_warmup(r, tps),
-                       median_after_warmup(r, tps) / base_tps, 1e3 * predicted, ratio, loss,
+                       median_after_warmup(r, tps) / base_tps, 1e3 * predicted, predicted / step, ratio, loss,
                        std::abs(loss - base_loss) / base_loss);
   }
 }
@@ -273,8 +276,10 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   }
   const int per_node =
       config.parallel.ranks_per_node > 0 ? config.parallel.ranks_per_node : ranks_per_node(world);
-  const LayoutSource layouts(config, world.size,
-                             default_cost_model(config, result.peak_gflops_per_rank, per_node));
+  const CostModelChoice cost =
+      choose_cost_model(config, world, result.peak_gflops_per_rank, per_node, options.cost_model);
+  result.cost_model_source = cost.source;
+  const LayoutSource layouts(config, world.size, cost.model);
   // Every step's layout is derived before anything is written: a deck whose layout cannot fit this
   // run fails here (InputError) and leaves no output file.
   const PeakWork peak = peak_work(config, sampler, model, world, layouts);
@@ -286,6 +291,12 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
       (state_bytes + model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows)) / 1048576.0;
   if (log) print_banner(*log, config, world, model, result, peak);
   if (out) write_provenance(*out, config, world, result, model.parameter_count());
+  if (out) {
+    out->set_run_attribute("cost_model_source", cost.source);
+    out->set_run_attribute("predicted_columns",
+                           "step_s, data_s, encoder_s, boundary_s, llm_s, grad_sync_s, optimizer_s");
+    if (!cost.calibration_text.empty()) out->set_run_attribute("calibration", cost.calibration_text);
+  }
 
   CommPool pool(world.comm, config.parallel.comm_pool_capacity, create_mpi_communicator);
   StepExecutor executor(sampler, model, world, pool);
@@ -359,6 +370,11 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
                        outcome.boundary_seconds, outcome.llm_seconds, outcome.kv_exchange_seconds,
                        outcome.grad_sync_seconds, t_end - t_executed, outcome.flops,
                        static_cast<double>(outcome.llm_rows), static_cast<double>(outcome.encoder_rows)});
+    // The prediction's terms beside the measured /steps phases (same order as there where both exist).
+    if (out)
+      out->append_row("/predicted", std::vector<double>{predicted.makespan, predicted.data, predicted.encoder,
+                                                        predicted.boundary, predicted.llm, predicted.grad_sync,
+                                                        predicted.optimizer});
     if (out) out->append_step(s);
     if (log) print_step(*log, s, config.steps);
   }

@@ -83,6 +83,9 @@ struct RuntimeConfig {
   // sgemm rate at start-up.
   double peak_gflops_per_rank = 0.0;
   int blas_threads = 1;  // runtime.blas_threads: BLAS threads per rank (>= 1)
+  // runtime.calibrate: measure the cost model at start-up (minimllm calibrate, quick settings) unless
+  // parallel.cost_model names a calibration file.
+  bool calibrate = false;
 };
 
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).
@@ -103,6 +106,9 @@ struct ParallelConfig {
   std::string encoder_layout = "follow";  // parallel.encoder_layout: follow (a sample's images on its
                                           // group, round-robin) | round_robin (image i on rank i mod N)
   int comm_pool_capacity = 64;            // parallel.comm_pool_capacity: most cached communicators
+  // parallel.cost_model: a calibration file (minimllm calibrate), relative to the deck's directory;
+  // empty: the defaults from the model's FLOPs.
+  std::string cost_model;
 };
 
 struct RunConfig {

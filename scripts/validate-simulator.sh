@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Validates the cost model (what the planners optimise and `minimllm simulate` projects) against measured
+# training steps on this machine: calibrates the deck's model, trains every policy on each rank count with
+# that calibration, and prints predicted vs measured median step time per policy (steps after the
+# warm-up), PASS when within the tolerance, FAIL otherwise. Exit status 1 if any policy fails.
+#
+#   scripts/validate-simulator.sh [options]
+#     --deck FILE          deck (default inputs/modality_incoherent.yaml)
+#     --ranks "1 2"        rank counts to train on (default "1 2")
+#     --steps N            steps per policy run, the first a warm-up (default 10)
+#     --tolerance T        relative tolerance (default 0.15)
+#     --calibration FILE   use this calibration instead of making one
+#     --calibrate-ranks N  ranks to calibrate on (default: the largest of --ranks, every core busy as in
+#                          training)
+#     --build DIR          build directory (default build)
+#     --work DIR           where the calibration, run logs and HDF5 files go (default validate-<date>)
+#
+# Timings on a shared machine drift with its load; the script prints the load average beside the table.
+# Compare runs made back to back, and repeat before concluding anything from one table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+deck=inputs/modality_incoherent.yaml
+ranks="1 2"
+steps=10
+tolerance=0.15
+calibration=""
+calibrate_ranks=""
+build=build
+work=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --deck) deck=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --tolerance) tolerance=$2; shift 2 ;;
+    --calibration) calibration=$2; shift 2 ;;
+    --calibrate-ranks) calibrate_ranks=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "validate-simulator.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+minimllm=$build/src/minimllm
+[ -x "$minimllm" ] || { echo "validate-simulator.sh: $minimllm not built (scripts/build.sh $build)" >&2; exit 2; }
+[ -f "$deck" ] || { echo "validate-simulator.sh: no deck $deck" >&2; exit 2; }
+work=${work:-validate-$(date -u +%Y%m%d-%H%M%S)}
+mkdir -p "$work"
+if [ -z "$calibrate_ranks" ]; then
+  calibrate_ranks=$(printf '%s\n' $ranks | sort -n | tail -1)
+fi
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+echo "validate-simulator: deck $deck, ranks $ranks, $steps steps per policy, tolerance $tolerance, work dir $work"
+if [ -z "$calibration" ]; then
+  calibration=$work/calibration.yaml
+  echo "== calibrating on $calibrate_ranks rank(s) (load average $(load))"
+  mpiexec -n "$calibrate_ranks" "$minimllm" calibrate "$deck" --out "$calibration" --overwrite \
+    | tee "$work/calibrate.log" | grep -v '^  pass'
+fi
+
+table=$work/table.txt
+: > "$table"
+for n in $ranks; do
+  echo "== $n rank(s): every policy, $steps steps (load average $(load))"
+  log=$work/run-np$n.log
+  mpiexec -n "$n" "$minimllm" run "$deck" --policy all --steps "$steps" --cost-model "$calibration" \
+    --out "$work/np$n.h5" --overwrite > "$log"
+  # The comparison printed at the end: policy, step ms, tokens/s, speed-up, predicted ms, pred/meas, ...
+  awk -v n="$n" -v load="$(load)" '
+    /^policy comparison/ { on = 1; next }
+    on && $1 != "policy" && NF >= 6 { print n, $1, $2, $5, $6, load }' "$log" >> "$table"
+done
+
+echo
+echo "predicted vs measured step time (medians of steps 1-$((steps - 1)); calibration $calibration)"
+printf '%-6s %-8s %12s %13s %10s  %s\n' ranks policy "measured ms" "predicted ms" "pred/meas" result
+failed=0
+while read -r n policy measured predicted ratio load1; do
+  verdict=$(awk -v r="$ratio" -v t="$tolerance" 'BEGIN { d = r - 1; if (d < 0) d = -d; print (d <= t) ? "PASS" : "FAIL" }')
+  [ "$verdict" = PASS ] || failed=1
+  printf '%-6s %-8s %12s %13s %10s  %s\n' "$n" "$policy" "$measured" "$predicted" "$ratio" "$verdict"
+done < "$table"
+echo "load average at the end: $(load) (2 cores here means the machine was shared when above ~2)"
+exit $failed
