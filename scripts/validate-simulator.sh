@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # Validates the cost model (what the planners optimise and `minimllm simulate` projects) against measured
-# training steps on this machine: calibrates the deck's model, trains every policy on each rank count with
-# that calibration, and prints predicted vs measured median step time per policy (steps after the
-# warm-up), PASS when within the tolerance, FAIL otherwise. Exit status 1 if any policy fails.
+# training steps on this machine: for each rank count, calibrates the deck's model on that many ranks (so
+# cores are as busy, and calls as large, as in those runs) and right away trains every policy with that
+# calibration; prints predicted vs measured median step time per policy (steps after the warm-up), PASS
+# when within the tolerance, FAIL otherwise. Exit status 1 if any policy fails.
 #
 #   scripts/validate-simulator.sh [options]
 #     --deck FILE          deck (default inputs/modality_incoherent.yaml)
 #     --ranks "1 2"        rank counts to train on (default "1 2")
 #     --steps N            steps per policy run, the first a warm-up (default 10)
 #     --tolerance T        relative tolerance (default 0.15)
-#     --calibration FILE   use this calibration instead of making one
-#     --calibrate-ranks N  ranks to calibrate on (default: the largest of --ranks, every core busy as in
-#                          training)
+#     --calibration FILE   use this one calibration for every rank count instead of making them
 #     --build DIR          build directory (default build)
-#     --work DIR           where the calibration, run logs and HDF5 files go (default validate-<date>)
+#     --work DIR           where the calibration, run logs and HDF5 files go (default runs/validate-<date>)
 #
 # Timings on a shared machine drift with its load; the script prints the load average beside the table.
 # Compare runs made back to back, and repeat before concluding anything from one table.
@@ -25,7 +24,6 @@ ranks="1 2"
 steps=10
 tolerance=0.15
 calibration=""
-calibrate_ranks=""
 build=build
 work=""
 while [ $# -gt 0 ]; do
@@ -35,37 +33,33 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --tolerance) tolerance=$2; shift 2 ;;
     --calibration) calibration=$2; shift 2 ;;
-    --calibrate-ranks) calibrate_ranks=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "validate-simulator.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 minimllm=$build/src/minimllm
 [ -x "$minimllm" ] || { echo "validate-simulator.sh: $minimllm not built (scripts/build.sh $build)" >&2; exit 2; }
 [ -f "$deck" ] || { echo "validate-simulator.sh: no deck $deck" >&2; exit 2; }
-work=${work:-validate-$(date -u +%Y%m%d-%H%M%S)}
+work=${work:-runs/validate-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$work"
-if [ -z "$calibrate_ranks" ]; then
-  calibrate_ranks=$(printf '%s\n' $ranks | sort -n | tail -1)
-fi
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "validate-simulator: deck $deck, ranks $ranks, $steps steps per policy, tolerance $tolerance, work dir $work"
-if [ -z "$calibration" ]; then
-  calibration=$work/calibration.yaml
-  echo "== calibrating on $calibrate_ranks rank(s) (load average $(load))"
-  mpiexec -n "$calibrate_ranks" "$minimllm" calibrate "$deck" --out "$calibration" --overwrite \
-    | tee "$work/calibrate.log" | grep -v '^  pass'
-fi
-
 table=$work/table.txt
 : > "$table"
 for n in $ranks; do
+  cal=$calibration
+  if [ -z "$cal" ]; then
+    cal=$work/calibration-np$n.yaml
+    echo "== calibrating on $n rank(s) (load average $(load))"
+    mpiexec -n "$n" "$minimllm" calibrate "$deck" --out "$cal" --overwrite \
+      | tee "$work/calibrate-np$n.log" | grep -v '^  pass'
+  fi
   echo "== $n rank(s): every policy, $steps steps (load average $(load))"
   log=$work/run-np$n.log
-  mpiexec -n "$n" "$minimllm" run "$deck" --policy all --steps "$steps" --cost-model "$calibration" \
+  mpiexec -n "$n" "$minimllm" run "$deck" --policy all --steps "$steps" --cost-model "$cal" \
     --out "$work/np$n.h5" --overwrite > "$log"
   # The comparison printed at the end: policy, step ms, tokens/s, speed-up, predicted ms, pred/meas, ...
   awk -v n="$n" -v load="$(load)" '
@@ -74,7 +68,7 @@ for n in $ranks; do
 done
 
 echo
-echo "predicted vs measured step time (medians of steps 1-$((steps - 1)); calibration $calibration)"
+echo "predicted vs measured step time (medians of steps 1-$((steps - 1)); calibrations in $work)"
 printf '%-6s %-8s %12s %13s %10s  %s\n' ranks policy "measured ms" "predicted ms" "pred/meas" result
 failed=0
 while read -r n policy measured predicted ratio load1; do
