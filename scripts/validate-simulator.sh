@@ -14,8 +14,10 @@
 #     --build DIR          build directory (default build)
 #     --work DIR           where the calibration, run logs and HDF5 files go (default runs/validate-<date>)
 #
-# Timings on a shared machine drift with its load; the script prints the load average beside the table.
-# Compare runs made back to back, and repeat before concluding anything from one table.
+# Timings on a shared machine drift with its load. After each rank count's runs the script calibrates
+# again (same settings) and prints how far the LLM cost moved between the two calibrations ("drift"):
+# when the machine itself changed speed by more than the tolerance during the runs, a FAIL there says
+# nothing about the model. It also prints the load average. Repeat before concluding from one table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,20 +63,38 @@ for n in $ranks; do
   log=$work/run-np$n.log
   mpiexec -n "$n" "$minimllm" run "$deck" --policy all --steps "$steps" --cost-model "$cal" \
     --out "$work/np$n.h5" --overwrite > "$log"
+  drift="-"
+  if [ -z "$calibration" ]; then
+    echo "== calibrating again on $n rank(s): did the machine's speed hold? (load average $(load))"
+    mpiexec -n "$n" "$minimllm" calibrate "$deck" --out "$work/recalibration-np$n.yaml" --overwrite \
+      > "$work/recalibrate-np$n.log"
+    drift=$(awk -v a="$cal" -v b="$work/recalibration-np$n.yaml" '
+      function llm_cost(file,   line, on, a2, a1, c) {  # one LLM sample of 256 tokens
+        while ((getline line < file) > 0) {
+          if (line ~ /^llm:/) on = 1; else if (line ~ /^[a-z]/) on = 0
+          if (on && line ~ /^  a2:/) a2 = substr(line, 7)
+          if (on && line ~ /^  a1:/) a1 = substr(line, 7)
+          if (on && line ~ /^  c:/) c = substr(line, 6)
+        }
+        return a2 * 256 * 256 + a1 * 256 + c
+      }
+      BEGIN { printf "%.3f", llm_cost(b) / llm_cost(a) }')
+  fi
   # The comparison printed at the end: policy, step ms, tokens/s, speed-up, predicted ms, pred/meas, ...
-  awk -v n="$n" -v load="$(load)" '
+  awk -v n="$n" -v drift="$drift" '
     /^policy comparison/ { on = 1; next }
-    on && $1 != "policy" && NF >= 6 { print n, $1, $2, $5, $6, load }' "$log" >> "$table"
+    on && $1 != "policy" && NF >= 6 { print n, $1, $2, $5, $6, drift }' "$log" >> "$table"
 done
 
 echo
 echo "predicted vs measured step time (medians of steps 1-$((steps - 1)); calibrations in $work)"
-printf '%-6s %-8s %12s %13s %10s  %s\n' ranks policy "measured ms" "predicted ms" "pred/meas" result
+printf '%-6s %-8s %12s %13s %10s  %-6s %s\n' ranks policy "measured ms" "predicted ms" "pred/meas" result \
+  "drift (LLM cost after / before)"
 failed=0
-while read -r n policy measured predicted ratio load1; do
+while read -r n policy measured predicted ratio drift; do
   verdict=$(awk -v r="$ratio" -v t="$tolerance" 'BEGIN { d = r - 1; if (d < 0) d = -d; print (d <= t) ? "PASS" : "FAIL" }')
   [ "$verdict" = PASS ] || failed=1
-  printf '%-6s %-8s %12s %13s %10s  %s\n' "$n" "$policy" "$measured" "$predicted" "$ratio" "$verdict"
+  printf '%-6s %-8s %12s %13s %10s  %-6s %s\n' "$n" "$policy" "$measured" "$predicted" "$ratio" "$verdict" "$drift"
 done < "$table"
-echo "load average at the end: $(load) (2 cores here means the machine was shared when above ~2)"
+echo "load average at the end: $(load) (with $(nproc) cores, a load above $(nproc) means the machine was shared)"
 exit $failed
