@@ -197,7 +197,8 @@ TEST(CalibrationFile, BadFilesGiveOneLineNamingFileAndKey) {
   expect_error(edited("  a2: 1.234567890123e-07", "  a2: -1e-7"), {"llm.a2 = -1e-7", ">= 0"});
   expect_error(edited("  a2: 1.234567890123e-07", "  a2: fast"), {"llm.a2 = fast"});
   expect_error(edited("  a2: 1.234567890123e-07", "  a2: .inf"), {"llm.a2 = .inf"});
-  expect_error(edited("  a2: 1.234567890123e-07", "  a3: 1e-7"), {"llm.a3", "unknown key", "valid keys in llm"});
+  expect_error(edited("  a2: 1.234567890123e-07", "  a3: 1e-7"),
+               {"llm.a3", "unknown key", "valid keys in llm"});
   expect_error(edited("optimizer: {seconds", "optimizer: {secs"), {"optimizer.secs", "unknown key"});
   expect_error(edited("    bandwidth: 4700000000", "    bandwidth: 0"),
                {"collectives.all_gather.bandwidth = 0", "> 0"});
@@ -220,9 +221,10 @@ TEST(CalibrationFile, MissingFileAndOtherModelAreInputErrors) {
     apply_calibration(default_cost_model(deck, 100.0, 1), c, deck.model, "cal.yaml");
     ADD_FAILURE() << "a calibration of another model was accepted";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(),
-                 "cal.yaml: model.llm.vocab = 96: calibrated for another model (the deck has 64); run minimllm "
-                 "calibrate on this deck");
+    EXPECT_STREQ(
+        e.what(),
+        "cal.yaml: model.llm.vocab = 96: calibrated for another model (the deck has 64); run minimllm "
+        "calibrate on this deck");
   }
 }
 
@@ -381,7 +383,8 @@ TEST_F(CalibratedRun, MissingOrBadCalibrationFailsBeforeAnyOutput) {
     ADD_FAILURE() << "a missing calibration file was accepted";
   } catch (const InputError& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("run.yaml: parallel.cost_model = cal/none.yaml: no calibration file at "), std::string::npos)
+    EXPECT_NE(what.find("run.yaml: parallel.cost_model = cal/none.yaml: no calibration file at "),
+              std::string::npos)
         << what;
   }
   EXPECT_FALSE(fs::exists(options.out_path));

@@ -532,11 +532,10 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   read_optimizer(top.section("optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps"}),
                  cfg.optimizer);
   read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "calibrate"}), cfg.runtime);
-  read_parallel(
-      top.section("parallel", {"policy", "ranks_per_node", "group_sizes", "rotate_groups", "micro_batches",
-                               "placement", "encoder_ranks", "encoder_layout", "comm_pool_capacity",
-                               "cost_model"}),
-      cfg.parallel);
+  read_parallel(top.section("parallel", {"policy", "ranks_per_node", "group_sizes", "rotate_groups",
+                                         "micro_batches", "placement", "encoder_ranks", "encoder_layout",
+                                         "comm_pool_capacity", "cost_model"}),
+                cfg.parallel);
 
   const CrossChecker cross(origin);
   check_model(cross, cfg.model);

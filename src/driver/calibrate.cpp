@@ -103,9 +103,12 @@ enum class Op { all_gather, all_reduce, all_to_all };
 // Bytes each rank moves for a buffer of `bytes` per rank on n ranks (see CollectiveCalibration).
 double bus_bytes(Op op, double bytes, int n) {
   switch (op) {
-    case Op::all_gather: return (n - 1.0) * bytes;
-    case Op::all_reduce: return 2.0 * (n - 1.0) / n * bytes;
-    case Op::all_to_all: return (n - 1.0) / n * bytes;
+    case Op::all_gather:
+      return (n - 1.0) * bytes;
+    case Op::all_reduce:
+      return 2.0 * (n - 1.0) / n * bytes;
+    case Op::all_to_all:
+      return (n - 1.0) / n * bytes;
   }
   return bytes;
 }
@@ -130,7 +133,8 @@ double time_collective(Op op, std::size_t bytes, MPI_Comm comm, int repeats) {
       MPI_Allreduce(send.data(), recv.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm);
     else
       MPI_Alltoall(send.data(), per_peer, MPI_FLOAT, recv.data(), per_peer, MPI_FLOAT, comm);
-    if (rep >= 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (rep >= 0)
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   double t = median(times);
   MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
@@ -242,9 +246,10 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   const int rows = options.rows_per_call > 0
                        ? options.rows_per_call
                        : std::max(max_tokens, static_cast<int>(std::lround(tokens / world.size)));
-  const int image_rows = options.rows_per_call > 0
-                             ? options.rows_per_call
-                             : std::max(max_side * max_side, static_cast<int>(std::lround(patches / world.size)));
+  const int image_rows =
+      options.rows_per_call > 0
+          ? options.rows_per_call
+          : std::max(max_side * max_side, static_cast<int>(std::lround(patches / world.size)));
 
   // The calls: LLM sample lengths spread geometrically over the deck's range, image sides linearly (at
   // least three sizes each where the range allows, so a2, a1 and c are all determined).
@@ -271,7 +276,8 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
         "calibrating {} on {} rank(s): {} LLM sizes ({}-{} tokens per sample, ~{} rows per call), {} image "
         "sizes ({}-{} patches, ~{} patches per call), {} repeats after a warm-up\n",
         config.name, world.size, calls.size() - sides.size(), std::max(8, min_tokens), max_tokens, rows,
-        sides.size(), sides.front() * sides.front(), sides.back() * sides.back(), image_rows, options.repeats);
+        sides.size(), sides.front() * sides.front(), sides.back() * sides.back(), image_rows,
+        options.repeats);
 
   // Every rank measures the same calls at the same time (each alone, as in training every core is busy);
   // sizes are interleaved within each pass so a slow spell of a shared machine hits all of them.
@@ -291,7 +297,8 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   std::vector<double> medians;
   for (const Call& c : calls)
     medians.insert(medians.end(), {median(c.llm_s), median(c.encoder_s), median(c.data_s)});
-  MPI_Allreduce(MPI_IN_PLACE, medians.data(), static_cast<int>(medians.size()), MPI_DOUBLE, MPI_SUM, world.comm);
+  MPI_Allreduce(MPI_IN_PLACE, medians.data(), static_cast<int>(medians.size()), MPI_DOUBLE, MPI_SUM,
+                world.comm);
   for (double& m : medians) m /= world.size;
 
   Calibration cal;
@@ -311,7 +318,8 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
     const double p = c.llm ? 0.0 : s * c.count;
     const double r = c.llm ? s * c.count : (s + image_text) * c.count;
     data_x.push_back({1.0, p, r});
-    cal.data.patches.push_back(p), cal.data.tokens.push_back(r), cal.data.seconds.push_back(medians[3 * i + 2]);
+    cal.data.patches.push_back(p), cal.data.tokens.push_back(r),
+        cal.data.seconds.push_back(medians[3 * i + 2]);
   }
   for (PhaseCalibration* phase : {&cal.llm, &cal.encoder}) {
     const LinearFit fit = fit_nonnegative(phase == &cal.llm ? llm_x : enc_x, phase->points.seconds);
@@ -322,7 +330,8 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   const LinearFit data = fit_nonnegative(data_x, cal.data.seconds);
   cal.data.c = data.coefficients[0], cal.data.per_patch = data.coefficients[1];
   cal.data.per_token = data.coefficients[2];
-  cal.data.rms_relative_error = data.rms_relative_error, cal.data.max_relative_error = data.max_relative_error;
+  cal.data.rms_relative_error = data.rms_relative_error,
+  cal.data.max_relative_error = data.max_relative_error;
 
   // The optimizer over every parameter (the step's two ranges cost the same as one), and the gradient
   // all-reduce on the world, after a barrier (so waiting for a late rank is not counted).
@@ -351,24 +360,24 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
 }
 
 void print_calibration(std::ostream& out, const Calibration& c) {
-  out << fmt::format(
-      "calibration: {} rank(s), {} per node, {} BLAS thread(s), ~{} rows per call | {} | {}\n", c.ranks,
-      c.ranks_per_node, c.blas_threads, c.rows_per_call, c.host, c.kokkos);
+  out << fmt::format("calibration: {} rank(s), {} per node, {} BLAS thread(s), ~{} rows per call | {} | {}\n",
+                     c.ranks, c.ranks_per_node, c.blas_threads, c.rows_per_call, c.host, c.kokkos);
   out << fmt::format("{:<22} {:>11} {:>11} {:>11} {:>9} {:>9}  {}\n", "term", "a2", "a1", "c", "rms err",
                      "max err", "points");
   const auto phase = [&](const char* name, const PhaseCalibration& p, const char* unit) {
-    out << fmt::format("{:<22} {:>11.3e} {:>11.3e} {:>11.3e} {:>8.1f}% {:>8.1f}%  {} sizes, {:.0f}-{:.0f} {}\n",
-                       name, p.cost.a2, p.cost.a1, p.cost.c, 100 * p.points.rms_relative_error,
-                       100 * p.points.max_relative_error, p.points.sizes.size(),
-                       p.points.sizes.empty() ? 0.0 : p.points.sizes.front(),
-                       p.points.sizes.empty() ? 0.0 : p.points.sizes.back(), unit);
+    out << fmt::format(
+        "{:<22} {:>11.3e} {:>11.3e} {:>11.3e} {:>8.1f}% {:>8.1f}%  {} sizes, {:.0f}-{:.0f} {}\n", name,
+        p.cost.a2, p.cost.a1, p.cost.c, 100 * p.points.rms_relative_error, 100 * p.points.max_relative_error,
+        p.points.sizes.size(), p.points.sizes.empty() ? 0.0 : p.points.sizes.front(),
+        p.points.sizes.empty() ? 0.0 : p.points.sizes.back(), unit);
   };
   phase("encoder (s/image)", c.encoder, "patches");
   phase("llm (s/sample)", c.llm, "tokens");
   out << fmt::format("{:<22} {:>11} {:>11.3e} {:>11.3e} {:>8.1f}% {:>8.1f}%  per patch; per token {:.3e}\n",
                      "data (s/rank/step)", "", c.data.per_patch, c.data.c, 100 * c.data.rms_relative_error,
                      100 * c.data.max_relative_error, c.data.per_token);
-  out << fmt::format("{:<22} {:.3f} ms ({} parameters)\n", "optimizer", 1e3 * c.optimizer_seconds, c.parameters);
+  out << fmt::format("{:<22} {:.3f} ms ({} parameters)\n", "optimizer", 1e3 * c.optimizer_seconds,
+                     c.parameters);
   out << fmt::format("{:<22} {:.3f} ms ({:.2f} MB on {} ranks; measured directly)\n", "gradient all-reduce",
                      1e3 * c.grad_sync_seconds, 4e-6 * c.parameters, c.ranks);
   const auto link = [&](const std::string& name, const CollectiveCalibration& x) {
@@ -376,8 +385,8 @@ void print_calibration(std::ostream& out, const Calibration& c) {
       out << fmt::format("{:<22} not measured\n", name);
       return;
     }
-    out << fmt::format("{:<22} latency {:8.2f} us, bandwidth {:7.2f} GB/s   fit rms {:.1f}%, max {:.1f}%\n", name,
-                       1e6 * x.link.latency, 1e-9 * x.link.bandwidth, 100 * x.points.rms_relative_error,
+    out << fmt::format("{:<22} latency {:8.2f} us, bandwidth {:7.2f} GB/s   fit rms {:.1f}%, max {:.1f}%\n",
+                       name, 1e6 * x.link.latency, 1e-9 * x.link.bandwidth, 100 * x.points.rms_relative_error,
                        100 * x.points.max_relative_error);
   };
   link("all-gather (node)", c.all_gather);
@@ -401,9 +410,10 @@ CostModelChoice choose_cost_model(const RunConfig& config, const World& world, d
     file = resolve_against_deck(config.deck_path, config.parallel.cost_model);
     std::error_code ec;
     if (!std::filesystem::is_regular_file(file, ec))
-      throw InputError(fmt::format("{}: parallel.cost_model = {}: no calibration file at {} (paths are "
-                                   "relative to the deck's directory; make one with minimllm calibrate)",
-                                   config.deck_path, config.parallel.cost_model, file));
+      throw InputError(
+          fmt::format("{}: parallel.cost_model = {}: no calibration file at {} (paths are "
+                      "relative to the deck's directory; make one with minimllm calibrate)",
+                      config.deck_path, config.parallel.cost_model, file));
   }
   if (!file.empty()) {
     const Calibration c = load_calibration(file, &choice.calibration_text);

@@ -76,8 +76,9 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
                    "Cost-model rate per rank in GFLOP/s (default: the deck's runtime.peak_gflops_per_rank, "
                    "else this machine's measured sgemm rate)")
       ->check(CLI::NonNegativeNumber);
-  simulate->add_option("--cost-model", sim.cost_model,
-                       "Calibration file (from minimllm calibrate), overriding the deck's parallel.cost_model");
+  simulate->add_option(
+      "--cost-model", sim.cost_model,
+      "Calibration file (from minimllm calibrate), overriding the deck's parallel.cost_model");
   simulate->add_option("--out,-o", sim.out, "HDF5 output file (/simulation/<policy>: one row per step)");
   simulate->add_flag("--overwrite", sim.overwrite, "Replace the output file if it exists");
   simulate->failure_message(one_line);

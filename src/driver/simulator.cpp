@@ -58,8 +58,8 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
                             : measured_sgemm_gflops(config.runtime.blas_threads);
   // A calibration (from --cost-model or the deck) replaces the FLOP-based compute and the links it
   // measured; links it could not measure (between nodes, calibrated on one) keep the nominal defaults.
-  const CostModelChoice choice = choose_cost_model(config, World::of(MPI_COMM_SELF), gflops,
-                                                   options.ranks_per_node, options.cost_model);
+  const CostModelChoice choice =
+      choose_cost_model(config, World::of(MPI_COMM_SELF), gflops, options.ranks_per_node, options.cost_model);
   const CostModel& cost = choice.model;
   // Opened once the inputs are known good: invalid input leaves no file behind.
   std::unique_ptr<Hdf5RunWriter> out;
@@ -69,7 +69,8 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
   for (int step = 0; step < config.steps; ++step) batches.push_back(sampler.batch(step));
   if (options.log)
     *options.log << fmt::format(
-        "minimllm {} simulate | deck {} | {} virtual ranks, {} per node | {} steps x {} samples | cost model: "
+        "minimllm {} simulate | deck {} | {} virtual ranks, {} per node | {} steps x {} samples | cost "
+        "model: "
         "{}\n",
         MINIMLLM_VERSION, config.name, options.ranks, options.ranks_per_node, config.steps,
         config.data.global_batch,

@@ -167,11 +167,13 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
       p.policy != "deck"
           ? fmt::format("policy {} (cost model: {})", p.policy,
                         r.cost_model_source == "default-from-FLOPs"
-                            ? fmt::format("{} at {:.1f} GFLOP/s per rank", r.cost_model_source, r.peak_gflops_per_rank)
+                            ? fmt::format("{} at {:.1f} GFLOP/s per rank", r.cost_model_source,
+                                          r.peak_gflops_per_rank)
                             : r.cost_model_source)
-          : fmt::format("deck: {} placement, LLM groups [{}]{}, micro-batches {}", p.placement,
-                        p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
-                        p.rotate_groups ? " rotating every step" : "", p.micro_batches);
+          : fmt::format(
+                "deck: {} placement, LLM groups [{}]{}, micro-batches {}", p.placement,
+                p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
+                p.rotate_groups ? " rotating every step" : "", p.micro_batches);
   log << fmt::format("data: global batch {} samples, {} steps, seed {} | layout: {} | comm pool {}\n",
                      config.data.global_batch, config.steps, config.seed, layout, p.comm_pool_capacity);
   log << fmt::format("peak for MFU: {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank, r.peak_source);
@@ -239,7 +241,8 @@ void print_policy_comparison(std::ostream& out,
   out << fmt::format("\npolicy comparison (same data; rates from steps after the warm-up; vs {}):\n",
                      runs.front().first);
   out << fmt::format("{:<8} {:>10} {:>11} {:>8} {:>13} {:>10} {:>11} {:>11} {:>12}\n", "policy", "step ms",
-                     "tokens/s", "speed-up", "predicted ms", "pred/meas", "pred./LB", "last loss", "loss diff");
+                     "tokens/s", "speed-up", "predicted ms", "pred/meas", "pred./LB", "last loss",
+                     "loss diff");
   for (const auto& [policy, r] : runs) {
     const double step = median_after_warmup(r, [](const StepRecord& s) { return s.step_seconds; });
     const double predicted = median_after_warmup(r, [](const StepRecord& s) { return s.predicted_seconds; });
@@ -247,10 +250,10 @@ void print_policy_comparison(std::ostream& out,
       return s.lower_bound_seconds > 0 ? s.predicted_seconds / s.lower_bound_seconds : 0.0;
     });
     const double loss = r.steps.back().loss;
-    out << fmt::format("{:<8} {:>10.1f} {:>11.0f} {:>7.2f}x {:>13.2f} {:>10.3f} {:>11.3f} {:>11.5f} {:>12.1e}\n",
-                       policy, 1e3 * step, median_after_warmup(r, tps),
-                       median_after_warmup(r, tps) / base_tps, 1e3 * predicted, predicted / step, ratio, loss,
-                       std::abs(loss - base_loss) / base_loss);
+    out << fmt::format(
+        "{:<8} {:>10.1f} {:>11.0f} {:>7.2f}x {:>13.2f} {:>10.3f} {:>11.3f} {:>11.5f} {:>12.1e}\n", policy,
+        1e3 * step, median_after_warmup(r, tps), median_after_warmup(r, tps) / base_tps, 1e3 * predicted,
+        predicted / step, ratio, loss, std::abs(loss - base_loss) / base_loss);
   }
 }
 
@@ -373,8 +376,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     // The prediction's terms beside the measured /steps phases (same order as there where both exist).
     if (out)
       out->append_row("/predicted", std::vector<double>{predicted.makespan, predicted.data, predicted.encoder,
-                                                        predicted.boundary, predicted.llm, predicted.grad_sync,
-                                                        predicted.optimizer});
+                                                        predicted.boundary, predicted.llm,
+                                                        predicted.grad_sync, predicted.optimizer});
     if (out) out->append_step(s);
     if (log) print_step(*log, s, config.steps);
   }

@@ -163,8 +163,9 @@ std::string calibration_to_yaml(const Calibration& c) {
   const EncoderConfig& e = c.model.encoder;
   const LlmConfig& l = c.model.llm;
   o << "model:\n";
-  o << fmt::format("  encoder: {{width: {}, heads: {}, layers: {}, mlp_ratio: {}, patch: {}, channels: {}}}\n",
-                   e.width, e.heads, e.layers, e.mlp_ratio, e.patch, e.channels);
+  o << fmt::format(
+      "  encoder: {{width: {}, heads: {}, layers: {}, mlp_ratio: {}, patch: {}, channels: {}}}\n", e.width,
+      e.heads, e.layers, e.mlp_ratio, e.patch, e.channels);
   o << fmt::format("  llm: {{width: {}, heads: {}, layers: {}, mlp_ratio: {}, vocab: {}}}\n", l.width,
                    l.heads, l.layers, l.mlp_ratio, l.vocab);
   o << "# Forward + backward of one image of s patches: a2 s^2 + a1 s + c.\n";
@@ -297,7 +298,8 @@ class Reader {
     return out;
   }
 
-  [[noreturn]] void fail(const std::string& key_path, const std::string& value, const std::string& what) const {
+  [[noreturn]] void fail(const std::string& key_path, const std::string& value,
+                         const std::string& what) const {
     throw InputError(fmt::format("{}: {} = {}: {}", origin_, key_path, value, what));
   }
 
@@ -335,12 +337,11 @@ void read_points(const Reader& r, FitPoints& p, const char* size_name) {
 }
 
 PhaseCalibration read_phase(const Reader& top, const std::string& name, const char* size_name) {
-  const Reader r = top.section(
-      name, {"a2", "a1", "c", "rms_relative_error", "max_relative_error", size_name, "seconds"});
+  const Reader r =
+      top.section(name, {"a2", "a1", "c", "rms_relative_error", "max_relative_error", size_name, "seconds"});
   PhaseCalibration phase;
   phase.cost = {r.real("a2"), r.real("a1"), r.real("c")};
-  if (phase.cost(1.0) <= 0.0)
-    r.fail(r.key("c"), "0", "a2, a1 and c are all 0: an item would cost nothing");
+  if (phase.cost(1.0) <= 0.0) r.fail(r.key("c"), "0", "a2, a1 and c are all 0: an item would cost nothing");
   read_points(r, phase.points, size_name);
   return phase;
 }
@@ -356,8 +357,8 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
     if (!e.mark.is_null()) where = fmt::format("line {}, column {}: ", e.mark.line + 1, e.mark.column + 1);
     throw InputError(fmt::format("{}: {}invalid YAML: {}", origin, where, e.msg));
   }
-  const std::vector<std::string> top_keys = {"format",    "provenance", "model",     "encoder",
-                                             "llm",       "data",       "optimizer", "grad_sync",
+  const std::vector<std::string> top_keys = {"format",      "provenance", "model",     "encoder",
+                                             "llm",         "data",       "optimizer", "grad_sync",
                                              "collectives", "inter_node"};
   if (documents.size() != 1 || !documents[0].IsMap())
     throw InputError(fmt::format(
@@ -366,12 +367,13 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
   const Reader top(origin, documents[0], "", top_keys);
   top.require("format");
   if (top.text_or("format") != "minimllm-calibration-1")
-    top.fail("format", show(top.child("format")), "must be minimllm-calibration-1 (a file from minimllm calibrate)");
+    top.fail("format", show(top.child("format")),
+             "must be minimllm-calibration-1 (a file from minimllm calibrate)");
 
   Calibration c;
   if (top.has("provenance")) {
-    const Reader p = top.section("provenance", {"deck", "created", "host", "minimllm_version", "kokkos", "ranks",
-                                                "ranks_per_node", "blas_threads", "rows_per_call"});
+    const Reader p = top.section("provenance", {"deck", "created", "host", "minimllm_version", "kokkos",
+                                                "ranks", "ranks_per_node", "blas_threads", "rows_per_call"});
     c.deck = p.text_or("deck"), c.created = p.text_or("created"), c.host = p.text_or("host");
     c.minimllm_version = p.text_or("minimllm_version"), c.kokkos = p.text_or("kokkos");
     if (p.has("ranks")) c.ranks = p.integer("ranks", 1, 1 << 24);
@@ -383,9 +385,9 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
   const Reader enc = model.section("encoder", {"width", "heads", "layers", "mlp_ratio", "patch", "channels"});
   const Reader llm = model.section("llm", {"width", "heads", "layers", "mlp_ratio", "vocab"});
   constexpr int kMax = 1 << 24;
-  c.model.encoder = {enc.integer("width", 1, kMax),     enc.integer("heads", 1, kMax),
-                     enc.integer("layers", 0, kMax),    enc.integer("mlp_ratio", 1, kMax),
-                     enc.integer("patch", 1, kMax),     enc.integer("channels", 1, kMax)};
+  c.model.encoder = {enc.integer("width", 1, kMax),  enc.integer("heads", 1, kMax),
+                     enc.integer("layers", 0, kMax), enc.integer("mlp_ratio", 1, kMax),
+                     enc.integer("patch", 1, kMax),  enc.integer("channels", 1, kMax)};
   c.model.llm = {llm.integer("width", 1, kMax), llm.integer("heads", 1, kMax), llm.integer("layers", 1, kMax),
                  llm.integer("mlp_ratio", 1, kMax), llm.integer("vocab", 1, kMax)};
   c.encoder = read_phase(top, "encoder", "patches");
@@ -393,7 +395,8 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
 
   const Reader data = top.section("data", {"c", "per_patch", "per_token", "rms_relative_error",
                                            "max_relative_error", "patches", "tokens", "seconds"});
-  c.data.c = data.real("c"), c.data.per_patch = data.real("per_patch"), c.data.per_token = data.real("per_token");
+  c.data.c = data.real("c"), c.data.per_patch = data.real("per_patch"),
+  c.data.per_token = data.real("per_token");
   c.data.rms_relative_error = data.real_or("rms_relative_error", 0.0);
   c.data.max_relative_error = data.real_or("max_relative_error", 0.0);
   c.data.patches = data.reals_or_empty("patches");

@@ -23,7 +23,7 @@ struct TrainResult {
   std::vector<StepRecord> steps;      // identical on every rank
   double peak_gflops_per_rank = 0.0;  // used for MFU
   std::string peak_source;            // "measured ..." or "deck ..."
-  std::string cost_model_source;      // "default-from-FLOPs", a calibration file, or "calibrated at start-up ..."
+  std::string cost_model_source;      // "default-from-FLOPs", a calibration file, or "calibrated ..."
   double memory_estimate_mib = 0.0;   // analytic, per rank (max over ranks)
   double peak_resident_mib = 0.0;     // max over ranks
 };
