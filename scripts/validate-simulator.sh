@@ -11,6 +11,9 @@
 #     --steps N            steps per policy run, the first a warm-up (default 10)
 #     --tolerance T        relative tolerance (default 0.15)
 #     --calibration FILE   use this one calibration for every rank count instead of making them
+#     --same-run           calibrate inside each policy's run, just before its steps (`run --calibrate`,
+#                          quick settings) instead of once per rank count: least exposed to a shared
+#                          machine changing speed between calibration and measurement
 #     --build DIR          build directory (default build)
 #     --work DIR           where the calibration, run logs and HDF5 files go (default runs/validate-<date>)
 #
@@ -26,6 +29,7 @@ ranks="1 2"
 steps=10
 tolerance=0.15
 calibration=""
+same_run=0
 build=build
 work=""
 while [ $# -gt 0 ]; do
@@ -35,9 +39,10 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --tolerance) tolerance=$2; shift 2 ;;
     --calibration) calibration=$2; shift 2 ;;
+    --same-run) same_run=1; shift ;;
     --build) build=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "validate-simulator.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -53,18 +58,22 @@ table=$work/table.txt
 : > "$table"
 for n in $ranks; do
   cal=$calibration
-  if [ -z "$cal" ]; then
+  cost_model=(--cost-model "$cal")
+  if [ "$same_run" = 1 ]; then
+    cost_model=(--calibrate)
+  elif [ -z "$cal" ]; then
     cal=$work/calibration-np$n.yaml
     echo "== calibrating on $n rank(s) (load average $(load))"
     mpiexec -n "$n" "$minimllm" calibrate "$deck" --out "$cal" --overwrite \
       | tee "$work/calibrate-np$n.log" | grep -v '^  pass'
+    cost_model=(--cost-model "$cal")
   fi
   echo "== $n rank(s): every policy, $steps steps (load average $(load))"
   log=$work/run-np$n.log
-  mpiexec -n "$n" "$minimllm" run "$deck" --policy all --steps "$steps" --cost-model "$cal" \
+  mpiexec -n "$n" "$minimllm" run "$deck" --policy all --steps "$steps" "${cost_model[@]}" \
     --out "$work/np$n.h5" --overwrite > "$log"
   drift="-"
-  if [ -z "$calibration" ]; then
+  if [ -z "$calibration" ] && [ "$same_run" = 0 ]; then
     echo "== calibrating again on $n rank(s): did the machine's speed hold? (load average $(load))"
     mpiexec -n "$n" "$minimllm" calibrate "$deck" --out "$work/recalibration-np$n.yaml" --overwrite \
       > "$work/recalibrate-np$n.log"
@@ -87,7 +96,7 @@ for n in $ranks; do
 done
 
 echo
-echo "predicted vs measured step time (medians of steps 1-$((steps - 1)); calibrations in $work)"
+echo "predicted vs measured step time (medians of steps 1-$((steps - 1)); calibrations: $([ "$same_run" = 1 ] && echo "at the start of each run (/run/calibration in $work/np*-<policy>.h5)" || echo "in $work"))"
 printf '%-6s %-8s %12s %13s %10s  %-6s %s\n' ranks policy "measured ms" "predicted ms" "pred/meas" result \
   "drift (LLM cost after / before)"
 failed=0

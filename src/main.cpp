@@ -38,6 +38,7 @@ int run(const minimllm::RunRequest& request, const minimllm::World& world) {
           ? minimllm::parse_run_config(minimllm::embedded_quickstart_deck(), "<embedded quickstart deck>")
           : minimllm::load_run_config(request.deck);
   if (request.steps) config.steps = *request.steps;
+  if (request.calibrate) config.runtime.calibrate = true;
   minimllm::TrainOptions options;
   options.out_path = request.out.empty() ? default_output_name(config.name) : request.out;
   options.overwrite = request.overwrite;

@@ -104,7 +104,7 @@ Calibration sample_calibration() {
   c.encoder.points = {{4, 9, 16}, {1e-4, 2e-4, 4.0000000001e-4}, 0.05, 0.08};
   c.llm.cost = {1.234567890123e-7, 1e-4, 0.0};
   c.llm.points = {{13, 49, 184}, {0.00137861, 0.00539752, 0.0227928}, 0.001, 0.002};
-  c.data = {9.7e-5, 3.9e-7, 1e-9, {0, 76}, {559, 228}, {9.6e-5, 1.2e-4}, 0.03, 0.07};
+  c.data = {9.7e-5, 2.1e-5, 3.9e-7, 1e-9, {0, 19}, {0, 76}, {559, 228}, {9.6e-5, 1.2e-4}, 0.03, 0.07};
   c.optimizer_seconds = 2.78e-4, c.parameters = 126880, c.grad_sync_seconds = 2.3e-4;
   c.all_gather = {true, {4.79e-6, 4.7e9}, {{1024, 16384}, {4.7e-6, 9.5e-6}, 0.07, 0.13}};
   c.all_reduce = {true, {7.1e-6, 3.2e9}, {{1024}, {6.8e-6}, 0.2, 0.3}};
@@ -150,6 +150,8 @@ TEST(CalibrationFile, RoundTripsExactly) {
   }
   EXPECT_EQ(r.data.c, c.data.c);
   EXPECT_EQ(r.data.per_patch, c.data.per_patch);
+  EXPECT_EQ(r.data.per_image, c.data.per_image);
+  EXPECT_EQ(r.data.images, c.data.images);
   EXPECT_EQ(r.data.per_token, c.data.per_token);
   EXPECT_EQ(r.data.seconds, c.data.seconds);
   EXPECT_EQ(r.data.patches, c.data.patches);
@@ -263,29 +265,32 @@ TEST(StepPrediction, AddsDataGradientAllReduceAndOptimizer) {
   CostModel cost = default_cost_model(config, 100.0, 8);
   EXPECT_EQ(cost.step.grad_bytes, 4.0 * Model(config.model, 1).parameter_count());
   cost.step.data_c = 1e-4, cost.step.data_per_patch = 1e-6, cost.step.data_per_token = 1e-7;
+  cost.step.data_per_image = 2e-5;
   cost.step.optimizer = 3e-4;
   for (int world : {1, 3}) {
     SCOPED_TRACE(world);
     const StepPlan plan = make_static_plan(batch, world);
     const PlanPrediction phases = predict(plan, batch, cost, world);
     const PlanPrediction step = predict_step(plan, batch, cost, world);
-    // Rank 0's inputs (the static plan deals samples in order; images follow their samples).
-    double most = 0.0, patches_all = 0.0, rows_all = 0.0;
+    // Each rank's inputs (the static plan deals samples in order; images stay on their sample's rank).
+    double most = 0.0, images_all = 0.0, patches_all = 0.0, rows_all = 0.0;
     for (int r = 0; r < world; ++r) {
-      double patches = 0.0, rows = 0.0;
+      double images = 0.0, patches = 0.0, rows = 0.0;
       for (int s : plan.llm_groups[r].samples) {
         rows += batch.samples[s].tokens(), patches += batch.samples[s].image_tokens();
+        images += batch.samples[s].images.size();
       }
-      most = std::max(most, 1e-4 + 1e-6 * patches + 1e-7 * rows);
-      patches_all += patches, rows_all += rows;
+      most = std::max(most, 1e-4 + 2e-5 * images + 1e-6 * patches + 1e-7 * rows);
+      images_all += images, patches_all += patches, rows_all += rows;
     }
     EXPECT_DOUBLE_EQ(step.data, most);
     EXPECT_DOUBLE_EQ(step.optimizer, 3e-4);
     EXPECT_DOUBLE_EQ(step.grad_sync, world == 1 ? 0.0 : cost.step.grad_sync(world, cost.ranks_per_node));
     EXPECT_GT(cost.step.grad_sync(3, 8), 2.0 * (2.0 / 3.0) * cost.step.grad_bytes / 10e9);
     EXPECT_DOUBLE_EQ(step.makespan, phases.makespan + step.data + step.grad_sync + step.optimizer);
-    EXPECT_DOUBLE_EQ(step.lower_bound, phases.lower_bound + step.grad_sync + step.optimizer + 1e-4 +
-                                           (1e-6 * patches_all + 1e-7 * rows_all) / world);
+    EXPECT_DOUBLE_EQ(step.lower_bound,
+                     phases.lower_bound + step.grad_sync + step.optimizer + 1e-4 +
+                         (2e-5 * images_all + 1e-6 * patches_all + 1e-7 * rows_all) / world);
     EXPECT_GE(step.makespan, step.lower_bound * (1 - 1e-12));
     EXPECT_EQ(step.encoder, phases.encoder);
     EXPECT_EQ(step.llm, phases.llm);
@@ -361,7 +366,8 @@ TEST_F(CalibratedRun, DeckNamingACalibrationUsesIt) {
   const GlobalBatch batch = sampler.batch(0);
   double expected = c.data.c + c.optimizer_seconds;
   for (const SampleMeta& s : batch.samples) {
-    expected += c.llm.cost(s.tokens()) + c.data.per_patch * s.image_tokens() + c.data.per_token * s.tokens();
+    expected += c.llm.cost(s.tokens()) + c.data.per_image * s.images.size() +
+                c.data.per_patch * s.image_tokens() + c.data.per_token * s.tokens();
     for (const ImageMeta& im : s.images) expected += c.encoder.cost(im.patches);
   }
   EXPECT_NEAR(result.steps[0].predicted_seconds, expected, 1e-9 * expected);

@@ -315,11 +315,11 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
     phase.points.sizes.push_back(s);
     phase.points.seconds.push_back(medians[3 * i + (c.llm ? 0 : 1)] / c.count);
     (c.llm ? llm_x : enc_x).push_back({s * s, s, 1.0});
-    const double p = c.llm ? 0.0 : s * c.count;
+    const double images = c.llm ? 0.0 : c.count, p = c.llm ? 0.0 : s * c.count;
     const double r = c.llm ? s * c.count : (s + image_text) * c.count;
-    data_x.push_back({1.0, p, r});
-    cal.data.patches.push_back(p), cal.data.tokens.push_back(r),
-        cal.data.seconds.push_back(medians[3 * i + 2]);
+    data_x.push_back({1.0, images, p, r});
+    cal.data.images.push_back(images), cal.data.patches.push_back(p), cal.data.tokens.push_back(r);
+    cal.data.seconds.push_back(medians[3 * i + 2]);
   }
   for (PhaseCalibration* phase : {&cal.llm, &cal.encoder}) {
     const LinearFit fit = fit_nonnegative(phase == &cal.llm ? llm_x : enc_x, phase->points.seconds);
@@ -328,8 +328,8 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
     phase->points.max_relative_error = fit.max_relative_error;
   }
   const LinearFit data = fit_nonnegative(data_x, cal.data.seconds);
-  cal.data.c = data.coefficients[0], cal.data.per_patch = data.coefficients[1];
-  cal.data.per_token = data.coefficients[2];
+  cal.data.c = data.coefficients[0], cal.data.per_image = data.coefficients[1];
+  cal.data.per_patch = data.coefficients[2], cal.data.per_token = data.coefficients[3];
   cal.data.rms_relative_error = data.rms_relative_error,
   cal.data.max_relative_error = data.max_relative_error;
 
@@ -373,9 +373,11 @@ void print_calibration(std::ostream& out, const Calibration& c) {
   };
   phase("encoder (s/image)", c.encoder, "patches");
   phase("llm (s/sample)", c.llm, "tokens");
-  out << fmt::format("{:<22} {:>11} {:>11.3e} {:>11.3e} {:>8.1f}% {:>8.1f}%  per patch; per token {:.3e}\n",
-                     "data (s/rank/step)", "", c.data.per_patch, c.data.c, 100 * c.data.rms_relative_error,
-                     100 * c.data.max_relative_error, c.data.per_token);
+  out << fmt::format(
+      "{:<22} {:>11} {:>11.3e} {:>11.3e} {:>8.1f}% {:>8.1f}%  a1 per patch; per image {:.3e}, per token "
+      "{:.3e}\n",
+      "data (s/rank/step)", "", c.data.per_patch, c.data.c, 100 * c.data.rms_relative_error,
+      100 * c.data.max_relative_error, c.data.per_image, c.data.per_token);
   out << fmt::format("{:<22} {:.3f} ms ({} parameters)\n", "optimizer", 1e3 * c.optimizer_seconds,
                      c.parameters);
   out << fmt::format("{:<22} {:.3f} ms ({:.2f} MB on {} ranks; measured directly)\n", "gradient all-reduce",

@@ -48,6 +48,9 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   run->add_option("--cost-model", request.cost_model,
                   "Calibration file (from minimllm calibrate) for the planners and predictions, overriding "
                   "the deck's parallel.cost_model");
+  run->add_flag("--calibrate", request.calibrate,
+                "Calibrate the cost model at start-up, as runtime.calibrate: true (with --policy all: before "
+                "each policy's steps)");
   run->add_flag("--overwrite", request.overwrite, "Replace the output file if it exists");
   run->failure_message(one_line);
 

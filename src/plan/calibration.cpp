@@ -176,13 +176,14 @@ std::string calibration_to_yaml(const Calibration& c) {
   o << fmt::format("llm:\n  a2: {}\n  a1: {}\n  c: {}\n", number(c.llm.cost.a2), number(c.llm.cost.a1),
                    number(c.llm.cost.c));
   write_points(o, c.llm.points, "tokens");
-  o << "# Generating and packing one rank's inputs: c + per_patch * patches + per_token * LLM rows.\n";
-  o << fmt::format("data:\n  c: {}\n  per_patch: {}\n  per_token: {}\n", number(c.data.c),
-                   number(c.data.per_patch), number(c.data.per_token));
+  o << "# Generating and packing one rank's inputs:\n"
+       "# c + per_image * images + per_patch * patches + per_token * LLM rows.\n";
+  o << fmt::format("data:\n  c: {}\n  per_image: {}\n  per_patch: {}\n  per_token: {}\n", number(c.data.c),
+                   number(c.data.per_image), number(c.data.per_patch), number(c.data.per_token));
   o << fmt::format("  rms_relative_error: {}\n  max_relative_error: {}\n", number(c.data.rms_relative_error),
                    number(c.data.max_relative_error));
-  o << fmt::format("  patches: {}\n  tokens: {}\n  seconds: {}\n", list(c.data.patches), list(c.data.tokens),
-                   list(c.data.seconds));
+  o << fmt::format("  images: {}\n  patches: {}\n  tokens: {}\n  seconds: {}\n", list(c.data.images),
+                   list(c.data.patches), list(c.data.tokens), list(c.data.seconds));
   o << fmt::format("optimizer: {{seconds: {}, parameters: {}}}\n", number(c.optimizer_seconds), c.parameters);
   o << "# The gradient buffer's all-reduce on the calibrating ranks, as measured (the model uses\n"
        "# collectives.all_reduce).\n";
@@ -393,18 +394,20 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
   c.encoder = read_phase(top, "encoder", "patches");
   c.llm = read_phase(top, "llm", "tokens");
 
-  const Reader data = top.section("data", {"c", "per_patch", "per_token", "rms_relative_error",
-                                           "max_relative_error", "patches", "tokens", "seconds"});
-  c.data.c = data.real("c"), c.data.per_patch = data.real("per_patch"),
-  c.data.per_token = data.real("per_token");
+  const Reader data = top.section("data", {"c", "per_image", "per_patch", "per_token", "rms_relative_error",
+                                           "max_relative_error", "images", "patches", "tokens", "seconds"});
+  c.data.c = data.real("c"), c.data.per_image = data.real("per_image");
+  c.data.per_patch = data.real("per_patch"), c.data.per_token = data.real("per_token");
   c.data.rms_relative_error = data.real_or("rms_relative_error", 0.0);
   c.data.max_relative_error = data.real_or("max_relative_error", 0.0);
+  c.data.images = data.reals_or_empty("images");
   c.data.patches = data.reals_or_empty("patches");
   c.data.tokens = data.reals_or_empty("tokens");
   c.data.seconds = data.reals_or_empty("seconds");
-  if (c.data.patches.size() != c.data.seconds.size() || c.data.tokens.size() != c.data.seconds.size())
-    data.fail(data.key("seconds"), fmt::format("({} values)", c.data.seconds.size()),
-              "data.patches, data.tokens and data.seconds must have the same length");
+  const size_t points = c.data.seconds.size();
+  if (c.data.images.size() != points || c.data.patches.size() != points || c.data.tokens.size() != points)
+    data.fail(data.key("seconds"), fmt::format("({} values)", points),
+              "data.images, data.patches, data.tokens and data.seconds must have the same length");
 
   const Reader opt = top.section("optimizer", {"seconds", "parameters"});
   c.optimizer_seconds = opt.real("seconds");
@@ -477,7 +480,8 @@ CostModel apply_calibration(CostModel cost, const Calibration& c, const ModelCon
 
   cost.encoder = c.encoder.cost;
   cost.llm = c.llm.cost;
-  cost.step.data_c = c.data.c, cost.step.data_per_patch = c.data.per_patch;
+  cost.step.data_c = c.data.c, cost.step.data_per_image = c.data.per_image;
+  cost.step.data_per_patch = c.data.per_patch;
   cost.step.data_per_token = c.data.per_token;
   cost.step.optimizer = c.optimizer_seconds;
   // Context parallelism all-gathers K|V and the boundary is an all-to-all: the all-gather's link stands

@@ -1,5 +1,6 @@
 // The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--policy P] [--cost-model FILE]
-// [--overwrite]`, `minimllm simulate DECK --ranks N [--ranks-per-node R] [--policy P|all] [--steps N]
+// [--calibrate] [--overwrite]`, `minimllm simulate DECK --ranks N [--ranks-per-node R] [--policy P|all]
+// [--steps N]
 // [--gflops G] [--cost-model FILE] [--out FILE] [--overwrite]`, `minimllm calibrate DECK [--out FILE]
 // [--sizes K] [--repeats R] [--rows N] [--overwrite]`, --help, --version.
 #pragma once
@@ -16,6 +17,7 @@ struct RunRequest {
   std::optional<int> steps;  // overrides the deck's steps
   std::string policy;        // overrides parallel.policy; "all": every planner in turn, same data
   std::string cost_model;    // calibration file, overriding parallel.cost_model
+  bool calibrate = false;    // calibrate at start-up (runtime.calibrate: true)
   bool overwrite = false;
 };
 

@@ -42,10 +42,11 @@ struct PhaseCalibration {
   FitPoints points;
 };
 
-// Generating and packing one rank's inputs for a step: c + per_patch * patches + per_token * rows.
+// Generating and packing one rank's inputs for a step:
+//   c + per_image * images + per_patch * patches + per_token * rows.
 struct DataCalibration {
-  double c = 0.0, per_patch = 0.0, per_token = 0.0;
-  std::vector<double> patches, tokens, seconds;  // measured points
+  double c = 0.0, per_image = 0.0, per_patch = 0.0, per_token = 0.0;
+  std::vector<double> images, patches, tokens, seconds;  // measured points
   double rms_relative_error = 0.0, max_relative_error = 0.0;
 };
 

@@ -29,8 +29,9 @@ struct LinkCost {
 
 // Per-step terms outside the encoder, boundary and LLM phases.
 struct StepCost {
-  // Generating and packing one rank's inputs: data_c + data_per_patch * patches + data_per_token * rows.
-  double data_c = 0.0, data_per_patch = 0.0, data_per_token = 0.0;
+  // Generating and packing one rank's inputs:
+  //   data_c + data_per_image * images + data_per_patch * patches + data_per_token * rows.
+  double data_c = 0.0, data_per_image = 0.0, data_per_patch = 0.0, data_per_token = 0.0;
   double optimizer = 0.0;   // one AdamW step over every parameter (every rank, the same)
   double grad_bytes = 0.0;  // the gradient buffer, all-reduced over the world every step
   // All-reduce: latency + 2(N-1)/N * bytes / bandwidth, within a node / spanning nodes.

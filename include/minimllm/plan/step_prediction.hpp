@@ -12,7 +12,8 @@ namespace minimllm {
 // lower_bound (the step terms of the lower bound: the gradient all-reduce, the optimizer, and the data
 // of the busiest rank if the inputs were spread evenly). comm_fraction counts the all-reduce as
 // communication; idle_fraction counts data imbalance as idle time.
-//   data_r    = data_c + data_per_patch * (patches rank r encodes) + data_per_token * (LLM rows of r)
+//   data_r    = data_c + data_per_image * (images rank r encodes) + data_per_patch * (their patches)
+//             + data_per_token * (LLM rows of r)
 //   data      = max_r data_r      (each rank packs its own inputs before the first exchange)
 //   grad_sync = StepCost::grad_sync(world_size, ranks_per_node)
 PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
