@@ -32,7 +32,8 @@ LinearFit fit_nonnegative(const std::vector<std::vector<double>>& rows, const st
 // The points one fit came from and how well it matches them.
 struct FitPoints {
   std::vector<double> sizes;    // tokens, patches or bytes
-  std::vector<double> seconds;  // measured: median over repeats, mean over ranks
+  std::vector<double> seconds;  // measured: compute: median over repeats, mean over ranks;
+                                // collectives: fastest repeat, slowest rank
   double rms_relative_error = 0.0, max_relative_error = 0.0;
 };
 
