@@ -18,9 +18,10 @@
 #     --work DIR           where the calibration, run logs and HDF5 files go (default runs/validate-<date>)
 #
 # Timings on a shared machine drift with its load. After each rank count's runs the script calibrates
-# again (same settings) and prints how far the LLM cost moved between the two calibrations ("drift"):
-# when the machine itself changed speed by more than the tolerance during the runs, a FAIL there says
-# nothing about the model. It also prints the load average. Repeat before concluding from one table.
+# again (same settings) and prints how far the LLM cost moved between the two calibrations ("drift"), and
+# how far apart the measured times of policies that made the same plans are ("noise"): when the machine
+# itself changed speed by more than the tolerance, a FAIL there says nothing about the model. It also
+# prints the load average. Repeat before concluding from one table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,7 +43,7 @@ while [ $# -gt 0 ]; do
     --same-run) same_run=1; shift ;;
     --build) build=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "validate-simulator.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -105,5 +106,11 @@ while read -r n policy measured predicted ratio drift; do
   [ "$verdict" = PASS ] || failed=1
   printf '%-6s %-8s %12s %13s %10s  %-6s %s\n' "$n" "$policy" "$measured" "$predicted" "$ratio" "$verdict" "$drift"
 done < "$table"
+# Policies predicted alike on the same ranks made the same plans (on 1 rank all do): their measured
+# spread is the machine's own noise during the runs, which the drift (two end points) can miss.
+awk '{ key = $1 " " $4; n[key]++; if (!(key in lo) || $3 < lo[key]) lo[key] = $3; if ($3 > hi[key]) hi[key] = $3 }
+     END { for (k in n) if (n[k] > 1) { split(k, f, " ");
+             printf "noise: %d policies on %s rank(s) predicted alike (same work) measured %s-%s ms (%.0f%% apart)\n",
+                    n[k], f[1], lo[k], hi[k], 100 * (hi[k] / lo[k] - 1) } }' "$table" | sort
 echo "load average at the end: $(load) (with $(nproc) cores, a load above $(nproc) means the machine was shared)"
 exit $failed
