@@ -6,12 +6,15 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
 
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/driver/benchmark.hpp"
+#include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/device.hpp"
 #include "minimllm/driver/simulator.hpp"
@@ -64,11 +67,13 @@ int run(const minimllm::RunRequest& request, const minimllm::World& world, const
   // Read before anything runs: a bad reference is invalid input (exit 2, no output file).
   const std::optional<minimllm::BenchmarkReference> reference =
       minimllm::find_benchmark_reference(config, request.reference);
+  if (request.calibrate) config.runtime.calibrate = true;
   minimllm::TrainOptions options;
   options.out_path = request.out.empty() ? default_output_name(config.name) : request.out;
   options.overwrite = request.overwrite;
   options.log = &std::cout;
   options.command_line = command_line;
+  options.cost_model = request.cost_model;
   minimllm::TrainResult result;
   if (request.policy != "all") {
     if (!request.policy.empty()) config.parallel.policy = request.policy;
@@ -98,10 +103,32 @@ int simulate(const minimllm::SimulateRequest& request, const minimllm::World& wo
   options.gflops_per_rank = request.gflops;
   options.policies =
       request.policy == "all" ? minimllm::planner_names() : std::vector<std::string>{request.policy};
+  options.cost_model = request.cost_model;
   options.out_path = request.out;
   options.overwrite = request.overwrite;
   options.log = &std::cout;
   if (world.is_root()) minimllm::simulate(config, options);  // serial: the virtual ranks need no real ones
+  return 0;
+}
+
+int calibrate(const minimllm::CalibrateRequest& request, const minimllm::World& world) {
+  const minimllm::RunConfig config = minimllm::load_run_config(request.deck);
+  const std::string out = request.out.empty() ? config.name + "-calibration.yaml" : request.out;
+  std::error_code ec;
+  if (!request.overwrite && std::filesystem::exists(out, ec))  // every rank sees the same answer
+    throw minimllm::InputError(out + ": output file exists; pass --overwrite to replace it");
+  minimllm::CalibrateOptions options;
+  options.sizes = request.sizes;
+  options.repeats = request.repeats;
+  options.rows_per_call = request.rows;
+  options.log = &std::cout;
+  const minimllm::Calibration calibration = minimllm::calibrate(config, world, options);
+  if (world.is_root()) {
+    std::ofstream file(out, std::ios::binary | std::ios::trunc);
+    file << minimllm::calibration_to_yaml(calibration);
+    if (!file) throw std::runtime_error("cannot write " + out);
+    std::cout << "calibration written to " << out << "\n";
+  }
   return 0;
 }
 
@@ -116,12 +143,14 @@ int main(int argc, char** argv) {
 
   const minimllm::CliOutcome cli = minimllm::parse_command_line(argc, argv, out, err);
   int code = cli.exit_code;
-  if (cli.run || cli.simulate) {
+  if (cli.run || cli.simulate || cli.calibrate) {
     minimllm::initialize_kokkos(world.comm);  // one GPU per rank on CUDA; Kokkos::initialize() on host
     try {
       std::string command_line;
       for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
-      code = cli.run ? run(*cli.run, world, command_line) : simulate(*cli.simulate, world);
+      code = cli.run        ? run(*cli.run, world, command_line)
+             : cli.simulate ? simulate(*cli.simulate, world)
+                            : calibrate(*cli.calibrate, world);
     } catch (const minimllm::InputError& e) {
       // Every rank reads the same input and fails alike, so all return 2 without aborting.
       err << "minimllm: error: " << e.what() << std::endl;

@@ -89,6 +89,35 @@ expect(simulate_no_ranks 2 "--ranks" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/q
 expect(simulate_bad_policy 2 "--policy" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4
        --policy deck)
 
+# Calibration: a quick one of the quickstart model (one rank, then two: collectives measured), its use by
+# run and simulate, and invalid calibration input (exit 2, one line naming the file and key, no output).
+set(quick_calibration --sizes 3 --repeats 1)
+expect(calibrate 0 "" ${MINIMLLM} calibrate ${SOURCE_DIR}/inputs/quickstart.yaml ${quick_calibration} --out cal.yaml)
+if(NOT EXISTS ${WORK_DIR}/cal.yaml)
+  message(STATUS "FAIL calibrate_output: cal.yaml was not written")
+  math(EXPR failures "${failures} + 1")
+endif()
+expect(calibrate_existing 2 "cal.yaml.*--overwrite" ${MINIMLLM} calibrate ${SOURCE_DIR}/inputs/quickstart.yaml
+       ${quick_calibration} --out cal.yaml)
+expect(calibrate_two_ranks 0 "" ${MPIEXEC} -n 2 ${MINIMLLM} calibrate ${SOURCE_DIR}/inputs/quickstart.yaml
+       ${quick_calibration} --out cal.yaml --overwrite)
+expect(calibrate_missing_deck 2 "missing.yaml" ${MINIMLLM} calibrate missing.yaml --out cal2.yaml)
+expect_no_file(calibrate_missing_deck_no_output cal2.yaml)
+expect(run_calibrated 0 "" ${MINIMLLM} run --steps 1 --cost-model cal.yaml --out calibrated.h5)
+file(WRITE ${WORK_DIR}/bad_cal.yaml "format: minimllm-calibration-1\nmodel: 3\n")
+expect(run_bad_calibration 2 "bad_cal.yaml: model = 3" ${MINIMLLM} run --steps 1 --cost-model bad_cal.yaml
+       --out bad_cal.h5)
+expect_no_file(run_bad_calibration_no_output bad_cal.h5)
+file(WRITE ${WORK_DIR}/no_cal.yaml "name: nocal\nparallel: {cost_model: none.yaml}\n")
+expect(deck_missing_calibration 2 "no_cal.yaml: parallel.cost_model = none.yaml" ${MINIMLLM} run no_cal.yaml
+       --out no_cal.h5)
+expect_no_file(deck_missing_calibration_no_output no_cal.h5)
+expect(simulate_calibrated 0 "" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 16 --steps 2
+       --cost-model cal.yaml --out sim_cal.h5)
+expect(simulate_bad_calibration 2 "bad_cal.yaml" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml
+       --ranks 16 --cost-model bad_cal.yaml --out sim_bad.h5)
+expect_no_file(simulate_bad_calibration_no_output sim_bad.h5)
+
 # A real run, then the same output again: refused without --overwrite, file kept byte for byte.
 expect(run_embedded 0 "" ${MPIEXEC} -n 2 ${MINIMLLM} run --steps 2 --out first.h5)
 file(SHA256 ${WORK_DIR}/first.h5 before)

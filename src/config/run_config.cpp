@@ -244,6 +244,14 @@ class Section {
     out = narrowed;
   }
 
+  // A non-empty string (e.g. a file name).
+  void read_string(const std::string& key, std::string& out) const {
+    const YAML::Node value = child(key);
+    if (!value.IsDefined()) return;
+    if (!value.IsScalar() || value.Scalar().empty()) fail_at(key, "must be a non-empty string");
+    out = value.Scalar();
+  }
+
   // One of a fixed set of words.
   void read_choice(const std::string& key, std::string& out, const std::vector<std::string>& choices) const {
     const YAML::Node value = child(key);
@@ -400,6 +408,7 @@ void read_runtime(const Section& s, RuntimeConfig& c) {
   s.read_int("blas_threads", c.blas_threads, 1, kMaxThreads);
   s.read_choice("precision", c.precision, {"fp32", "bf16"});
   s.read_choice("collectives", c.collectives, {"auto", "mpi", "nccl"});
+  s.read_bool("calibrate", c.calibrate);
 }
 
 void read_parallel(const Section& s, ParallelConfig& c) {
@@ -412,6 +421,7 @@ void read_parallel(const Section& s, ParallelConfig& c) {
   s.read_int("encoder_ranks", c.encoder_ranks, 0, kMaxRanks);
   s.read_choice("encoder_layout", c.encoder_layout, {"follow", "round_robin"});
   s.read_int("comm_pool_capacity", c.comm_pool_capacity, 1, 100000);
+  s.read_string("cost_model", c.cost_model);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -535,12 +545,13 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   read_data(top.section("data", {"global_batch", "text", "images", "incoherence", "noise"}), cfg.data);
   read_optimizer(top.section("optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps"}),
                  cfg.optimizer);
-  read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives"}),
+  read_runtime(top.section("runtime",
+                           {"peak_gflops_per_rank", "blas_threads", "precision", "collectives", "calibrate"}),
                cfg.runtime);
-  read_parallel(
-      top.section("parallel", {"policy", "ranks_per_node", "group_sizes", "rotate_groups", "micro_batches",
-                               "placement", "encoder_ranks", "encoder_layout", "comm_pool_capacity"}),
-      cfg.parallel);
+  read_parallel(top.section("parallel", {"policy", "ranks_per_node", "group_sizes", "rotate_groups",
+                                         "micro_batches", "placement", "encoder_ranks", "encoder_layout",
+                                         "comm_pool_capacity", "cost_model"}),
+                cfg.parallel);
   top.section("benchmark", {"reference"}).read_string("reference", cfg.benchmark.reference);
 
   check_run_config(cfg, origin);

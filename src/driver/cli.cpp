@@ -52,6 +52,12 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
                   "Layout policy, overriding the deck's parallel.policy; `all` runs every planner in turn on "
                   "the same data and compares them (one output file per policy: <out>-<policy>.h5)")
       ->check(CLI::IsMember(policies));
+  run->add_option("--cost-model", request.cost_model,
+                  "Calibration file (from minimllm calibrate) for the planners and predictions, overriding "
+                  "the deck's parallel.cost_model");
+  run->add_flag("--calibrate", request.calibrate,
+                "Calibrate the cost model at start-up, as runtime.calibrate: true (with --policy all: before "
+                "each policy's steps)");
   run->add_flag("--overwrite", request.overwrite, "Replace the output file if it exists");
   run->add_option("--reference", request.reference,
                   "Benchmark reference to judge the run by (VALID or INVALID, exit code 3 when INVALID), "
@@ -84,24 +90,51 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
                    "Cost-model rate per rank in GFLOP/s (default: the deck's runtime.peak_gflops_per_rank, "
                    "else this machine's measured sgemm rate)")
       ->check(CLI::NonNegativeNumber);
+  simulate->add_option(
+      "--cost-model", sim.cost_model,
+      "Calibration file (from minimllm calibrate), overriding the deck's parallel.cost_model");
   simulate->add_option("--out,-o", sim.out, "HDF5 output file (/simulation/<policy>: one row per step)");
   simulate->add_flag("--overwrite", sim.overwrite, "Replace the output file if it exists");
   simulate->failure_message(one_line);
+
+  CalibrateRequest cal;
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate",
+      "Measure the cost model on this machine for a deck's model (compute per phase at several sizes, data, "
+      "optimizer, gradient all-reduce, collectives on the ranks it runs on), fit it and write a calibration "
+      "file that decks name as parallel.cost_model");
+  calibrate->add_option("deck", cal.deck, "Input deck")->required()->check(CLI::ExistingFile);
+  calibrate->add_option("--out,-o", cal.out,
+                        "Calibration file to write (YAML; default: <deck name>-calibration.yaml)");
+  calibrate->add_option("--sizes", cal.sizes, "Sizes per phase (default 5)")->check(CLI::Range(3, 64));
+  calibrate->add_option("--repeats", cal.repeats, "Timed repetitions per size (default 3)")
+      ->check(CLI::Range(1, 1000));
+  calibrate
+      ->add_option("--rows", cal.rows,
+                   "LLM rows and encoder patches per measured call (default: the deck's mean per rank)")
+      ->check(CLI::Range(1, 1 << 30));
+  calibrate->add_flag("--overwrite", cal.overwrite, "Replace the output file if it exists");
+  calibrate->failure_message(one_line);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e, out, err);
-    return {std::nullopt, std::nullopt, code == 0 ? 0 : 2};
+    return {std::nullopt, std::nullopt, code == 0 ? 0 : 2, std::nullopt};
+  }
+  if (calibrate->parsed()) {
+    CliOutcome outcome;
+    outcome.calibrate = cal;
+    return outcome;
   }
   if (simulate->parsed()) {
     if (simulate->count("--steps")) sim.steps = sim_steps;
     if (simulate->count("--global-batch")) sim.global_batch = global_batch;
-    return {std::nullopt, sim, 0};
+    return {std::nullopt, sim, 0, std::nullopt};
   }
   if (run->count("--steps")) request.steps = steps;
   if (run->count("--global-batch")) request.global_batch = run_global_batch;
-  return {request, std::nullopt, 0};
+  return {request, std::nullopt, 0, std::nullopt};
 }
 
 }  // namespace minimllm

@@ -8,9 +8,11 @@
 #include <ostream>
 
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/calibrate.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 #include "minimllm/plan/planner.hpp"
+#include "minimllm/plan/step_prediction.hpp"
 
 #ifndef MINIMLLM_VERSION
 #define MINIMLLM_VERSION "unknown"
@@ -50,23 +52,30 @@ double median(std::vector<double> v) {
 }  // namespace
 
 std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptions& options) {
-  std::unique_ptr<Hdf5RunWriter> out;
-  if (!options.out_path.empty()) out = std::make_unique<Hdf5RunWriter>(options.out_path, options.overwrite);
   const double gflops = options.gflops_per_rank > 0.0 ? options.gflops_per_rank
                         : config.runtime.peak_gflops_per_rank > 0.0
                             ? config.runtime.peak_gflops_per_rank
                             : measured_sgemm_gflops(config.runtime.blas_threads);
-  const CostModel cost = default_cost_model(config, gflops, options.ranks_per_node);
+  // A calibration (from --cost-model or the deck) replaces the FLOP-based compute and the links it
+  // measured; links it could not measure (between nodes, calibrated on one) keep the nominal defaults.
+  const CostModelChoice choice =
+      choose_cost_model(config, World::of(MPI_COMM_SELF), gflops, options.ranks_per_node, options.cost_model);
+  const CostModel& cost = choice.model;
+  // Opened once the inputs are known good: invalid input leaves no file behind.
+  std::unique_ptr<Hdf5RunWriter> out;
+  if (!options.out_path.empty()) out = std::make_unique<Hdf5RunWriter>(options.out_path, options.overwrite);
   const Sampler sampler(config);
   std::vector<GlobalBatch> batches;
   for (int step = 0; step < config.steps; ++step) batches.push_back(sampler.batch(step));
   if (options.log)
     *options.log << fmt::format(
-        "minimllm {} simulate | deck {} | {} virtual ranks, {} per node | {} steps x {} samples | cost model "
-        "at "
-        "{:.1f} GFLOP/s per rank (uncalibrated defaults)\n",
+        "minimllm {} simulate | deck {} | {} virtual ranks, {} per node | {} steps x {} samples | cost "
+        "model: "
+        "{}\n",
         MINIMLLM_VERSION, config.name, options.ranks, options.ranks_per_node, config.steps,
-        config.data.global_batch, gflops);
+        config.data.global_batch,
+        choice.calibration_text.empty() ? fmt::format("{} at {:.1f} GFLOP/s per rank", choice.source, gflops)
+                                        : choice.source);
   if (out) {
     out->set_run_attribute("mode", "simulate");
     out->set_run_attribute("deck_text", config.deck_text);
@@ -74,6 +83,8 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     out->set_run_attribute("virtual_ranks", static_cast<long long>(options.ranks));
     out->set_run_attribute("ranks_per_node", static_cast<long long>(options.ranks_per_node));
     out->set_run_attribute("gflops_per_rank", gflops);
+    out->set_run_attribute("cost_model_source", choice.source);
+    if (!choice.calibration_text.empty()) out->set_run_attribute("calibration", choice.calibration_text);
   }
 
   std::vector<PolicySummary> summaries;
@@ -88,7 +99,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
       const StepPlan plan = planner->plan(batch, options.ranks);
       planning.push_back(1e3 * seconds_since(t0));
       validate_plan(plan, batch, options.ranks);
-      const PlanPrediction p = predict(plan, batch, cost, options.ranks);
+      const PlanPrediction p = predict_step(plan, batch, cost, options.ranks);
       sum.step_seconds += p.makespan / batches.size();
       sum.lower_bound_seconds += p.lower_bound / batches.size();
       sum.idle_fraction += p.idle_fraction / batches.size();
@@ -97,7 +108,8 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
       if (out)
         out->append_row("/simulation/" + policy,
                         std::vector<double>{p.makespan, p.lower_bound, p.idle_fraction, p.comm_fraction,
-                                            planning.back() * 1e-3, p.encoder, p.boundary, p.llm});
+                                            planning.back() * 1e-3, p.encoder, p.boundary, p.llm, p.data,
+                                            p.grad_sync, p.optimizer});
     }
     sum.tokens_per_second = tokens / (sum.step_seconds * batches.size());
     sum.planning_ms = median(planning);
@@ -107,7 +119,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
   if (out) {
     out->set_run_attribute("simulation_columns",
                            "makespan_s, lower_bound_s, idle_fraction, comm_fraction, planning_s, encoder_s, "
-                           "boundary_s, llm_s");
+                           "boundary_s, llm_s, data_s, grad_sync_s, optimizer_s");
     out->flush();
   }
   if (options.log) {

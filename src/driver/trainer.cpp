@@ -11,6 +11,7 @@
 #include <ostream>
 
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/device.hpp"
 #include "minimllm/driver/provenance.hpp"
 #include "minimllm/driver/step_executor.hpp"
@@ -191,8 +192,11 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
   const ParallelConfig& p = config.parallel;
   const std::string layout =
       p.policy != "deck"
-          ? fmt::format("policy {} (cost model: {:.1f} GFLOP/s per rank, uncalibrated)", p.policy,
-                        r.peak_gflops_per_rank)
+          ? fmt::format("policy {} (cost model: {})", p.policy,
+                        r.cost_model_source == "default-from-FLOPs"
+                            ? fmt::format("{} at {:.1f} GFLOP/s per rank", r.cost_model_source,
+                                          r.peak_gflops_per_rank)
+                            : r.cost_model_source)
           : fmt::format(
                 "deck: {} placement, LLM groups [{}]{}, micro-batches {}", p.placement,
                 p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
@@ -277,8 +281,9 @@ void print_policy_comparison(std::ostream& out,
   const double base_loss = runs.front().second.steps.back().loss;
   out << fmt::format("\npolicy comparison (same data; rates from steps after the warm-up; vs {}):\n",
                      runs.front().first);
-  out << fmt::format("{:<8} {:>10} {:>11} {:>8} {:>13} {:>11} {:>11} {:>12}\n", "policy", "step ms",
-                     "tokens/s", "speed-up", "predicted ms", "pred./LB", "last loss", "loss diff");
+  out << fmt::format("{:<8} {:>10} {:>11} {:>8} {:>13} {:>10} {:>11} {:>11} {:>12}\n", "policy", "step ms",
+                     "tokens/s", "speed-up", "predicted ms", "pred/meas", "pred./LB", "last loss",
+                     "loss diff");
   for (const auto& [policy, r] : runs) {
     const double step = median_after_warmup(r, [](const StepRecord& s) { return s.step_seconds; });
     const double predicted = median_after_warmup(r, [](const StepRecord& s) { return s.predicted_seconds; });
@@ -286,10 +291,10 @@ void print_policy_comparison(std::ostream& out,
       return s.lower_bound_seconds > 0 ? s.predicted_seconds / s.lower_bound_seconds : 0.0;
     });
     const double loss = r.steps.back().loss;
-    out << fmt::format("{:<8} {:>10.1f} {:>11.0f} {:>7.2f}x {:>13.2f} {:>11.3f} {:>11.5f} {:>12.1e}\n",
-                       policy, 1e3 * step, median_after_warmup(r, tps),
-                       median_after_warmup(r, tps) / base_tps, 1e3 * predicted, ratio, loss,
-                       std::abs(loss - base_loss) / base_loss);
+    out << fmt::format(
+        "{:<8} {:>10.1f} {:>11.0f} {:>7.2f}x {:>13.2f} {:>10.3f} {:>11.3f} {:>11.5f} {:>12.1e}\n", policy,
+        1e3 * step, median_after_warmup(r, tps), median_after_warmup(r, tps) / base_tps, 1e3 * predicted,
+        predicted / step, ratio, loss, std::abs(loss - base_loss) / base_loss);
   }
 }
 
@@ -324,8 +329,10 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   result.collectives_reason = collectives.reason;
   const int per_node =
       config.parallel.ranks_per_node > 0 ? config.parallel.ranks_per_node : ranks_per_node(world);
-  const LayoutSource layouts(config, world.size,
-                             default_cost_model(config, result.peak_gflops_per_rank, per_node));
+  const CostModelChoice cost =
+      choose_cost_model(config, world, result.peak_gflops_per_rank, per_node, options.cost_model);
+  result.cost_model_source = cost.source;
+  const LayoutSource layouts(config, world.size, cost.model);
   // Every step's layout is derived before anything is written: a deck whose layout cannot fit this
   // run fails here (InputError) and leaves no output file.
   const PeakWork peak = peak_work(config, sampler, model, world, layouts);
@@ -338,6 +345,12 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   const std::vector<RunAttribute> provenance = gather_provenance(config, world, options.command_line);
   if (log) print_banner(*log, config, world, model, result, peak, provenance);
   if (out) write_provenance(*out, config, result, model.parameter_count(), provenance);
+  if (out) {
+    out->set_run_attribute("cost_model_source", cost.source);
+    out->set_run_attribute("predicted_columns",
+                           "step_s, data_s, encoder_s, boundary_s, llm_s, grad_sync_s, optimizer_s");
+    if (!cost.calibration_text.empty()) out->set_run_attribute("calibration", cost.calibration_text);
+  }
 
   CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
   StepExecutor executor(sampler, model, world, pool);
@@ -420,6 +433,10 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     if (out) {
       write_rank_tables(*out, world.size, rank_values);
       write_plan_tables(*out, plan, world.size, policy_codes);
+      // The prediction's terms beside the measured /steps phases (same order as there where both exist).
+      out->append_row("/predicted", std::vector<double>{predicted.makespan, predicted.data, predicted.encoder,
+                                                        predicted.boundary, predicted.llm,
+                                                        predicted.grad_sync, predicted.optimizer});
     }
     s.output_seconds = now_seconds() - t_output;  // the row's own append and flush follow
     if (out) out->append_step(s);

@@ -5,6 +5,12 @@
 
 namespace minimllm {
 
+double StepCost::grad_sync(int n, int ranks_per_node) const {
+  if (n <= 1) return 0.0;
+  const LinkCost& l = n > ranks_per_node ? allreduce_inter : allreduce_intra;
+  return l.latency + 2.0 * (n - 1.0) / n * grad_bytes / l.bandwidth;
+}
+
 double CostModel::llm_comm(double s, int g, bool spans) const {
   if (g <= 1) return 0.0;
   const LinkCost& l = link(spans);
@@ -78,6 +84,7 @@ CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_p
 
   const double params = pixels * ew + elayers * block_params(ew, ehidden) + ew + ew * w + w * w +  // encoder
                         vocab * w + layers * block_params(w, hidden) + w + w * vocab;              // LLM
+  cost.step.grad_bytes = 4.0 * params;  // fp32 gradients
   cost.fixed_bytes = 16.0 * params;  // parameters, gradients, two Adam moments (fp32)
   cost.bytes_per_token = (16.0 * w + 2.0 * hidden) * 4.0 * layers + vocab * 4.0;
   cost.gathered_bytes_per_token = (layers + 1.0) * 2.0 * w * 4.0;

@@ -1,5 +1,7 @@
 #include "minimllm/plan/layout_source.hpp"
 
+#include "minimllm/plan/step_prediction.hpp"
+
 namespace minimllm {
 
 LayoutSource::LayoutSource(const RunConfig& config, int world_size, CostModel cost)
@@ -14,7 +16,7 @@ StepPlan LayoutSource::plan(const GlobalBatch& batch) const {
 }
 
 PlanPrediction LayoutSource::predict(const StepPlan& plan, const GlobalBatch& batch) const {
-  return minimllm::predict(plan, batch, cost_, world_size_);
+  return predict_step(plan, batch, cost_, world_size_);
 }
 
 }  // namespace minimllm

@@ -88,6 +88,9 @@ struct RuntimeConfig {
   std::string precision = "fp32";
   // runtime.collectives: auto | mpi | nccl (choose_collectives in parallel/communicator.hpp).
   std::string collectives = "auto";
+  // runtime.calibrate: measure the cost model at start-up (minimllm calibrate, quick settings) unless
+  // parallel.cost_model names a calibration file.
+  bool calibrate = false;
 };
 
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).
@@ -108,6 +111,9 @@ struct ParallelConfig {
   std::string encoder_layout = "follow";  // parallel.encoder_layout: follow (a sample's images on its
                                           // group, round-robin) | round_robin (image i on rank i mod N)
   int comm_pool_capacity = 64;            // parallel.comm_pool_capacity: most cached communicators
+  // parallel.cost_model: a calibration file (minimllm calibrate), relative to the deck's directory;
+  // empty: the defaults from the model's FLOPs.
+  std::string cost_model;
 };
 
 // benchmark: the deck is a reference problem; its run is checked against shipped output (docs/RUN_RULES.md).

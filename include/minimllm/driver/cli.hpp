@@ -1,6 +1,8 @@
 // The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--global-batch B] [--policy P]
-// [--reference FILE] [--overwrite]`, `minimllm simulate DECK --ranks N [--ranks-per-node R] [--policy P|all]
-// [--steps N] [--gflops G] [--out FILE] [--overwrite]`, --help, --version.
+// [--cost-model FILE] [--calibrate] [--reference FILE] [--overwrite]`, `minimllm simulate DECK --ranks N
+// [--ranks-per-node R] [--policy P|all] [--steps N] [--gflops G] [--cost-model FILE] [--out FILE]
+// [--overwrite]`, `minimllm calibrate DECK [--out FILE] [--sizes K] [--repeats R] [--rows N]
+// [--overwrite]`, --help, --version.
 #pragma once
 
 #include <iosfwd>
@@ -15,6 +17,8 @@ struct RunRequest {
   std::optional<int> steps;         // overrides the deck's steps
   std::optional<int> global_batch;  // overrides data.global_batch (weak scaling: grows with the ranks)
   std::string policy;               // overrides parallel.policy; "all": every planner in turn, same data
+  std::string cost_model;           // calibration file, overriding parallel.cost_model
+  bool calibrate = false;           // calibrate at start-up (runtime.calibrate: true)
   bool overwrite = false;
   std::string reference;  // benchmark reference file, overriding the deck's benchmark.reference
 };
@@ -26,14 +30,23 @@ struct SimulateRequest {
   std::optional<int> steps;
   std::optional<int> global_batch;  // overrides data.global_batch (samples per step at scale)
   double gflops = 0.0;              // 0: the deck's runtime.peak_gflops_per_rank, else this machine's sgemm
+  std::string cost_model;           // calibration file, overriding parallel.cost_model
   std::string out;                  // empty: no HDF5 output
   bool overwrite = false;
 };
 
+struct CalibrateRequest {
+  std::string deck;
+  std::string out;  // empty: <deck name>-calibration.yaml in the working directory
+  int sizes = 5, repeats = 3, rows = 0;
+  bool overwrite = false;
+};
+
 struct CliOutcome {
-  std::optional<RunRequest> run;            // set when there is training to do
-  std::optional<SimulateRequest> simulate;  // set when there is a simulation to do
-  int exit_code = 0;                        // otherwise: 0 after --help/--version, 2 for invalid arguments
+  std::optional<RunRequest> run;              // set when there is training to do
+  std::optional<SimulateRequest> simulate;    // set when there is a simulation to do
+  int exit_code = 0;                          // otherwise: 0 after --help/--version, 2 for invalid arguments
+  std::optional<CalibrateRequest> calibrate;  // set when there is a calibration to do
 };
 
 // Parses argv. Help, version and errors are printed to out/err (pass null streams on ranks != 0).

@@ -16,7 +16,8 @@ struct SimulateOptions {
   int ranks_per_node = 8;        // for the cost model's node boundary
   double gflops_per_rank = 0.0;  // cost model rate; 0: the deck's runtime.peak_gflops_per_rank, else measure
   std::vector<std::string> policies;  // planners to compare (the first is the reference for speed-ups)
-  std::string out_path;               // HDF5 output; empty: none
+  std::string cost_model;  // calibration file (overrides the deck's parallel.cost_model); empty: none
+  std::string out_path;    // HDF5 output; empty: none
   bool overwrite = false;
   std::ostream* log = nullptr;
 };

@@ -17,12 +17,14 @@ struct TrainOptions {
   bool overwrite = false;       // replace out_path if it exists
   std::ostream* log = nullptr;  // progress lines on rank 0; null = silent
   std::string command_line;     // recorded in /run (provenance); empty when not run from the command line
+  std::string cost_model;       // calibration file overriding the deck's parallel.cost_model; empty: none
 };
 
 struct TrainResult {
   std::vector<StepRecord> steps;      // identical on every rank, except output_seconds (rank 0's)
   double peak_gflops_per_rank = 0.0;  // used for MFU
   std::string peak_source;            // "measured ..." or "deck ..."
+  std::string cost_model_source;      // "default-from-FLOPs", a calibration file, or "calibrated ..."
   double memory_estimate_mib = 0.0;   // analytic, per rank (max over ranks)
   double peak_resident_mib = 0.0;     // max over ranks
   // Wall time of the steps after the warm-up (step 0), everything included: planning, compute, metrics
@@ -41,7 +43,8 @@ struct TrainResult {
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options);
 
 // One line per policy: median step time and tokens/s (steps after the warm-up), tokens/s relative to the
-// first (static) run, the cost model's median prediction and its ratio to the lower bound, and the last
+// first (static) run, the cost model's median prediction, its ratio to the median measured step and to
+// the lower bound, and the last
 // step's loss with its relative difference from the first run's (layout invariance: ~1e-6 expected).
 void print_policy_comparison(std::ostream& out, const std::vector<std::pair<std::string, TrainResult>>& runs);
 

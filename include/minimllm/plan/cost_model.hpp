@@ -4,8 +4,10 @@
 //   comm(s, g)    = 0 for g = 1, else collectives * latency + kv_bytes_per_token * s * (g-1)/g / bandwidth
 // The encoder attends within each image, so its cost is per image (a sample with several images costs
 // the sum over its images); the LLM cost is per sample (one fused causal sequence).
-// Coefficients come from calibration on the machine (`minimllm calibrate`) or from defaults derived from
-// the model's FLOPs and a nominal rate.
+// Per-step terms outside those phases (StepCost) complete a step's time: generating and packing each
+// rank's inputs, the gradient all-reduce and the optimizer (predict_step, plan/step_prediction.hpp).
+// Coefficients come from calibration on the machine (`minimllm calibrate`, plan/calibration.hpp) or from
+// defaults derived from the model's FLOPs and a nominal rate.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,19 @@ struct LinkCost {
   double bandwidth = 1e9;  // bytes per second per rank
 };
 
+// Per-step terms outside the encoder, boundary and LLM phases.
+struct StepCost {
+  // Generating and packing one rank's inputs:
+  //   data_c + data_per_image * images + data_per_patch * patches + data_per_token * rows.
+  double data_c = 0.0, data_per_image = 0.0, data_per_patch = 0.0, data_per_token = 0.0;
+  double optimizer = 0.0;   // one AdamW step over every parameter (every rank, the same)
+  double grad_bytes = 0.0;  // the gradient buffer, all-reduced over the world every step
+  // All-reduce: latency + 2(N-1)/N * bytes / bandwidth, within a node / spanning nodes.
+  LinkCost allreduce_intra{5e-6, 10e9}, allreduce_inter{20e-6, 1e9};
+  // Gradient all-reduce over n ranks (0 for one rank), spanning nodes when n > ranks_per_node.
+  double grad_sync(int n, int ranks_per_node) const;
+};
+
 struct CostModel {
   PhaseCost encoder, llm;           // compute, on one rank
   LinkCost intra_node, inter_node;  // collectives within a node / spanning nodes
@@ -37,6 +52,7 @@ struct CostModel {
   // tokens / g) + the gathered K|V every member holds for all tokens of the micro-batch (g > 1 only).
   double fixed_bytes = 0.0, bytes_per_token = 0.0, capacity_bytes = 0.0;  // capacity 0: unlimited
   double gathered_bytes_per_token = 0.0;
+  StepCost step;  // data, gradient all-reduce, optimizer
 
   // Time of one sample of s tokens on a group of g ranks (g consecutive ranks starting at first_rank).
   double llm_time(double s, int g, int first_rank = 0) const;
@@ -54,6 +70,8 @@ struct CostModel {
 
 // Defaults from the model's analytic FLOPs at `gflops` per rank and a nominal network (10 GB/s and
 // 5 us within a node, 1 GB/s and 20 us across nodes); calibration replaces them with measured ones.
+// Uncalibrated, the step terms hold only the gradient all-reduce on the nominal links (data and optimizer
+// are not modelled: 0).
 // capacity_bytes: memory per rank, 0 = unlimited.
 CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_per_node,
                              double capacity_bytes = 0.0);

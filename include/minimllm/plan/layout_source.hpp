@@ -16,6 +16,7 @@ class LayoutSource {
 
   // The step's plan, validated. Throws InputError when the deck's layout cannot fit world_size.
   StepPlan plan(const GlobalBatch& batch) const;
+  // The whole step's predicted time (predict_step: the plan's phases and the per-step terms).
   PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch) const;
   const std::string& policy() const { return policy_; }
   const CostModel& cost() const { return cost_; }

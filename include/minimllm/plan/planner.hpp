@@ -35,6 +35,9 @@ struct PlanPrediction {
   // Slowest rank of each phase (busy time). Pipelines: boundary = the first stage's rows and the last
   // stage's gradients in transit (the other transfers overlap compute).
   double encoder = 0.0, boundary = 0.0, llm = 0.0;
+  // Per-step terms outside the phases, set (and added to makespan) by predict_step only
+  // (plan/step_prediction.hpp): slowest rank's data generation and packing, gradient all-reduce, AdamW.
+  double data = 0.0, grad_sync = 0.0, optimizer = 0.0;
 };
 
 struct PlannerOptions {

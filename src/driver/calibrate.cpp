@@ -1,0 +1,439 @@
+#include "minimllm/driver/calibrate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <ostream>
+
+#include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/step_executor.hpp"
+#include "minimllm/kernels/gemm.hpp"
+#include "minimllm/kernels/optimizer.hpp"
+#include "minimllm/model/model.hpp"
+#include "minimllm/parallel/comm_pool.hpp"
+#include "minimllm/plan/step_plan.hpp"
+
+#ifndef MINIMLLM_VERSION
+#define MINIMLLM_VERSION "unknown"
+#endif
+
+namespace minimllm {
+namespace {
+
+double now_seconds() {
+  Kokkos::fence();  // a timed region ends when its kernels have
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// k distinct integers spread over [lo, hi] (geometrically when asked), always including both ends.
+std::vector<int> spread(int lo, int hi, int k, bool geometric) {
+  std::vector<int> v;
+  lo = std::max(1, lo), hi = std::max(lo, hi);
+  for (int i = 0; i < k; ++i) {
+    const double f = k > 1 ? static_cast<double>(i) / (k - 1) : 1.0;
+    const double x = geometric ? lo * std::pow(static_cast<double>(hi) / lo, f) : lo + f * (hi - lo);
+    v.push_back(static_cast<int>(std::lround(x)));
+  }
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+// n text-only samples of `tokens` tokens each (an LLM measurement).
+GlobalBatch text_batch(int n, int tokens) {
+  GlobalBatch b;
+  for (int i = 0; i < n; ++i) {
+    SampleMeta s;
+    s.id = i, s.text_len = tokens;
+    b.samples.push_back(s);
+  }
+  return b;
+}
+
+// n samples of one square image of side x side patches and `text` tokens after it (an encoder
+// measurement: the LLM still runs on these short samples, but only the encoder's time is used).
+GlobalBatch image_batch(int n, int side, int patch, int text) {
+  GlobalBatch b;
+  for (int i = 0; i < n; ++i) {
+    SampleMeta s;
+    s.id = i, s.text_len = text;
+    ImageMeta im;
+    im.height = im.width = side * patch;
+    im.patches = side * side;
+    im.text_pos = 0;
+    s.images.push_back(im);
+    b.samples.push_back(s);
+  }
+  return b;
+}
+
+// One measured call through the real step path on this rank alone.
+struct Call {
+  bool llm = true;  // LLM point (else encoder point)
+  int size = 0;     // tokens per sample or patches per image
+  int count = 0;    // samples or images in the call
+  GlobalBatch batch;
+  std::vector<double> llm_s, encoder_s, data_s;  // per timed pass
+};
+
+// Sums a host-accessible (or staged) float buffer over comm in place, as the step executor does.
+void allreduce_sum(const t_vec& v, MPI_Comm comm) {
+  if constexpr (kMemSpaceIsHostAccessible) {
+    MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.extent(0)), MPI_FLOAT, MPI_SUM, comm);
+  } else {
+    auto host = copy_to_host(v);
+    MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(host.extent(0)), MPI_FLOAT, MPI_SUM, comm);
+    transfer(v, host);
+  }
+}
+
+enum class Op { all_gather, all_reduce, all_to_all };
+
+// Bytes each rank moves for a buffer of `bytes` per rank on n ranks (see CollectiveCalibration).
+double bus_bytes(Op op, double bytes, int n) {
+  switch (op) {
+    case Op::all_gather:
+      return (n - 1.0) * bytes;
+    case Op::all_reduce:
+      return 2.0 * (n - 1.0) / n * bytes;
+    case Op::all_to_all:
+      return (n - 1.0) / n * bytes;
+  }
+  return bytes;
+}
+
+// Fastest of the repetitions (each after a barrier) of one collective with `bytes` per rank, max over the
+// ranks of comm. The fastest, not the median: on a machine shared with other work, a collective whose
+// ranks are not all on a core at once waits for the scheduler (milliseconds, whatever the size), which
+// says nothing about the link. MPI on host buffers, as the MPI communicators stage them.
+double time_collective(Op op, std::size_t bytes, MPI_Comm comm, int repeats) {
+  int n = 1;
+  MPI_Comm_size(comm, &n);
+  const std::size_t count = std::max<std::size_t>(1, bytes / sizeof(float));
+  const int per_peer = static_cast<int>(std::max<std::size_t>(1, count / n));
+  std::vector<float> send(std::max<std::size_t>(count, static_cast<std::size_t>(per_peer) * n), 1.0f);
+  std::vector<float> recv(op == Op::all_gather ? count * n : send.size(), 0.0f);
+  std::vector<double> times;
+  for (int rep = -2; rep < repeats; ++rep) {  // two warm-ups
+    MPI_Barrier(comm);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (op == Op::all_gather)
+      MPI_Allgather(send.data(), static_cast<int>(count), MPI_FLOAT, recv.data(), static_cast<int>(count),
+                    MPI_FLOAT, comm);
+    else if (op == Op::all_reduce)
+      MPI_Allreduce(send.data(), recv.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm);
+    else
+      MPI_Alltoall(send.data(), per_peer, MPI_FLOAT, recv.data(), per_peer, MPI_FLOAT, comm);
+    if (rep >= 0)
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  double t = *std::min_element(times.begin(), times.end());
+  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return t;
+}
+
+// Latency and bandwidth of one collective on comm (every member calls), fitted over a few sizes.
+CollectiveCalibration measure_collective(Op op, MPI_Comm comm) {
+  CollectiveCalibration c;
+  int n = 1;
+  MPI_Comm_size(comm, &n);
+  if (n < 2) return c;
+  std::vector<std::vector<double>> rows;
+  for (std::size_t bytes : {std::size_t(1) << 10, std::size_t(1) << 14, std::size_t(1) << 18,
+                            std::size_t(1) << 20, std::size_t(1) << 22}) {
+    const double t = time_collective(op, bytes, comm, bytes >= (1u << 20) ? 7 : 15);
+    c.points.sizes.push_back(static_cast<double>(bytes));
+    c.points.seconds.push_back(t);
+    rows.push_back({1.0, bus_bytes(op, static_cast<double>(bytes), n)});
+  }
+  const LinearFit fit = fit_nonnegative(rows, c.points.seconds);
+  c.measured = true;
+  c.link.latency = fit.coefficients[0];
+  c.link.bandwidth = fit.coefficients[1] > 0.0 ? 1.0 / fit.coefficients[1] : 1e15;  // not resolved: huge
+  c.points.rms_relative_error = fit.rms_relative_error;
+  c.points.max_relative_error = fit.max_relative_error;
+  return c;
+}
+
+// Every number of a CollectiveCalibration from `root` of comm to every rank of comm.
+void broadcast(CollectiveCalibration& c, int root, MPI_Comm comm) {
+  int measured = c.measured, points = static_cast<int>(c.points.sizes.size());
+  MPI_Bcast(&measured, 1, MPI_INT, root, comm);
+  MPI_Bcast(&points, 1, MPI_INT, root, comm);
+  c.measured = measured != 0;
+  c.points.sizes.resize(points), c.points.seconds.resize(points);
+  double scalars[4] = {c.link.latency, c.link.bandwidth, c.points.rms_relative_error,
+                       c.points.max_relative_error};
+  MPI_Bcast(scalars, 4, MPI_DOUBLE, root, comm);
+  c.link = {scalars[0], scalars[1]};
+  c.points.rms_relative_error = scalars[2], c.points.max_relative_error = scalars[3];
+  if (points > 0) {
+    MPI_Bcast(c.points.sizes.data(), points, MPI_DOUBLE, root, comm);
+    MPI_Bcast(c.points.seconds.data(), points, MPI_DOUBLE, root, comm);
+  }
+}
+
+// Collectives within a node (on each node's ranks, all nodes at once; world rank 0's node reported) and
+// across nodes (one rank per node), each "not measured" when there is only one rank to do it with.
+void measure_collectives(const World& world, Calibration& c) {
+  MPI_Comm node;
+  MPI_Comm_split_type(world.comm, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node);
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  c.all_gather = measure_collective(Op::all_gather, node);
+  c.all_reduce = measure_collective(Op::all_reduce, node);
+  c.all_to_all = measure_collective(Op::all_to_all, node);
+  MPI_Comm leaders;
+  MPI_Comm_split(world.comm, local == 0 ? 0 : MPI_UNDEFINED, world.rank, &leaders);
+  if (leaders != MPI_COMM_NULL) {
+    c.inter_all_gather = measure_collective(Op::all_gather, leaders);
+    c.inter_all_reduce = measure_collective(Op::all_reduce, leaders);
+    c.inter_all_to_all = measure_collective(Op::all_to_all, leaders);
+    MPI_Comm_free(&leaders);
+  }
+  MPI_Comm_free(&node);
+  for (CollectiveCalibration* x : {&c.all_gather, &c.all_reduce, &c.all_to_all, &c.inter_all_gather,
+                                   &c.inter_all_reduce, &c.inter_all_to_all})
+    broadcast(*x, 0, world.comm);
+}
+
+std::string utc_now() {
+  char stamp[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return stamp;
+}
+
+}  // namespace
+
+Calibration calibrate(const RunConfig& config, const World& world, const CalibrateOptions& options) {
+  std::ostream* log = world.is_root() ? options.log : nullptr;
+  set_blas_threads(config.runtime.blas_threads);
+  const Sampler sampler(config);
+  Model model(config.model, config.seed);
+  const World self = World::of(MPI_COMM_SELF);
+  CommPool pool(MPI_COMM_SELF, 4, create_mpi_communicator);
+  StepExecutor executor(sampler, model, self, pool);
+
+  // The deck's sizes: sample lengths, image sides, and the rows and patches one rank handles per step.
+  int min_tokens = 1 << 30, max_tokens = 1, min_side = 1 << 30, max_side = 1;
+  double tokens = 0.0, patches = 0.0;
+  const int steps = std::min(config.steps, 64);
+  const int patch = config.model.encoder.patch;
+  for (int step = 0; step < steps; ++step) {
+    const GlobalBatch batch = sampler.batch(step);
+    tokens += static_cast<double>(batch.text_tokens() + batch.image_tokens()) / steps;
+    patches += static_cast<double>(batch.image_tokens()) / steps;
+    for (const SampleMeta& s : batch.samples) {
+      min_tokens = std::min(min_tokens, s.tokens()), max_tokens = std::max(max_tokens, s.tokens());
+      for (const ImageMeta& im : s.images) {
+        const int side = std::max(im.height, im.width) / patch;
+        min_side = std::min(min_side, side), max_side = std::max(max_side, side);
+      }
+    }
+  }
+  if (min_side > max_side)  // no image in the deck's batches: its configured range
+    min_side = config.data.images.min_side / patch, max_side = config.data.images.max_side / patch;
+  const int rows = options.rows_per_call > 0
+                       ? options.rows_per_call
+                       : std::max(max_tokens, static_cast<int>(std::lround(tokens / world.size)));
+  const int image_rows =
+      options.rows_per_call > 0
+          ? options.rows_per_call
+          : std::max(max_side * max_side, static_cast<int>(std::lround(patches / world.size)));
+
+  // The calls: LLM sample lengths spread geometrically over the deck's range, image sides linearly (at
+  // least three sizes each where the range allows, so a2, a1 and c are all determined).
+  const int k = std::max(3, options.sizes);
+  std::vector<Call> calls;
+  for (int s : spread(std::max(8, min_tokens), max_tokens, k, /*geometric=*/true)) {
+    Call c;
+    c.llm = true, c.size = s, c.count = std::max(1, static_cast<int>(std::lround(double(rows) / s)));
+    c.batch = text_batch(c.count, s);
+    calls.push_back(std::move(c));
+  }
+  std::vector<int> sides = spread(min_side, max_side, k, /*geometric=*/false);
+  for (int side = min_side - 1; side >= 1 && sides.size() < 3; --side) sides.insert(sides.begin(), side);
+  const int image_text = std::max(2, config.data.text.min);
+  for (int side : sides) {
+    Call c;
+    c.llm = false, c.size = side * side;
+    c.count = std::max(1, static_cast<int>(std::lround(double(image_rows) / c.size)));
+    c.batch = image_batch(c.count, side, patch, image_text);
+    calls.push_back(std::move(c));
+  }
+  if (log)
+    *log << fmt::format(
+        "calibrating {} on {} rank(s): {} LLM sizes ({}-{} tokens per sample, ~{} rows per call), {} image "
+        "sizes ({}-{} patches, ~{} patches per call), {} repeats after a warm-up\n",
+        config.name, world.size, calls.size() - sides.size(), std::max(8, min_tokens), max_tokens, rows,
+        sides.size(), sides.front() * sides.front(), sides.back() * sides.back(), image_rows,
+        options.repeats);
+
+  // Every rank measures the same calls at the same time (each alone, as in training every core is busy);
+  // sizes are interleaved within each pass so a slow spell of a shared machine hits all of them.
+  for (int pass = 0; pass <= options.repeats; ++pass) {
+    for (Call& c : calls) {
+      MPI_Barrier(world.comm);
+      const StepPlan plan = make_static_plan(c.batch, 1);
+      const StepOutcome o = executor.run(c.batch, plan);
+      if (pass == 0) continue;  // warm-up: first-touch allocations, BLAS buffers
+      c.llm_s.push_back(o.llm_seconds), c.encoder_s.push_back(o.encoder_seconds);
+      c.data_s.push_back(o.data_seconds);
+    }
+    if (log) *log << fmt::format("  pass {}/{} done\n", pass, options.repeats) << std::flush;
+  }
+
+  // Per call: the median over passes on each rank, then the mean over ranks.
+  std::vector<double> medians;
+  for (const Call& c : calls)
+    medians.insert(medians.end(), {median(c.llm_s), median(c.encoder_s), median(c.data_s)});
+  MPI_Allreduce(MPI_IN_PLACE, medians.data(), static_cast<int>(medians.size()), MPI_DOUBLE, MPI_SUM,
+                world.comm);
+  for (double& m : medians) m /= world.size;
+
+  Calibration cal;
+  cal.deck = config.deck_path, cal.created = utc_now(), cal.host = host_name();
+  cal.minimllm_version = MINIMLLM_VERSION, cal.kokkos = kokkos_description();
+  cal.ranks = world.size, cal.ranks_per_node = ranks_per_node(world);
+  cal.blas_threads = config.runtime.blas_threads, cal.rows_per_call = rows;
+  cal.model = config.model;
+  std::vector<std::vector<double>> llm_x, enc_x, data_x;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Call& c = calls[i];
+    const double s = c.size;
+    PhaseCalibration& phase = c.llm ? cal.llm : cal.encoder;
+    phase.points.sizes.push_back(s);
+    phase.points.seconds.push_back(medians[3 * i + (c.llm ? 0 : 1)] / c.count);
+    (c.llm ? llm_x : enc_x).push_back({s * s, s, 1.0});
+    const double images = c.llm ? 0.0 : c.count, p = c.llm ? 0.0 : s * c.count;
+    const double r = c.llm ? s * c.count : (s + image_text) * c.count;
+    data_x.push_back({1.0, images, p, r});
+    cal.data.images.push_back(images), cal.data.patches.push_back(p), cal.data.tokens.push_back(r);
+    cal.data.seconds.push_back(medians[3 * i + 2]);
+  }
+  for (PhaseCalibration* phase : {&cal.llm, &cal.encoder}) {
+    const LinearFit fit = fit_nonnegative(phase == &cal.llm ? llm_x : enc_x, phase->points.seconds);
+    phase->cost = {fit.coefficients[0], fit.coefficients[1], fit.coefficients[2]};
+    phase->points.rms_relative_error = fit.rms_relative_error;
+    phase->points.max_relative_error = fit.max_relative_error;
+  }
+  const LinearFit data = fit_nonnegative(data_x, cal.data.seconds);
+  cal.data.c = data.coefficients[0], cal.data.per_image = data.coefficients[1];
+  cal.data.per_patch = data.coefficients[2], cal.data.per_token = data.coefficients[3];
+  cal.data.rms_relative_error = data.rms_relative_error,
+  cal.data.max_relative_error = data.max_relative_error;
+
+  // The optimizer over every parameter (the step's two ranges cost the same as one), and the gradient
+  // all-reduce on the world, after a barrier (so waiting for a late rank is not counted).
+  t_vec m("calibrate::m", model.parameter_count()), v("calibrate::v", model.parameter_count());
+  std::vector<double> opt, sync;
+  for (int rep = -1; rep < 3 * options.repeats; ++rep) {
+    MPI_Barrier(world.comm);
+    double t0 = now_seconds();
+    adamw_update(model.params(), model.grads(), m, v, AdamWHyper{}, rep + 2);
+    const double t1 = now_seconds();
+    MPI_Barrier(world.comm);
+    const double t2 = now_seconds();
+    allreduce_sum(model.grads(), world.comm);
+    const double t3 = now_seconds();
+    if (rep >= 0) opt.push_back(t1 - t0), sync.push_back(t3 - t2);
+  }
+  double fixed[2] = {median(opt) / world.size, world.size > 1 ? median(sync) : 0.0};
+  MPI_Allreduce(MPI_IN_PLACE, &fixed[0], 1, MPI_DOUBLE, MPI_SUM, world.comm);
+  MPI_Allreduce(MPI_IN_PLACE, &fixed[1], 1, MPI_DOUBLE, MPI_MAX, world.comm);
+  cal.optimizer_seconds = fixed[0], cal.grad_sync_seconds = fixed[1];
+  cal.parameters = static_cast<long long>(model.parameter_count());
+
+  measure_collectives(world, cal);
+  if (log) print_calibration(*log, cal);
+  return cal;
+}
+
+void print_calibration(std::ostream& out, const Calibration& c) {
+  out << fmt::format("calibration: {} rank(s), {} per node, {} BLAS thread(s), ~{} rows per call | {} | {}\n",
+                     c.ranks, c.ranks_per_node, c.blas_threads, c.rows_per_call, c.host, c.kokkos);
+  out << fmt::format("{:<22} {:>11} {:>11} {:>11} {:>9} {:>9}  {}\n", "term", "a2", "a1", "c", "rms err",
+                     "max err", "points");
+  const auto phase = [&](const char* name, const PhaseCalibration& p, const char* unit) {
+    out << fmt::format(
+        "{:<22} {:>11.3e} {:>11.3e} {:>11.3e} {:>8.1f}% {:>8.1f}%  {} sizes, {:.0f}-{:.0f} {}\n", name,
+        p.cost.a2, p.cost.a1, p.cost.c, 100 * p.points.rms_relative_error, 100 * p.points.max_relative_error,
+        p.points.sizes.size(), p.points.sizes.empty() ? 0.0 : p.points.sizes.front(),
+        p.points.sizes.empty() ? 0.0 : p.points.sizes.back(), unit);
+  };
+  phase("encoder (s/image)", c.encoder, "patches");
+  phase("llm (s/sample)", c.llm, "tokens");
+  out << fmt::format(
+      "{:<22} {:>11} {:>11.3e} {:>11.3e} {:>8.1f}% {:>8.1f}%  a1 per patch; per image {:.3e}, per token "
+      "{:.3e}\n",
+      "data (s/rank/step)", "", c.data.per_patch, c.data.c, 100 * c.data.rms_relative_error,
+      100 * c.data.max_relative_error, c.data.per_image, c.data.per_token);
+  out << fmt::format("{:<22} {:.3f} ms ({} parameters)\n", "optimizer", 1e3 * c.optimizer_seconds,
+                     c.parameters);
+  out << fmt::format("{:<22} {:.3f} ms ({:.2f} MB on {} ranks; measured directly)\n", "gradient all-reduce",
+                     1e3 * c.grad_sync_seconds, 4e-6 * c.parameters, c.ranks);
+  const auto link = [&](const std::string& name, const CollectiveCalibration& x) {
+    if (!x.measured) {
+      out << fmt::format("{:<22} not measured\n", name);
+      return;
+    }
+    out << fmt::format("{:<22} latency {:8.2f} us, bandwidth {:7.2f} GB/s   fit rms {:.1f}%, max {:.1f}%\n",
+                       name, 1e6 * x.link.latency, 1e-9 * x.link.bandwidth, 100 * x.points.rms_relative_error,
+                       100 * x.points.max_relative_error);
+  };
+  link("all-gather (node)", c.all_gather);
+  link("all-reduce (node)", c.all_reduce);
+  link("all-to-all (node)", c.all_to_all);
+  if (!c.inter_all_gather.measured && !c.inter_all_reduce.measured && !c.inter_all_to_all.measured) {
+    out << fmt::format("{:<22} not measured (one node)\n", "between nodes");
+  } else {
+    link("all-gather (nodes)", c.inter_all_gather);
+    link("all-reduce (nodes)", c.inter_all_reduce);
+    link("all-to-all (nodes)", c.inter_all_to_all);
+  }
+}
+
+CostModelChoice choose_cost_model(const RunConfig& config, const World& world, double gflops,
+                                  int ranks_per_node, const std::string& path) {
+  CostModelChoice choice;
+  choice.model = default_cost_model(config, gflops, ranks_per_node);
+  std::string file = path;
+  if (file.empty() && !config.parallel.cost_model.empty()) {
+    file = resolve_against_deck(config.deck_path, config.parallel.cost_model);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec))
+      throw InputError(
+          fmt::format("{}: parallel.cost_model = {}: no calibration file at {} (paths are "
+                      "relative to the deck's directory; make one with minimllm calibrate)",
+                      config.deck_path, config.parallel.cost_model, file));
+  }
+  if (!file.empty()) {
+    const Calibration c = load_calibration(file, &choice.calibration_text);
+    choice.model = apply_calibration(choice.model, c, config.model, file);
+    choice.source = file;
+  } else if (config.runtime.calibrate) {
+    CalibrateOptions quick;
+    quick.sizes = 4, quick.repeats = 2;
+    const Calibration c = calibrate(config, world, quick);
+    choice.model = apply_calibration(choice.model, c, config.model, "runtime.calibrate");
+    choice.source = "calibrated at start-up (runtime.calibrate)";
+    choice.calibration_text = calibration_to_yaml(c);
+  } else {
+    choice.source = "default-from-FLOPs";
+  }
+  return choice;
+}
+
+}  // namespace minimllm
