@@ -370,6 +370,9 @@ TEST_F(CalibratedRun, DeckNamingACalibrationUsesIt) {
                 c.data.per_patch * s.image_tokens() + c.data.per_token * s.tokens();
     for (const ImageMeta& im : s.images) expected += c.encoder.cost(im.patches);
   }
+  // The boundary exchange's two collectives (forward, backward) each pay the node's link latency
+  // (the all-gather fit's) when the batch has images.
+  if (batch.image_tokens() > 0) expected += 2.0 * c.all_gather.link.latency;
   EXPECT_NEAR(result.steps[0].predicted_seconds, expected, 1e-9 * expected);
 
   // Without one, the source says so and there is no calibration text.

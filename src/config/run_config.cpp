@@ -307,14 +307,6 @@ class Section {
     out = text;
   }
 
-  // Any non-empty string (e.g. a file path).
-  void read_string(const std::string& key, std::string& out) const {
-    const YAML::Node value = child(key);
-    if (!value.IsDefined()) return;
-    if (!value.IsScalar() || value.Scalar().empty()) fail_at(key, "must be a non-empty string");
-    out = value.Scalar();
-  }
-
   void require(const std::string& key) const {
     if (!child(key).IsDefined()) fail_at(key, fmt::format("required key{}", where()));
   }
