@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <ostream>
 
+#include "minimllm/core/clock.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/step_executor.hpp"
 #include "minimllm/kernels/gemm.hpp"
@@ -23,11 +24,6 @@
 
 namespace minimllm {
 namespace {
-
-double now_seconds() {
-  Kokkos::fence();  // a timed region ends when its kernels have
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;

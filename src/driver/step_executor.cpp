@@ -6,17 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "minimllm/core/clock.hpp"
 #include "minimllm/parallel/boundary_exchange.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"
 #include "minimllm/plan/rank_work.hpp"
 
 namespace minimllm {
 namespace {
-
-double now_seconds() {
-  Kokkos::fence();  // a phase ends when its kernels have
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::vector<int> all_ranks(int size) {
   std::vector<int> ranks(size);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <ostream>
 
+#include "minimllm/core/clock.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/device.hpp"
@@ -31,11 +32,6 @@
 
 namespace minimllm {
 namespace {
-
-double now_seconds() {
-  Kokkos::fence();  // a phase ends when its kernels have
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Dense rate of this rank's GEMM in the run's precision, used as the MFU peak when the deck gives none
 // and the device is not in the datasheet table.
