@@ -363,7 +363,9 @@ TEST(Planners, TargetsAtScale) {
           EXPECT_LE(p.makespan, static_makespan * (1.0 + 1e-9));
           const bool target =
               name == "modality_incoherent" || (name == "text_longtail" && policy != std::string("orch"));
-          if (target) EXPECT_LE(p.makespan, 1.10 * p.lower_bound);
+          if (target) {
+            EXPECT_LE(p.makespan, 1.10 * p.lower_bound);
+          }
         }
       }
     }
