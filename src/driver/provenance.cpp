@@ -15,12 +15,10 @@
 
 #include "build_info.hpp"
 #include "minimllm/driver/device.hpp"
+#include "minimllm/parallel/communicator.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA) || defined(MINIMLLM_ENABLE_NCCL)
 #include <cuda_runtime.h>
-#endif
-#ifdef MINIMLLM_ENABLE_NCCL
-#include <nccl.h>
 #endif
 
 #ifndef MINIMLLM_VERSION
@@ -173,9 +171,7 @@ std::vector<RunAttribute> gather_provenance(const RunConfig& config, const World
     p.push_back({"cuda_driver_version", cuda_version_string(driver)});
 #endif
 #ifdef MINIMLLM_ENABLE_NCCL
-  int nccl = 0;
-  ncclGetVersion(&nccl);  // 22809 for 2.28.9 (NCCL >= 2.9 encodes major*10000 + minor*100 + patch)
-  p.push_back({"nccl_version", fmt::format("{}.{}.{}", nccl / 10000, nccl / 100 % 100, nccl % 100)});
+  p.push_back({"nccl_version", nccl_library_version()});  // dlopen'ed at run time: may be absent
 #endif
   return p;
 }

@@ -50,6 +50,7 @@ struct NcclApi {
   decltype(&::ncclRecv) recv = nullptr;
   decltype(&::ncclGroupStart) group_start = nullptr;
   decltype(&::ncclGroupEnd) group_end = nullptr;
+  decltype(&::ncclGetVersion) get_version = nullptr;
 };
 
 const NcclApi& nccl() {
@@ -76,6 +77,7 @@ const NcclApi& nccl() {
     resolve(a.recv, "ncclRecv");
     resolve(a.group_start, "ncclGroupStart");
     resolve(a.group_end, "ncclGroupEnd");
+    resolve(a.get_version, "ncclGetVersion");
     return a;
   }();
   return api;
@@ -211,7 +213,8 @@ class NcclCommunicator final : public Communicator {
     float* send_padded = send_scratch_.get(block);
     float* recv_padded = recv_scratch_.get(block * size_);
     copy(send_padded, send, send_count);
-    check_nccl(nccl().all_gather(send_padded, recv_padded, block, ncclFloat, comm_, stream_), "ncclAllGather");
+    check_nccl(nccl().all_gather(send_padded, recv_padded, block, ncclFloat, comm_, stream_),
+               "ncclAllGather");
     std::size_t offset = 0;
     for (int r = 0; r < size_; ++r) {
       copy(recv + offset, recv_padded + r * block, recv_counts[r]);
@@ -296,6 +299,13 @@ std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm world, const std
 
 bool nccl_compiled() { return true; }
 
+std::string nccl_library_version() {
+  if (!nccl().error.empty()) return "not loaded: " + nccl().error;
+  int version = 0;  // 22809 for 2.28.9 (NCCL >= 2.9 encodes major*10000 + minor*100 + patch)
+  check_nccl(nccl().get_version(&version), "ncclGetVersion");
+  return fmt::format("{}.{}.{}", version / 10000, version / 100 % 100, version % 100);
+}
+
 bool nccl_device_path_available(MPI_Comm world, std::string& why) {
   // Every rank takes part in the same collectives whatever its local answer, then all adopt the worst.
   std::string local_why;
@@ -346,6 +356,8 @@ std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm, const std::vect
 }
 
 bool nccl_compiled() { return false; }
+
+std::string nccl_library_version() { return "not built with NCCL"; }
 
 bool nccl_device_path_available(MPI_Comm, std::string& why) {
   why = "built without NCCL (configure with -DMINIMLLM_ENABLE_NCCL=ON)";

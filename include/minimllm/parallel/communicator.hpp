@@ -57,6 +57,8 @@ std::unique_ptr<Communicator> create_mpi_communicator(MPI_Comm world, const std:
 std::unique_ptr<Communicator> create_nccl_communicator(MPI_Comm world, const std::vector<int>& ranks);
 
 bool nccl_compiled();  // built with MINIMLLM_ENABLE_NCCL
+// "2.28.9" from the libnccl.so.2 loaded at run time, or why there is none ("not loaded: ...").
+std::string nccl_library_version();
 
 using CommunicatorFactory =
     std::function<std::unique_ptr<Communicator>(MPI_Comm world, const std::vector<int>& ranks)>;
