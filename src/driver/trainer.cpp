@@ -296,6 +296,8 @@ void print_policy_comparison(std::ostream& out,
 
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options) {
   std::ostream* log = world.is_root() ? options.log : nullptr;
+  // This run's own memory peak, not an earlier run's in the same process (--policy all).
+  const bool own_peak = reset_peak_resident();
   set_blas_threads(config.runtime.blas_threads);
   const Sampler sampler(config);
   const GemmPrecision precision = gemm_precision_from_string(config.runtime.precision);
@@ -451,6 +453,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   result.peak_resident_mib = rss;
   if (out) {
     out->set_run_attribute("peak_resident_mib", rss);
+    out->set_run_attribute("peak_resident_scope",
+                           own_peak ? "this run" : "the process so far (the peak could not be reset)");
   }
   if (log) print_summary(*log, result, world, options.out_path);
   return result;

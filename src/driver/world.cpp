@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <Kokkos_Core.hpp>
+#include <fstream>
 #include <sstream>
+#include <string>
 
 namespace minimllm {
 
@@ -49,9 +51,21 @@ int ranks_per_node(const World& world) {
 }
 
 double peak_resident_mib() {
+  // Linux's VmHWM can be reset (reset_peak_resident); getrusage's maximum cannot, so it is the fallback.
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return usage.ru_maxrss / 1024.0;  // Linux reports kilobytes
+}
+
+bool reset_peak_resident() {
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5";  // resets VmHWM to the current resident size (Linux >= 4.0)
+  clear_refs.flush();
+  return static_cast<bool>(clear_refs);
 }
 
 }  // namespace minimllm
