@@ -19,6 +19,7 @@
 
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
+#include "mpi_benchmark_main.hpp"
 
 #ifndef MINIMLLM_SOURCE_DIR
 #error "MINIMLLM_SOURCE_DIR must name the source tree (for inputs/)"
@@ -114,13 +115,4 @@ BENCHMARK_CAPTURE(BM_OutputVsStep, reference_small, "reference/small.yaml")
 }  // namespace
 }  // namespace minimllm
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  Kokkos::initialize(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  Kokkos::finalize();
-  MPI_Finalize();
-  return 0;
-}
+int main(int argc, char** argv) { return minimllm::run_mpi_benchmarks(argc, argv); }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "minimllm/driver/trainer.hpp"
+#include "mpi_benchmark_main.hpp"
 
 #ifndef MINIMLLM_SOURCE_DIR
 #error "MINIMLLM_SOURCE_DIR must name the source tree (for inputs/)"
@@ -56,13 +57,4 @@ BENCHMARK_CAPTURE(BM_TrainingStep, llm_heavy_bf16, "llm_heavy.yaml", "bf16")
 }  // namespace
 }  // namespace minimllm
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  Kokkos::initialize(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  Kokkos::finalize();
-  MPI_Finalize();
-  return 0;
-}
+int main(int argc, char** argv) { return minimllm::run_mpi_benchmarks(argc, argv); }

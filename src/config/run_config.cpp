@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "minimllm/config/yaml_documents.hpp"
+
 namespace minimllm {
 namespace {
 
@@ -505,15 +507,18 @@ void check_data(const CrossChecker& x, const DataConfig& d, const ModelConfig& m
 
 // ---------------------------------------------------------------------------------------------------
 
-RunConfig parse_run_config(const std::string& yaml_text, const std::string& origin) {
-  std::vector<YAML::Node> documents;
+std::vector<YAML::Node> load_yaml_documents(const std::string& yaml_text, const std::string& origin) {
   try {
-    documents = YAML::LoadAll(yaml_text);
+    return YAML::LoadAll(yaml_text);
   } catch (const YAML::Exception& e) {
     std::string where;
     if (!e.mark.is_null()) where = fmt::format("line {}, column {}: ", e.mark.line + 1, e.mark.column + 1);
     throw InputError(fmt::format("{}: {}invalid YAML: {}", origin, where, one_line(e.msg)));
   }
+}
+
+RunConfig parse_run_config(const std::string& yaml_text, const std::string& origin) {
+  const std::vector<YAML::Node> documents = load_yaml_documents(yaml_text, origin);
   const std::vector<std::string> top_keys = {"name",      "seed",    "steps",    "model",    "data",
                                              "optimizer", "runtime", "parallel", "benchmark"};
   const std::string expected_top =

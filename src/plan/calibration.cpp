@@ -13,6 +13,8 @@
 #include <limits>
 #include <sstream>
 
+#include "minimllm/config/yaml_documents.hpp"
+
 namespace minimllm {
 
 // ---------------------------------------------------------------------------------------------------
@@ -350,14 +352,7 @@ PhaseCalibration read_phase(const Reader& top, const std::string& name, const ch
 }  // namespace
 
 Calibration parse_calibration(const std::string& yaml_text, const std::string& origin) {
-  std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(yaml_text);
-  } catch (const YAML::Exception& e) {
-    std::string where;
-    if (!e.mark.is_null()) where = fmt::format("line {}, column {}: ", e.mark.line + 1, e.mark.column + 1);
-    throw InputError(fmt::format("{}: {}invalid YAML: {}", origin, where, e.msg));
-  }
+  const std::vector<YAML::Node> documents = load_yaml_documents(yaml_text, origin);
   const std::vector<std::string> top_keys = {"format",      "provenance", "model",     "encoder",
                                              "llm",         "data",       "optimizer", "grad_sync",
                                              "collectives", "inter_node"};
