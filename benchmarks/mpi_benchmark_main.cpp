@@ -6,6 +6,8 @@
 #include <Kokkos_Core.hpp>
 #include <cstring>
 
+#include "minimllm/driver/device.hpp"
+
 namespace minimllm {
 namespace {
 
@@ -20,7 +22,7 @@ class NullReporter : public benchmark::BenchmarkReporter {
 
 int run_mpi_benchmarks(int argc, char** argv, const std::function<void()>& register_dynamic) {
   MPI_Init(&argc, &argv);
-  Kokkos::initialize(argc, argv);
+  initialize_kokkos(MPI_COMM_WORLD, argc, argv);  // one GPU per rank, as the program does
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (register_dynamic) register_dynamic();

@@ -40,6 +40,9 @@ void softmax_xent_forward_backward(const t_mat_const& logits, const t_ivec_const
             Kokkos::TeamThreadRange(team, cols),
             [&](int j, float& acc) { acc = logits(row, j) > acc ? logits(row, j) : acc; },
             Kokkos::Max<float>(row_max));
+        // Kokkos < 3.7 on CUDA: back-to-back team reductions share a scratch word without a barrier
+        // (kokkos#5475), so a fast warp could overwrite row_max before a slow one has read it.
+        team.team_barrier();
         // dlogits holds exp(logit - max) between the two passes, saving a second exp per element.
         float sum_exp = 0.0f;
         Kokkos::parallel_reduce(

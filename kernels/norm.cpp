@@ -67,6 +67,7 @@ void rmsnorm_backward(const t_mat_const& dy, const t_mat_const& x, const t_vec_c
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(team, cols),
               [&](int j, float& acc) { acc += dy(row, j) * weight(j) * x(row, j); }, dot);
+          team.team_barrier();  // the next row's reduction must not overwrite `dot` unread (kokkos#5475)
           const float r = rstd(row);
           const float x_coeff = r * r * r * dot / static_cast<float>(cols);
           // Each j stays with one thread across rows, so partial(chunk, j) needs no synchronisation.

@@ -60,13 +60,19 @@ extract_kokkos_source() {
 }
 
 # build_kokkos NAME DESCRIPTION PATCH|"" [cmake arguments...]: Kokkos into $deps_dir/kokkos-NAME,
-# skipped when already installed. "@SRC@" in an argument stands for the source directory.
+# skipped when already installed with the same patch and arguments (a stamp file records them, so a
+# changed patch rebuilds a cached Kokkos). "@SRC@" in an argument stands for the source directory.
 build_kokkos() {
   local name=$1 description=$2 patch_file=$3
   shift 3
   local prefix="$deps_dir/kokkos-$name"
-  [ -f "$prefix/lib/cmake/Kokkos/KokkosConfig.cmake" ] && return 0
+  local stamp="$prefix/minimllm-build.stamp" config
+  config="$description | patch $([ -z "$patch_file" ] || sha256sum <"$patch_file" | cut -c1-16) | $*"
+  if [ -f "$prefix/lib/cmake/Kokkos/KokkosConfig.cmake" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$config" ]; then
+    return 0
+  fi
   echo "setup-deps: building Kokkos 3.4.01 ($description) into $prefix"
+  rm -rf "$prefix"
   local src="$work/kokkos-src-$name" build="$work/kokkos-build-$name"
   extract_kokkos_source "$src"
   [ -z "$patch_file" ] || patch -s -p1 -d "$src" <"$patch_file"
@@ -75,6 +81,7 @@ build_kokkos() {
   cmake --build "$build" -j "${MINIMLLM_BUILD_JOBS:-$(nproc)}" >/dev/null
   cmake --install "$build" >/dev/null
   rm -rf "$build" "$src"
+  echo "$config" >"$stamp"
   echo "setup-deps: Kokkos $description installed in $prefix"
 }
 
@@ -82,8 +89,10 @@ if ((want_openmp)); then
   build_kokkos openmp "OpenMP + Serial" "" -DKokkos_ENABLE_OPENMP=ON -DKokkos_ENABLE_SERIAL=ON
 fi
 if ((want_cuda)); then
-  # The patch makes 3.4.01 build with CUDA 13 (see its hunks). No Hopper arch in 3.4: sm_80 code, with
-  # PTX that the driver JIT-compiles for sm_90. The installed bin/nvcc_wrapper is the apps' compiler.
+  # The patch makes 3.4.01 build with CUDA 13 and start on GPUs newer than its arch (see its hunks). No
+  # Hopper arch in 3.4: the library's own few kernels are sm_80 code with PTX, which the driver
+  # JIT-compiles for sm_90 (minimllm's kernels get sm_90 machine code from scripts/build-cuda.sh). The
+  # installed bin/nvcc_wrapper is the apps' compiler.
   PATH="/usr/local/cuda/bin:$PATH" build_kokkos cuda "CUDA + Serial, sm_80" \
     "$patch_dir/kokkos-3.4.01-cuda13.patch" -DCMAKE_CXX_COMPILER=@SRC@/bin/nvcc_wrapper \
     -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_AMPERE80=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON

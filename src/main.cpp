@@ -144,7 +144,14 @@ int main(int argc, char** argv) {
   const minimllm::CliOutcome cli = minimllm::parse_command_line(argc, argv, out, err);
   int code = cli.exit_code;
   if (cli.run || cli.simulate || cli.calibrate) {
-    minimllm::initialize_kokkos(world.comm);  // one GPU per rank on CUDA; Kokkos::initialize() on host
+    try {
+      minimllm::initialize_kokkos(world.comm);  // one GPU per rank on CUDA; Kokkos::initialize() on host
+    } catch (const std::exception& e) {
+      // E.g. a CUDA build on a machine without a usable GPU or driver.
+      std::cerr << "minimllm: rank " << world.rank << ": cannot start Kokkos ("
+                << Kokkos::DefaultExecutionSpace::name() << "): " << e.what() << std::endl;
+      MPI_Abort(world.comm, 1);
+    }
     try {
       std::string command_line;
       for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);

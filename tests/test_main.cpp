@@ -4,9 +4,11 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "minimllm/driver/device.hpp"
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  Kokkos::initialize(argc, argv);
+  minimllm::initialize_kokkos(MPI_COMM_WORLD, argc, argv);  // one GPU per rank, as the program does
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -1,8 +1,12 @@
 #include "minimllm/driver/device.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <array>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
+#include <vector>
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
@@ -10,19 +14,41 @@
 
 namespace minimllm {
 
-int node_local_rank(MPI_Comm comm) {
+namespace {
+
+// MPI_COMM_TYPE_SHARED split of comm (the ranks of this node), or MPI_COMM_NULL when MPI is not running.
+MPI_Comm node_comm(MPI_Comm comm) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (initialized && !finalized) {
-    MPI_Comm node = MPI_COMM_NULL;
-    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
-        node != MPI_COMM_NULL) {
-      int rank = 0;
-      MPI_Comm_rank(node, &rank);
-      MPI_Comm_free(&node);
-      return rank;
-    }
+  MPI_Comm node = MPI_COMM_NULL;
+  if (initialized && !finalized &&
+      MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+    node = MPI_COMM_NULL;
+  return node;
+}
+
+#ifdef KOKKOS_ENABLE_CUDA
+bool user_chose_device(int argc, char** argv) {
+  for (const char* name : {"KOKKOS_DEVICE_ID", "KOKKOS_NUM_DEVICES", "KOKKOS_RAND_DEVICES"})
+    if (std::getenv(name)) return true;
+  for (int i = 1; i < argc; ++i) {
+    for (const char* flag : {"--kokkos-device-id", "--kokkos-num-devices", "--device-id", "--num-devices"})
+      if (std::strncmp(argv[i], flag, std::strlen(flag)) == 0) return true;
+  }
+  return false;
+}
+#endif
+
+}  // namespace
+
+int node_local_rank(MPI_Comm comm) {
+  MPI_Comm node = node_comm(comm);
+  if (node != MPI_COMM_NULL) {
+    int rank = 0;
+    MPI_Comm_rank(node, &rank);
+    MPI_Comm_free(&node);
+    return rank;
   }
   for (const char* name : {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
     if (const char* value = std::getenv(name)) return std::atoi(value);
@@ -30,29 +56,37 @@ int node_local_rank(MPI_Comm comm) {
   return 0;
 }
 
-void initialize_kokkos(MPI_Comm comm) {
+void initialize_kokkos(MPI_Comm comm, int& argc, char** argv) {
   int device_id = -1;  // -1: Kokkos's own choice
 #ifdef KOKKOS_ENABLE_CUDA
   const int local_rank = node_local_rank(comm);  // collective: every rank calls it, even with a user choice
-  const bool user_chose = std::getenv("KOKKOS_DEVICE_ID") || std::getenv("KOKKOS_NUM_DEVICES") ||
-                          std::getenv("KOKKOS_RAND_DEVICES");
   int count = 0;
   // A failing query (no driver, no device) leaves the choice, and the error message, to Kokkos.
-  if (!user_chose && cudaGetDeviceCount(&count) == cudaSuccess && count > 0) device_id = local_rank % count;
+  if (!user_chose_device(argc, argv) && cudaGetDeviceCount(&count) == cudaSuccess && count > 0)
+    device_id = local_rank % count;
 #else
   (void)comm;
 #endif
-  if (device_id < 0) {
-    Kokkos::initialize();
-    return;
-  }
-#if KOKKOS_VERSION >= 30700  // InitArguments: deprecated in 3.7, removed in 4.3
-  Kokkos::initialize(Kokkos::InitializationSettings().set_device_id(device_id));
-#else
-  Kokkos::InitArguments args;
-  args.device_id = device_id;
-  Kokkos::initialize(args);
-#endif
+  // The choice goes to Kokkos as its own argument, which Kokkos 3.4 and 4.x both take and remove.
+  std::string device_arg = "--kokkos-device-id=" + std::to_string(device_id);
+  std::vector<char*> args(argv, argv + argc);
+  if (device_id >= 0) args.push_back(&device_arg[0]);
+  args.push_back(nullptr);
+  int kokkos_argc = static_cast<int>(args.size()) - 1;
+  Kokkos::initialize(kokkos_argc, args.data());
+  // What Kokkos left, less our own argument, goes back to the caller (never more than it gave).
+  int kept = 0;
+  for (int i = 0; i < kokkos_argc; ++i)
+    if (args[i] != &device_arg[0]) argv[kept++] = args[i];
+  if (kept < argc) argv[kept] = nullptr;
+  argc = kept;
+}
+
+void initialize_kokkos(MPI_Comm comm) {
+  char program[] = "minimllm";
+  char* argv[] = {program, nullptr};
+  int argc = 1;
+  initialize_kokkos(comm, argc, argv);
 }
 
 std::string device_name() {
@@ -66,6 +100,35 @@ std::string device_name() {
   }
 #endif
   return "host";
+}
+
+std::string device_bus_id() {
+#ifdef KOKKOS_ENABLE_CUDA
+  if (std::is_same<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>::value) {
+    int device = 0;
+    std::array<char, 32> id{};
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaDeviceGetPCIBusId(id.data(), static_cast<int>(id.size()), device) == cudaSuccess)
+      return id.data();
+  }
+#endif
+  return "";
+}
+
+int ranks_sharing_device(MPI_Comm comm) {
+  MPI_Comm node = node_comm(comm);
+  if (node == MPI_COMM_NULL) return 1;
+  int node_size = 1;
+  MPI_Comm_size(node, &node_size);
+  std::array<char, 32> mine{};
+  const std::string id = device_bus_id();
+  std::strncpy(mine.data(), id.c_str(), mine.size() - 1);
+  std::vector<std::array<char, 32>> all(node_size);
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
+                static_cast<int>(mine.size()), MPI_CHAR, node);
+  MPI_Comm_free(&node);
+  if (id.empty()) return 1;
+  return static_cast<int>(std::count(all.begin(), all.end(), mine));
 }
 
 }  // namespace minimllm

@@ -20,6 +20,19 @@ std::vector<int> all_ranks(int size) {
   return ranks;
 }
 
+// One K/V exchange per micro-batch when the LLM group has several ranks (none otherwise), built before
+// compute so that their row lists go up to the device with the step's inputs (input_transfers).
+std::vector<std::unique_ptr<KvExchange>> make_kv_exchanges(const RankWork& work,
+                                                           const std::shared_ptr<Communicator>& group_comm,
+                                                           int width) {
+  std::vector<std::unique_ptr<KvExchange>> kv(work.micro_batches.size());
+  if (work.group_ranks.size() > 1) {
+    for (size_t m = 0; m < kv.size(); ++m)
+      kv[m] = std::make_unique<KvExchange>(group_comm, work.micro_batches[m], 2 * width);
+  }
+  return kv;
+}
+
 }  // namespace
 
 StepExecutor::StepExecutor(const Sampler& sampler, Model& model, const World& world, CommPool& pool)
@@ -73,11 +86,7 @@ void StepExecutor::run_phases(const GlobalBatch& batch, const RankWork& work,
   // The exchanges' row lists go up now too, so that from here to the end of the step nothing but
   // documented scalars crosses between host and device (StepOutcome::transfers).
   BoundaryExchange boundary(world_.comm, world_comm_, work.image_route, width);
-  std::vector<std::unique_ptr<KvExchange>> kv(llm_inputs.size());
-  if (work.group_ranks.size() > 1) {
-    for (size_t m = 0; m < kv.size(); ++m)
-      kv[m] = std::make_unique<KvExchange>(group_comm, work.micro_batches[m], 2 * width);
-  }
+  std::vector<std::unique_ptr<KvExchange>> kv = make_kv_exchanges(work, group_comm, width);
   const double t_packed = now_seconds();
   out.input_transfers = transfer_counts() - transfers_before;
 
@@ -154,6 +163,7 @@ void StepExecutor::run_pipeline(const GlobalBatch& batch, const RankWork& work,
   }
   t_mat received("boundary::received", work.received_rows, width);
   t_mat d_received("boundary::d_received", work.received_rows, width);
+  std::vector<std::unique_ptr<KvExchange>> kv = make_kv_exchanges(work, group_comm, width);
   std::vector<t_mat> d_embeddings;
   for (int m = 0; m < stages; ++m) {
     d_embeddings.emplace_back("boundary::d_embeddings", encoder_inputs[m].patches, width);
@@ -180,10 +190,11 @@ void StepExecutor::run_pipeline(const GlobalBatch& batch, const RankWork& work,
     const MicroBatchWork& mb = work.micro_batches[j];
     exchanges[mb.stage]->finish_forward_receives(received);
     lap(out.boundary_seconds);
-    std::unique_ptr<KvExchange> kv;
-    if (work.group_ranks.size() > 1) kv = std::make_unique<KvExchange>(group_comm, mb, 2 * width);
-    out.loss_sum += model_.llm_forward_backward(llm_inputs[j], received, grad_scale, d_received, kv.get());
-    if (kv) out.kv_exchange_seconds += kv->seconds();
+    out.loss_sum += model_.llm_forward_backward(llm_inputs[j], received, grad_scale, d_received, kv[j].get());
+    if (kv[j]) {
+      out.kv_exchange_seconds += kv[j]->seconds();
+      kv[j].reset();
+    }
     out.flops += model_.llm_flops(llm_inputs[j]);
     out.llm_rows += llm_inputs[j].tokens;
     lap(out.llm_seconds);

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <memory>
 #include <ostream>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "minimllm/core/clock.hpp"
 #include "minimllm/data/sampler.hpp"
@@ -47,6 +50,36 @@ double measure_gemm_gflops(GemmPrecision precision) {
     best = std::min(best, now_seconds() - t0);
   }
   return 2.0 * n * n * n / best * 1e-9;
+}
+
+// The MFU denominator per rank, the same on every rank (the planners depend on it): the deck's value;
+// else the datasheet dense peak of the precision when every rank's GPU is in the table (the smallest,
+// divided among the ranks that share one GPU); else this rank's measured GEMM rate, averaged over ranks.
+std::pair<double, std::string> choose_peak(const RunConfig& config, GemmPrecision precision,
+                                           const World& world) {
+  if (config.runtime.peak_gflops_per_rank > 0.0)
+    return {config.runtime.peak_gflops_per_rank, "deck runtime.peak_gflops_per_rank"};
+  const std::string device = device_name();
+  const auto datasheet =
+      dense_peak_gflops(device, precision == GemmPrecision::bf16 ? Precision::bf16 : Precision::fp32);
+  // Collective on every rank whatever its own answer: a rank whose GPU is unknown makes all measure.
+  const int sharing = ranks_sharing_device(world.comm);
+  const double local_per_rank = datasheet ? *datasheet / sharing : 0.0;
+  double smallest = 0.0;
+  const int known = datasheet ? 1 : 0;
+  int all_known = 0;
+  MPI_Allreduce(&known, &all_known, 1, MPI_INT, MPI_MIN, world.comm);
+  if (all_known) {
+    MPI_Allreduce(&local_per_rank, &smallest, 1, MPI_DOUBLE, MPI_MIN, world.comm);
+    std::string source = fmt::format("datasheet dense {} peak of {}", to_string(precision), device);
+    if (sharing > 1) source += fmt::format(", shared by {} ranks", sharing);
+    return {smallest, source};
+  }
+  double local = measure_gemm_gflops(precision), sum = 0.0;
+  MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, world.comm);
+  return {sum / world.size,
+          fmt::format("measured: {} GEMM 1024^3 ({}) with {} BLAS thread(s), mean over ranks",
+                      to_string(default_gemm_backend()), to_string(precision), config.runtime.blas_threads)};
 }
 
 // Rank 0 opens the output; every rank learns whether that worked, so all fail alike (exit code 2).
@@ -304,22 +337,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   Model model(config.model, config.seed, precision);
   TrainResult result;
   result.precision = to_string(precision);
-  if (config.runtime.peak_gflops_per_rank > 0.0) {
-    result.peak_gflops_per_rank = config.runtime.peak_gflops_per_rank;
-    result.peak_source = "deck runtime.peak_gflops_per_rank";
-  } else if (const auto datasheet = dense_peak_gflops(
-                 device_name(), precision == GemmPrecision::bf16 ? Precision::bf16 : Precision::fp32)) {
-    // On a known GPU, MFU is against the vendor's dense peak of the precision used (fp32: no TF32).
-    result.peak_gflops_per_rank = *datasheet;
-    result.peak_source = fmt::format("datasheet dense {} peak of {}", to_string(precision), device_name());
-  } else {
-    double local = measure_gemm_gflops(precision), sum = 0.0;
-    MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, world.comm);
-    result.peak_gflops_per_rank = sum / world.size;  // identical on every rank: planners depend on it
-    result.peak_source =
-        fmt::format("measured: {} GEMM 1024^3 ({}) with {} BLAS thread(s), mean over ranks",
-                    to_string(default_gemm_backend()), to_string(precision), config.runtime.blas_threads);
-  }
+  std::tie(result.peak_gflops_per_rank, result.peak_source) = choose_peak(config, precision, world);
   // Chosen once, for every collective of the run (pool groups, the world's gradient all-reduce and
   // boundary exchange): NCCL on device memory where it can, MPI otherwise.
   const CollectivesChoice collectives = choose_collectives(world.comm, config.runtime.collectives);

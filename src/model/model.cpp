@@ -11,6 +11,21 @@
 #include "minimllm/kernels/norm.hpp"
 
 namespace minimllm {
+// The linear layers of one transformer block: QKV, attention output, MLP in, MLP out.
+static std::vector<LinearShape> block_linear_shapes(int width, int hidden) {
+  return {{width, 3 * width}, {width, width}, {width, hidden}, {hidden, width}};
+}
+
+std::vector<LinearShape> llm_linear_shapes(const LlmConfig& llm) {
+  std::vector<LinearShape> shapes;
+  for (int layer = 0; layer < llm.layers; ++layer) {
+    for (const LinearShape& shape : block_linear_shapes(llm.width, llm.mlp_ratio * llm.width))
+      shapes.push_back(shape);
+  }
+  shapes.push_back({llm.width, llm.vocab});  // LM head
+  return shapes;
+}
+
 namespace {
 
 constexpr std::uint64_t kInitStream = 0x1a17;
@@ -184,8 +199,17 @@ void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockAct
 double linear_flops(double rows, int in, int out) { return 6.0 * rows * in * out; }
 
 double block_flops(double rows, int width, int hidden) {
-  return linear_flops(rows, width, 3 * width) + linear_flops(rows, width, width) +
-         linear_flops(rows, width, hidden) + linear_flops(rows, hidden, width);
+  double flops = 0.0;
+  for (const LinearShape& shape : block_linear_shapes(width, hidden))
+    flops += linear_flops(rows, shape.in, shape.out);
+  return flops;
+}
+
+// Forward+backward FLOPs of all the LLM's linear layers (blocks and LM head) for `rows` rows.
+double llm_linear_flops(double rows, const LlmConfig& llm) {
+  double flops = 0.0;
+  for (const LinearShape& shape : llm_linear_shapes(llm)) flops += linear_flops(rows, shape.in, shape.out);
+  return flops;
 }
 
 }  // namespace
@@ -320,16 +344,12 @@ double Model::llm_flops(const LlmInput& llm) const {
   const LlmConfig& c = config_.llm;
   const double t = llm.tokens;
   // Attention: 4 FLOPs per visible pair and feature forward, twice that backward.
-  const double per_layer =
-      block_flops(t, c.width, c.mlp_ratio * c.width) + 12.0 * llm.attention_pairs * c.width;
-  return c.layers * per_layer + linear_flops(t, c.width, c.vocab);
+  return llm_linear_flops(t, c) + c.layers * 12.0 * llm.attention_pairs * c.width;
 }
 
 double Model::linear_weight_in_attention_pairs() const {
   const LlmConfig& c = config_.llm;
-  const double linear_per_token =
-      block_flops(1.0, c.width, c.mlp_ratio * c.width) * c.layers + linear_flops(1.0, c.width, c.vocab);
-  return linear_per_token / (12.0 * c.width * c.layers);
+  return llm_linear_flops(1.0, c) / (12.0 * c.width * c.layers);
 }
 
 double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) const {

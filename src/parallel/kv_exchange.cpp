@@ -1,7 +1,6 @@
 #include "minimllm/parallel/kv_exchange.hpp"
 
-#include <chrono>
-
+#include "minimllm/core/clock.hpp"
 #include "minimllm/kernels/embedding.hpp"
 
 namespace minimllm {
@@ -10,14 +9,10 @@ namespace {
 // Fenced wall-clock time of a scope, added to a total.
 class ScopedSeconds {
  public:
-  explicit ScopedSeconds(double& total) : total_(total), start_(now()) {}
-  ~ScopedSeconds() { total_ += now() - start_; }
+  explicit ScopedSeconds(double& total) : total_(total), start_(now_seconds()) {}
+  ~ScopedSeconds() { total_ += now_seconds() - start_; }
 
  private:
-  static double now() {
-    Kokkos::fence();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
   double& total_;
   double start_;
 };

@@ -17,10 +17,12 @@
 #include <climits>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "minimllm/core/types.hpp"
+#include "minimllm/driver/device.hpp"
 #include "mpi_group.hpp"
 #endif
 
@@ -43,6 +45,8 @@ struct NcclApi {
   decltype(&::ncclGetUniqueId) get_unique_id = nullptr;
   decltype(&::ncclCommInitRank) comm_init_rank = nullptr;
   decltype(&::ncclCommDestroy) comm_destroy = nullptr;
+  decltype(&::ncclCommAbort) comm_abort = nullptr;
+  decltype(&::ncclCommGetAsyncError) get_async_error = nullptr;
   decltype(&::ncclAllReduce) all_reduce = nullptr;
   decltype(&::ncclAllGather) all_gather = nullptr;
   decltype(&::ncclReduceScatter) reduce_scatter = nullptr;
@@ -70,6 +74,8 @@ const NcclApi& nccl() {
     resolve(a.get_unique_id, "ncclGetUniqueId");
     resolve(a.comm_init_rank, "ncclCommInitRank");
     resolve(a.comm_destroy, "ncclCommDestroy");
+    resolve(a.comm_abort, "ncclCommAbort");
+    resolve(a.get_async_error, "ncclCommGetAsyncError");
     resolve(a.all_reduce, "ncclAllReduce");
     resolve(a.all_gather, "ncclAllGather");
     resolve(a.reduce_scatter, "ncclReduceScatter");
@@ -181,7 +187,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   ~NcclCommunicator() override {
-    nccl().comm_destroy(comm_);
+    if (comm_) nccl().comm_destroy(comm_);
     cudaStreamDestroy(stream_);
   }
 
@@ -283,7 +289,23 @@ class NcclCommunicator final : public Communicator {
     check_cuda(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDefault, stream_),
                "cudaMemcpyAsync");
   }
-  void synchronize() { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  // Polls rather than blocks in cudaStreamSynchronize: a failed or vanished peer surfaces as NCCL's
+  // asynchronous error (the communicator is then aborted and the run fails) instead of a hang.
+  void synchronize() {
+    for (;;) {
+      const cudaError_t rc = cudaStreamQuery(stream_);
+      if (rc == cudaSuccess) return;
+      if (rc != cudaErrorNotReady) check_cuda(rc, "cudaStreamQuery");
+      ncclResult_t async = ncclSuccess;
+      check_nccl(nccl().get_async_error(comm_, &async), "ncclCommGetAsyncError");
+      if (async != ncclSuccess) {
+        nccl().comm_abort(comm_);
+        comm_ = nullptr;
+        check_nccl(async, "NCCL collective (communicator aborted)");
+      }
+      std::this_thread::yield();
+    }
+  }
 
   int rank_ = 0, size_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -319,20 +341,12 @@ bool nccl_device_path_available(MPI_Comm world, std::string& why) {
     local_why = fmt::format("cudaGetDevice failed: {}", cudaGetErrorString(rc));
     device = -1;
   }
-  // NCCL rejects two ranks of one communicator on one GPU: the ranks of a node must drive distinct ones.
-  MPI_Comm node = MPI_COMM_NULL;
-  detail::check_mpi(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                    "MPI_Comm_split_type");
-  int node_size = 1;
-  MPI_Comm_size(node, &node_size);
-  std::vector<int> devices(node_size);
-  MPI_Allgather(&device, 1, MPI_INT, devices.data(), 1, MPI_INT, node);
-  MPI_Comm_free(&node);
-  if (local_why.empty()) {
-    const int sharing = static_cast<int>(std::count(devices.begin(), devices.end(), device));
-    if (sharing > 1)
-      local_why =
-          fmt::format("{} ranks of this node drive GPU {}; NCCL needs one GPU per rank", sharing, device);
+  // NCCL rejects two ranks of one communicator on one GPU. Compared by PCI bus id: device ordinals are
+  // relative to each rank's CUDA_VISIBLE_DEVICES (Slurm's --gpus-per-task gives every rank "device 0").
+  const int sharing = ranks_sharing_device(world);  // collective: every rank calls it
+  if (local_why.empty() && sharing > 1) {
+    local_why = fmt::format("{} ranks of this node drive the GPU at PCI bus {}; NCCL needs one GPU per rank",
+                            sharing, device_bus_id());
   }
   int ok = local_why.empty() ? 1 : 0, all_ok = 0, world_rank = 0;
   MPI_Comm_rank(world, &world_rank);

@@ -29,9 +29,9 @@ inline TransferCounts& transfer_counts() {
 
 namespace detail {
 // The counting rule, on its own so that host-only builds can test it: a copy counts when exactly one
-// side is host-accessible memory.
+// side is host-accessible memory and it moves at least one byte.
 inline void count_transfer(bool dst_on_host, bool src_on_host, std::size_t bytes) {
-  if (dst_on_host == src_on_host) return;
+  if (dst_on_host == src_on_host || bytes == 0) return;
   TransferCounts& counts = transfer_counts();
   ++(dst_on_host ? counts.to_host : counts.to_device);
   counts.bytes += static_cast<std::int64_t>(bytes);

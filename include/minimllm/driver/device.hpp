@@ -14,12 +14,24 @@ int node_local_rank(MPI_Comm comm = MPI_COMM_WORLD);
 
 // Kokkos::initialize for one MPI rank (collective over comm). With a CUDA backend it selects device
 // node_local_rank % visible devices, since Kokkos 3.4 maps every MPICH rank to device 0; a device the
-// user chose (KOKKOS_DEVICE_ID, KOKKOS_NUM_DEVICES, KOKKOS_RAND_DEVICES) is left to Kokkos. Host
-// backends get exactly Kokkos::initialize().
+// user chose (KOKKOS_DEVICE_ID, KOKKOS_NUM_DEVICES, KOKKOS_RAND_DEVICES, or --kokkos-device-id,
+// --kokkos-num-devices in argv) is left to Kokkos. Host backends get exactly Kokkos::initialize().
+// The argc/argv form lets Kokkos take its own --kokkos-* arguments out of argv, as
+// Kokkos::initialize(argc, argv) does.
+void initialize_kokkos(MPI_Comm comm, int& argc, char** argv);
 void initialize_kokkos(MPI_Comm comm = MPI_COMM_WORLD);
 
 // Name of the GPU Kokkos runs on, as cudaGetDeviceProperties reports it (e.g. "NVIDIA H100 80GB HBM3"),
 // or "host" on host backends. Call after initialize_kokkos.
 std::string device_name();
+
+// The PCI bus id of the GPU Kokkos runs on (e.g. "0000:1B:00.0"): the same on every rank that drives
+// that GPU, whatever each rank's CUDA_VISIBLE_DEVICES, unlike the device ordinal. Empty on host backends
+// or when the query fails.
+std::string device_bus_id();
+
+// How many ranks of comm on this node drive the same GPU as this rank (collective over comm; GPUs
+// compared by device_bus_id). 1 on host backends, where every rank has its own cores.
+int ranks_sharing_device(MPI_Comm comm);
 
 }  // namespace minimllm

@@ -49,6 +49,16 @@ struct EncoderActivations {
   t_mat embeddings;  // [patches, llm width]: the encoder's output
 };
 
+// A linear layer's weight [in, out]. Over `rows` rows, forward is Y = X W (GEMM rows x out x in), backward
+// dX = dY W^T (rows x in x out) and dW = X^T dY (in x out x rows): 6 rows in out FLOPs in all.
+struct LinearShape {
+  int in = 0, out = 0;
+};
+
+// The LLM's linear layers, one entry per weight, in the order Model runs them forward: per block QKV,
+// attention output, MLP in, MLP out; then the LM head. The FLOP counts below are built from it.
+std::vector<LinearShape> llm_linear_shapes(const LlmConfig& llm);
+
 // Where a named tensor lives in the parameter (and gradient) buffer.
 struct TensorRange {
   std::string name;  // e.g. "llm.1.qkv", "patch_embed"
