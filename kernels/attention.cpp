@@ -13,6 +13,7 @@
 #include <string>
 
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/kernels/workspace.hpp"
 #include "team_policy.hpp"
 
 namespace minimllm {
@@ -71,7 +72,7 @@ using t_heads = Kokkos::View<float***, Kokkos::LayoutRight, MemSpace>;
 // [head][d][row + kTileK] (zero padding lets a key tile run its full, compile-time trip count).
 t_heads pack_rows(const t_mat_strided_const& src, int heads, int head_dim, float scale, const char* label) {
   const int rows = static_cast<int>(src.extent(0));
-  t_heads dst(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), heads, rows, head_dim);
+  const t_heads dst = scratch_view<t_heads>(label, heads, rows, head_dim);
   Kokkos::parallel_for(
       "minimllm::attention_pack_rows",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {heads, rows, head_dim}),
@@ -83,7 +84,8 @@ t_heads pack_rows(const t_mat_strided_const& src, int heads, int head_dim, float
 
 t_heads pack_transposed(const t_mat_strided_const& src, int heads, int head_dim, const char* label) {
   const int rows = static_cast<int>(src.extent(0));
-  t_heads dst(std::string(label), heads, head_dim, rows + kTileK);
+  const t_heads dst = scratch_view<t_heads>(label, heads, head_dim, rows + kTileK);
+  Kokkos::deep_copy(dst, 0.0f);  // the padding
   Kokkos::parallel_for(
       "minimllm::attention_pack_transposed",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {heads, head_dim, rows}),
@@ -665,6 +667,7 @@ bool use_teams(AttentionKernels kernels) {
 void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& k,
                        const t_mat_strided_const& v, const AttentionSegments& segs, AttentionShape shape,
                        const t_mat_strided& out, const t_mat& lse, AttentionKernels kernels) {
+  const WorkspaceScope scope;  // the packed copies below are released on return
   check_shapes(q, k, v, shape);
   if (use_teams(kernels)) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
@@ -708,7 +711,7 @@ void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& 
 namespace {
 // delta(row, h) = sum_d dout(row, h*D+d) * out(row, h*D+d): the softmax backward's row term.
 t_mat attention_delta(const t_mat_strided_const& dout, const t_mat_strided_const& out, AttentionShape shape) {
-  t_mat delta("attention::delta", out.extent(0), shape.heads);
+  const t_mat delta = scratch_view<t_mat>("attention::delta", out.extent(0), shape.heads);
   const int D = shape.head_dim;
   Kokkos::parallel_for(
       "minimllm::attention_delta",
@@ -728,6 +731,7 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
                         const t_mat_strided_const& out, const t_mat_const& lse, const AttentionSegments& segs,
                         AttentionShape shape, const t_mat_strided& dq, const t_mat_strided& dk,
                         const t_mat_strided& dv, AttentionKernels kernels) {
+  const WorkspaceScope scope;  // the packed copies below are released on return
   check_shapes(q, k, v, shape);
   const t_mat delta = attention_delta(dout, out, shape);
   Kokkos::deep_copy(dk, 0.0f);
@@ -740,7 +744,8 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
                   doh = pack_rows(dout, H, D, 1.0f, "attention::do");
     const t_heads kh = pack_rows(k, H, D, 1.0f, "attention::k"),
                   vh = pack_rows(v, H, D, 1.0f, "attention::v");
-    const t_heads dqh("attention::dq", H, q.extent(0), D);
+    const t_heads dqh = scratch_view<t_heads>("attention::dq", H, q.extent(0), D);
+    Kokkos::deep_copy(dqh, 0.0f);
     dispatch_head_dim(D, [&](auto dmax, auto) {
       constexpr int DMax = decltype(dmax)::value;
       run_teams("minimllm::attention_backward_keys_teams", segs.key_tiles * H,
@@ -762,7 +767,8 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
   const t_heads kh = pack_rows(k, H, D, 1.0f, "attention::k"),
                 kth = pack_transposed(k, H, D, "attention::kt");
   const t_heads vth = pack_transposed(v, H, D, "attention::vt");
-  const t_heads dqh("attention::dq", H, q.extent(0), D);
+  const t_heads dqh = scratch_view<t_heads>("attention::dq", H, q.extent(0), D);
+  Kokkos::deep_copy(dqh, 0.0f);
   dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
     using Functor = BackwardSegment<decltype(dmax)::value, decltype(exact)::value>;
     Functor f{qh,

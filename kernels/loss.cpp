@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "minimllm/kernels/workspace.hpp"
 #include "team_policy.hpp"
 
 namespace minimllm {
@@ -65,8 +66,9 @@ void softmax_xent_forward_backward(const t_mat_const& logits, const t_ivec_const
 double sum(const t_vec_const& v) {
   const int n = static_cast<int>(v.extent(0));
   const int chunks = (n + kSumChunk - 1) / kSumChunk;
-  const Kokkos::View<double*, MemSpace> partial(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "minimllm::sum_partial"), chunks);
+  using Doubles = Kokkos::View<double*, MemSpace>;
+  const WorkspaceScope scope;
+  const Doubles partial = scratch_view<Doubles>("minimllm::sum_partial", chunks);
   Kokkos::parallel_for(
       "minimllm::sum", Kokkos::RangePolicy<ExecSpace>(0, chunks), KOKKOS_LAMBDA(int chunk) {
         const int end = (chunk + 1) * kSumChunk < n ? (chunk + 1) * kSumChunk : n;
@@ -76,7 +78,7 @@ double sum(const t_vec_const& v) {
       });
   // The partial sums are added in order on the device too, so only the result comes back: one 8-byte
   // device -> host copy (the documented per-micro-batch scalar of StepOutcome::transfers).
-  const Kokkos::View<double[1], MemSpace> total("minimllm::sum_total");
+  const Doubles total = scratch_view<Doubles>("minimllm::sum_total", 1);
   Kokkos::parallel_for(
       "minimllm::sum_total", Kokkos::RangePolicy<ExecSpace>(0, 1), KOKKOS_LAMBDA(int) {
         double acc = 0.0;

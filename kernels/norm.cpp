@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "minimllm/kernels/workspace.hpp"
 #include "team_policy.hpp"
 
 namespace minimllm {
@@ -55,8 +56,8 @@ void rmsnorm_backward(const t_mat_const& dy, const t_mat_const& x, const t_vec_c
   const int rows = static_cast<int>(x.extent(0));
   const int cols = static_cast<int>(x.extent(1));
   const int chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
-  const t_mat partial(Kokkos::view_alloc(Kokkos::WithoutInitializing, "minimllm::rmsnorm_dweight_partial"),
-                      chunks, cols);
+  const WorkspaceScope scope;
+  const t_mat partial = scratch_view<t_mat>("minimllm::rmsnorm_dweight_partial", chunks, cols);
   Kokkos::parallel_for(
       "minimllm::rmsnorm_backward", kernels_detail::row_teams(chunks), KOKKOS_LAMBDA(const TeamMember& team) {
         const int chunk = team.league_rank();

@@ -233,9 +233,9 @@ TEST(Layouts, EveryPlannerGivesTheSingleRankLossCurve) {
 // The device path's contract: once a step's inputs are on the device, nothing but documented scalars
 // crosses between host and device, whatever the layout (context parallel K/V exchange, boundary exchange
 // across ranks, micro-batches, gradient all-reduce). Asserted on the backend that runs: host builds
-// count nothing at all; CUDA builds with NCCL collectives, or on one rank, count nothing after the inputs
-// (each micro-batch's loss sum comes back as a reduction result, not a copy); CUDA builds with MPI
-// collectives across ranks (no NCCL, or ranks sharing a GPU) count their host staging.
+// count nothing at all; CUDA builds with NCCL collectives, or on one rank, count only each micro-batch's
+// loss sum (one 8-byte double back to the host); CUDA builds with MPI collectives across ranks (no NCCL,
+// or ranks sharing a GPU) count their host staging besides.
 TEST(Layouts, NoHostDeviceTransfersInsideAStepOnTheDevicePath) {
   RunConfig config = deck();
   config.steps = 3;
@@ -263,7 +263,9 @@ TEST(Layouts, NoHostDeviceTransfersInsideAStepOnTheDevicePath) {
       EXPECT_GT(out.input_transfers.to_device, 0) << "the inputs must reach the device somehow";
       if (collectives.backend == "nccl" || world.size == 1) {
         // NCCL works on device memory; a lone rank's collectives are copies on the device.
-        EXPECT_EQ(out.transfers.to_device + out.transfers.to_host + out.transfers.bytes, 0);
+        EXPECT_EQ(out.transfers.to_device, 0);
+        EXPECT_LE(out.transfers.to_host, 2) << "more than the loss sums of two micro-batches";
+        EXPECT_EQ(out.transfers.bytes, 8 * out.transfers.to_host) << "something bigger than a scalar";
       } else {
         // At least the gradient all-reduce is staged out and back.
         EXPECT_GT(out.transfers.to_host, 0);

@@ -100,8 +100,7 @@ void StepExecutor::run_phases(const GlobalBatch& batch, const RankWork& work,
 
   t_mat d_received("boundary::d_received", work.received_rows, width);
   for (size_t m = 0; m < llm_inputs.size(); ++m) {
-    // The loss sum comes back to the host as a reduction result: the one device -> host scalar per
-    // micro-batch (not a counted transfer).
+    // The loss sum comes back to the host: one counted 8-byte copy per micro-batch.
     out.loss_sum += model_.llm_forward_backward(llm_inputs[m], received, grad_scale, d_received, kv[m].get());
     if (kv[m]) {
       out.kv_exchange_seconds += kv[m]->seconds();

@@ -101,11 +101,14 @@ ModelTensors bind_tensors(const ModelConfig& c, TensorBinder& b) {
   return t;
 }
 
-t_mat uninitialized(const char* label, int rows, int cols) {
-  return t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), rows, cols);
-}
-t_vec uninitialized(const char* label, int n) {
-  return t_vec(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
+// From the model's workspace inside a pass's scope (valid until the pass returns); a fresh allocation
+// outside one, which is how the encoder's activations outlive encoder_forward.
+t_mat uninitialized(const char* label, int rows, int cols) { return scratch_view<t_mat>(label, rows, cols); }
+t_vec uninitialized(const char* label, int n) { return scratch_view<t_vec>(label, n); }
+t_mat zeroed(const char* label, int rows, int cols) {
+  const t_mat m = uninitialized(label, rows, cols);
+  Kokkos::deep_copy(m, 0.0f);
+  return m;
 }
 
 t_mat_strided columns(const t_mat& m, int first, int count) {
@@ -255,6 +258,7 @@ void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts)
   acts.proj_act = uninitialized("enc::proj_act", rows, config_.llm.width);
   acts.embeddings = uninitialized("enc::embeddings", rows, config_.llm.width);
   if (rows == 0) return;
+  const WorkspaceScope scope(workspace_);  // after the activations: the kernels' temporaries only
 
   const ModelTensors& w = weights_;
   gemm(Trans::no, Trans::no, 1.0f, input.pixels, w.patch_embed, 0.0f,
@@ -275,6 +279,7 @@ void Model::encoder_backward(const EncoderInput& input, const EncoderActivations
   if (rows == 0) return;
   const AttentionShape shape{e.heads, e.width / e.heads};
   const ModelTensors &w = weights_, &g = weight_grads_;
+  const WorkspaceScope scope(workspace_);
 
   t_mat d_proj = uninitialized("enc::d_proj", rows, config_.llm.width);
   gemm(Trans::no, Trans::yes, 1.0f, d_embeddings, w.projector_out, 0.0f, d_proj, precision_);
@@ -283,7 +288,7 @@ void Model::encoder_backward(const EncoderInput& input, const EncoderActivations
   gemm(Trans::yes, Trans::no, 1.0f, acts.normed, d_proj, 1.0f, g.projector_in, precision_);
   t_mat d_normed = uninitialized("enc::d_normed", rows, width);
   gemm(Trans::no, Trans::yes, 1.0f, d_proj, w.projector_in, 0.0f, d_normed, precision_);
-  t_mat dx("enc::dx", rows, width);
+  const t_mat dx = zeroed("enc::dx", rows, width);
   rmsnorm_backward(d_normed, acts.x_final, w.encoder_norm, acts.rstd, dx, g.encoder_norm);
   BlockScratch scratch(rows, width, hidden);
   for (int l = e.layers - 1; l >= 0; --l)
@@ -300,6 +305,7 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
   if (rows == 0 && !kv) return 0.0;
   const AttentionShape shape{c.heads, c.width / c.heads};
   const ModelTensors &w = weights_, &g = weight_grads_;
+  const WorkspaceScope scope(workspace_);  // every activation and temporary of this micro-batch
 
   std::vector<BlockActivations> blocks;
   for (int l = 0; l < c.layers; ++l) blocks.push_back(allocate_block(rows, width, hidden, c.heads));
@@ -321,7 +327,7 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
   gemm(Trans::yes, Trans::no, 1.0f, normed, logits, 1.0f, g.lm_head, precision_);
   t_mat d_normed = uninitialized("llm::d_normed", rows, width);
   gemm(Trans::no, Trans::yes, 1.0f, logits, w.lm_head, 0.0f, d_normed, precision_);
-  t_mat dx("llm::dx", rows, width);
+  const t_mat dx = zeroed("llm::dx", rows, width);
   rmsnorm_backward(d_normed, x_final, w.final_norm, rstd, dx, g.final_norm);
   BlockScratch scratch(rows, width, hidden, kv ? kv->full_rows() : 0);
   for (int l = c.layers - 1; l >= 0; --l)

@@ -31,8 +31,8 @@ struct StepOutcome {
   // inputs (pixels, token ids, index lists, built on the host) up to the device, before any compute.
   // transfers: everything after that, compute and communication; zero on the device path with NCCL
   // collectives for colocated plans, and the MPI backend's host staging otherwise (disaggregated
-  // pipelines send their rows point to point through MPI, staged through host memory on a device). Reduction
-  // results read back as host scalars (each micro-batch's loss sum) are not deep copies and are not counted.
+  // pipelines send their rows point to point through MPI, staged through host memory on a device), besides
+  // each micro-batch's loss sum: one counted 8-byte copy back to the host.
   TransferCounts input_transfers;
   TransferCounts transfers;
 };

@@ -11,6 +11,7 @@
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/data/packed_batch.hpp"
 #include "minimllm/kernels/gemm.hpp"
+#include "minimllm/kernels/workspace.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"
 
 namespace minimllm {
@@ -111,6 +112,9 @@ class Model {
   t_vec params_, grads_;
   ModelTensors weights_, weight_grads_;
   std::vector<TensorRange> tensor_ranges_;
+  // Temporaries of each pass (LLM activations, backward scratch, kernels' own), reused from micro-batch
+  // to micro-batch; not state: encoder_forward is const.
+  mutable Workspace workspace_;
 };
 
 }  // namespace minimllm
