@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Packs a CUDA build for a GPU machine that has CUDA 13 but no MPI, HDF5, BLAS, yaml-cpp or fmt:
+# Builds (scripts/build-cuda.sh) and packs a CUDA build for a GPU machine that has CUDA 13 but no MPI,
+# HDF5, BLAS, yaml-cpp or fmt:
 #   scripts/gpu-bundle.sh [BUILD_DIR] [OUT_DIR]      (defaults: build-cuda, gpu-bundle)
 # Writes OUT_DIR/minimllm-gpu.tar.xz (stripped test and benchmark programs, minimllm, the non-system
 # shared libraries they need, MPICH's mpiexec/hydra with UCX's shared-memory module, inputs/, a manifest)
@@ -15,10 +16,13 @@ build=${1:-build-cuda}
 out_dir=${2:-gpu-bundle}
 max_mib=${MINIMLLM_BUNDLE_MAX_MIB:-48}
 
-if ! grep -q "nvcc" "$build/CMakeCache.txt" 2>/dev/null; then
-  echo "gpu-bundle: $build is not a CUDA build (run scripts/build-cuda.sh $build first)" >&2
+# The CUDA build first (incremental; Kokkos-CUDA is built once and cached), so that this one command
+# prepares everything the GPU machine needs.
+if [ -f "$build/CMakeCache.txt" ] && ! grep -q "nvcc" "$build/CMakeCache.txt"; then
+  echo "gpu-bundle: $build is not a CUDA build; name another directory (default: build-cuda)" >&2
   exit 2
 fi
+scripts/build-cuda.sh "$build"
 
 # Supplied by the GPU machine: glibc (its own, newer than Debian 12's), the driver, and the CUDA 13
 # libraries too large to carry (cuBLAS/cuBLASLt ~600 MB, NCCL ~220 MB); gpu-check.sh finds the latter.
