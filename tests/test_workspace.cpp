@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 
 #include "minimllm/kernels/loss.hpp"
 #include "minimllm/kernels/workspace.hpp"
@@ -65,6 +66,20 @@ TEST(Workspace, ScopesReleaseLastInFirstOutAndTheArenaGrowsToTheNeed) {
   Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
   EXPECT_EQ(g_allocations.load(), 0) << "steady state allocates nothing";
   EXPECT_EQ(workspace.overflow_allocations(), overflows);
+}
+
+TEST(Workspace, ReservingBeforeTheFirstPassMeansNoOverflow) {
+  Workspace workspace;
+  workspace.reserve(100 * 8 * 4 + 100 * 3 * 4 + 5 * 4 + 2 * 256);  // one_pass(100) with its rounding
+  EXPECT_EQ(workspace.arena_allocations(), 1);
+  one_pass(workspace, 100);
+  one_pass(workspace, 10);
+  EXPECT_EQ(workspace.overflow_allocations(), 0);
+  EXPECT_EQ(workspace.arena_allocations(), 1);
+  workspace.reserve(16);  // smaller than the arena: nothing to do
+  EXPECT_EQ(workspace.arena_allocations(), 1);
+  const WorkspaceScope scope(workspace);
+  EXPECT_THROW(workspace.reserve(1 << 20), std::logic_error) << "the arena may be in use";
 }
 
 TEST(Workspace, WithoutAnActiveWorkspaceViewsAreOrdinaryAllocations) {

@@ -29,11 +29,19 @@ MPI_Comm node_comm(MPI_Comm comm) {
 }
 
 #ifdef KOKKOS_ENABLE_CUDA
+// The device settings of the Kokkos in use (3.x and 4.x read different ones).
 bool user_chose_device(int argc, char** argv) {
-  for (const char* name : {"KOKKOS_DEVICE_ID", "KOKKOS_NUM_DEVICES", "KOKKOS_RAND_DEVICES"})
+#if KOKKOS_VERSION >= 40000
+  const auto variables = {"KOKKOS_DEVICE_ID", "KOKKOS_VISIBLE_DEVICES", "KOKKOS_MAP_DEVICE_ID_BY"};
+  const auto flags = {"--kokkos-device-id", "--kokkos-map-device-id-by"};
+#else
+  const auto variables = {"KOKKOS_DEVICE_ID", "KOKKOS_NUM_DEVICES", "KOKKOS_RAND_DEVICES"};
+  const auto flags = {"--kokkos-device-id", "--kokkos-num-devices", "--device-id", "--num-devices"};
+#endif
+  for (const char* name : variables)
     if (std::getenv(name)) return true;
   for (int i = 1; i < argc; ++i) {
-    for (const char* flag : {"--kokkos-device-id", "--kokkos-num-devices", "--device-id", "--num-devices"})
+    for (const char* flag : flags)
       if (std::strncmp(argv[i], flag, std::strlen(flag)) == 0) return true;
   }
   return false;

@@ -352,6 +352,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   // Every step's layout is derived before anything is written: a deck whose layout cannot fit this
   // run fails here (InputError) and leaves no output file.
   const PeakWork peak = peak_work(config, sampler, model, world, layouts);
+  model.reserve_workspace(peak.llm_rows, peak.key_rows);
   std::unique_ptr<Hdf5RunWriter> out = open_output(options, world);
   t_vec adam_m("adamw::m", model.parameter_count()), adam_v("adamw::v", model.parameter_count());
 

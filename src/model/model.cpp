@@ -101,10 +101,20 @@ ModelTensors bind_tensors(const ModelConfig& c, TensorBinder& b) {
   return t;
 }
 
-// From the model's workspace inside a pass's scope (valid until the pass returns); a fresh allocation
-// outside one, which is how the encoder's activations outlive encoder_forward.
-t_mat uninitialized(const char* label, int rows, int cols) { return scratch_view<t_mat>(label, rows, cols); }
-t_vec uninitialized(const char* label, int n) { return scratch_view<t_vec>(label, n); }
+// Who keeps an allocation: the pass (from the model's workspace, valid until the pass's scope closes)
+// or the caller (an ordinary allocation, as the encoder's activations, which outlive encoder_forward).
+enum class Keeper { pass, caller };
+
+t_mat uninitialized(const char* label, int rows, int cols, Keeper keeper = Keeper::pass) {
+  if (keeper == Keeper::caller)
+    return t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), rows, cols);
+  return scratch_view<t_mat>(label, rows, cols);
+}
+t_vec uninitialized(const char* label, int n, Keeper keeper = Keeper::pass) {
+  if (keeper == Keeper::caller)
+    return t_vec(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
+  return scratch_view<t_vec>(label, n);
+}
 t_mat zeroed(const char* label, int rows, int cols) {
   const t_mat m = uninitialized(label, rows, cols);
   Kokkos::deep_copy(m, 0.0f);
@@ -115,19 +125,19 @@ t_mat_strided columns(const t_mat& m, int first, int count) {
   return Kokkos::subview(m, Kokkos::ALL, Kokkos::make_pair(first, first + count));
 }
 
-BlockActivations allocate_block(int rows, int width, int hidden, int heads) {
+BlockActivations allocate_block(int rows, int width, int hidden, int heads, Keeper keeper) {
   BlockActivations a;
-  a.x_in = uninitialized("act::x_in", rows, width);
-  a.norm1 = uninitialized("act::norm1", rows, width);
-  a.qkv = uninitialized("act::qkv", rows, 3 * width);
-  a.attn = uninitialized("act::attn", rows, width);
-  a.lse = uninitialized("act::lse", rows, heads);
-  a.x_mid = uninitialized("act::x_mid", rows, width);
-  a.norm2 = uninitialized("act::norm2", rows, width);
-  a.mlp_pre = uninitialized("act::mlp_pre", rows, hidden);
-  a.mlp_act = uninitialized("act::mlp_act", rows, hidden);
-  a.rstd1 = uninitialized("act::rstd1", rows);
-  a.rstd2 = uninitialized("act::rstd2", rows);
+  a.x_in = uninitialized("act::x_in", rows, width, keeper);
+  a.norm1 = uninitialized("act::norm1", rows, width, keeper);
+  a.qkv = uninitialized("act::qkv", rows, 3 * width, keeper);
+  a.attn = uninitialized("act::attn", rows, width, keeper);
+  a.lse = uninitialized("act::lse", rows, heads, keeper);
+  a.x_mid = uninitialized("act::x_mid", rows, width, keeper);
+  a.norm2 = uninitialized("act::norm2", rows, width, keeper);
+  a.mlp_pre = uninitialized("act::mlp_pre", rows, hidden, keeper);
+  a.mlp_act = uninitialized("act::mlp_act", rows, hidden, keeper);
+  a.rstd1 = uninitialized("act::rstd1", rows, keeper);
+  a.rstd2 = uninitialized("act::rstd2", rows, keeper);
   return a;
 }
 
@@ -250,15 +260,16 @@ void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts)
   const int rows = input.patches, width = e.width, hidden = e.mlp_ratio * e.width;
   const AttentionShape shape{e.heads, e.width / e.heads};
   acts.blocks.clear();
-  for (int l = 0; l < e.layers; ++l) acts.blocks.push_back(allocate_block(rows, width, hidden, e.heads));
-  acts.x_final = uninitialized("enc::x_final", rows, width);
-  acts.normed = uninitialized("enc::normed", rows, width);
-  acts.rstd = uninitialized("enc::rstd", rows);
-  acts.proj_pre = uninitialized("enc::proj_pre", rows, config_.llm.width);
-  acts.proj_act = uninitialized("enc::proj_act", rows, config_.llm.width);
-  acts.embeddings = uninitialized("enc::embeddings", rows, config_.llm.width);
+  for (int l = 0; l < e.layers; ++l)
+    acts.blocks.push_back(allocate_block(rows, width, hidden, e.heads, Keeper::caller));
+  acts.x_final = uninitialized("enc::x_final", rows, width, Keeper::caller);
+  acts.normed = uninitialized("enc::normed", rows, width, Keeper::caller);
+  acts.rstd = uninitialized("enc::rstd", rows, Keeper::caller);
+  acts.proj_pre = uninitialized("enc::proj_pre", rows, config_.llm.width, Keeper::caller);
+  acts.proj_act = uninitialized("enc::proj_act", rows, config_.llm.width, Keeper::caller);
+  acts.embeddings = uninitialized("enc::embeddings", rows, config_.llm.width, Keeper::caller);
   if (rows == 0) return;
-  const WorkspaceScope scope(workspace_);  // after the activations: the kernels' temporaries only
+  const WorkspaceScope scope(workspace_);  // the kernels' temporaries
 
   const ModelTensors& w = weights_;
   gemm(Trans::no, Trans::no, 1.0f, input.pixels, w.patch_embed, 0.0f,
@@ -308,7 +319,8 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
   const WorkspaceScope scope(workspace_);  // every activation and temporary of this micro-batch
 
   std::vector<BlockActivations> blocks;
-  for (int l = 0; l < c.layers; ++l) blocks.push_back(allocate_block(rows, width, hidden, c.heads));
+  for (int l = 0; l < c.layers; ++l)
+    blocks.push_back(allocate_block(rows, width, hidden, c.heads, Keeper::pass));
   t_mat x_final = uninitialized("llm::x_final", rows, width);
   embedding_forward(input.text_ids, input.text_rows, w.token_embed, blocks[0].x_in);
   copy_rows(received, input.image_src_rows, blocks[0].x_in, input.image_rows);
@@ -358,20 +370,29 @@ double Model::linear_weight_in_attention_pairs() const {
   return llm_linear_flops(1.0, c) / (12.0 * c.width * c.layers);
 }
 
-double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) const {
-  const auto saved_per_row = [](int width, int hidden, int heads, int layers) {
-    const double block = 8.0 * width + 2.0 * hidden + heads + 2.0;
-    const double backward_scratch = hidden + 6.0 * width;  // BlockScratch + dx
-    return layers * block + backward_scratch;
-  };
-  const EncoderConfig& e = config_.encoder;
+namespace {
+// Floats per row saved by a stack of blocks for backward, plus the backward's scratch.
+double saved_per_row(int width, int hidden, int heads, int layers) {
+  const double block = 8.0 * width + 2.0 * hidden + heads + 2.0;
+  const double backward_scratch = hidden + 6.0 * width;  // BlockScratch + dx
+  return layers * block + backward_scratch;
+}
+}  // namespace
+
+double Model::llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows) const {
   const LlmConfig& c = config_.llm;
   const double llm_row = saved_per_row(c.width, c.mlp_ratio * c.width, c.heads, c.layers) + 3.0 * c.width +
                          c.vocab + 2.0 /* x_final, normed, d_normed, logits, rstd, loss */ + 2.0 /* ids */;
-  const double enc_row = saved_per_row(e.width, e.mlp_ratio * e.width, e.heads, e.layers) + 3.0 * e.width +
-                         5.0 * c.width + e.channels * e.patch * e.patch + 1.0;
   // Gathered K|V per layer, plus one d(K|V) scratch, under context parallelism.
   const double kv = (c.layers + 1.0) * 2.0 * c.width * key_rows;
+  return 4.0 * (llm_row * llm_rows + kv);
+}
+
+double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) const {
+  const EncoderConfig& e = config_.encoder;
+  const LlmConfig& c = config_.llm;
+  const double enc_row = saved_per_row(e.width, e.mlp_ratio * e.width, e.heads, e.layers) + 3.0 * e.width +
+                         5.0 * c.width + e.channels * e.patch * e.patch + 1.0;
   // The boundary exchange's received rows and their gradient (about one per patch).
   const double boundary = 4.0 * c.width * patches;
   // bf16: gemm keeps grow-only rounded copies of A and B, each as large as the largest operand (floats
@@ -385,7 +406,11 @@ double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std:
     const double largest = std::max({llm_cols * llm_rows, enc_cols * patches, weights});
     rounded = 2.0 * largest * (kMemSpaceIsHostAccessible ? 1.0 : 0.5);
   }
-  return 4.0 * (llm_row * llm_rows + enc_row * patches + kv + boundary + rounded);
+  return llm_pass_bytes(llm_rows, key_rows) + 4.0 * (enc_row * patches + boundary + rounded);
+}
+
+void Model::reserve_workspace(std::int64_t llm_rows, std::int64_t key_rows) {
+  workspace_.reserve(static_cast<std::size_t>(llm_pass_bytes(llm_rows, key_rows)));
 }
 
 }  // namespace minimllm

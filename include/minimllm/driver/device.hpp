@@ -14,9 +14,10 @@ int node_local_rank(MPI_Comm comm = MPI_COMM_WORLD);
 
 // Kokkos::initialize for one MPI rank (collective over comm). With a CUDA backend it selects device
 // node_local_rank % visible devices, since Kokkos 3.4 maps every MPICH rank to device 0; a device the
-// user chose (KOKKOS_DEVICE_ID, KOKKOS_NUM_DEVICES, KOKKOS_RAND_DEVICES, or --kokkos-device-id,
-// --kokkos-num-devices in argv) is left to Kokkos. Host backends get exactly Kokkos::initialize().
-// The argc/argv form lets Kokkos take its own --kokkos-* arguments out of argv, as
+// user chose is left to Kokkos (Kokkos 3.x: KOKKOS_DEVICE_ID, KOKKOS_NUM_DEVICES, KOKKOS_RAND_DEVICES,
+// --kokkos-device-id, --kokkos-num-devices; 4.x: KOKKOS_DEVICE_ID, KOKKOS_VISIBLE_DEVICES,
+// KOKKOS_MAP_DEVICE_ID_BY, --kokkos-device-id, --kokkos-map-device-id-by). Host backends get exactly
+// Kokkos::initialize(). The argc/argv form lets Kokkos take its own --kokkos-* arguments out of argv, as
 // Kokkos::initialize(argc, argv) does.
 void initialize_kokkos(MPI_Comm comm, int& argc, char** argv);
 void initialize_kokkos(MPI_Comm comm = MPI_COMM_WORLD);

@@ -22,9 +22,13 @@ class Workspace {
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
 
-  // `bytes` of uninitialised memory in the innermost open scope, 256-byte aligned; beyond the arena's
-  // capacity, a separate allocation (freed when that scope closes). Use scratch_view.
+  // `bytes` of uninitialised memory in the innermost open scope (256-byte aligned in the arena); beyond
+  // the arena's capacity, a separate allocation, freed when that scope closes. Use scratch_view.
   void* take(std::size_t bytes);
+
+  // Grows the arena to at least `bytes` now, outside any scope (a pass larger than any before would
+  // otherwise hold the old arena and its own overflow at once). Throws std::logic_error inside a scope.
+  void reserve(std::size_t bytes);
 
   std::size_t capacity_bytes() const { return capacity_ * sizeof(float); }
   std::int64_t arena_allocations() const { return arena_allocations_; }
@@ -32,7 +36,7 @@ class Workspace {
 
  private:
   friend class WorkspaceScope;
-  void settle();  // the outermost scope closed: grow the arena to the high-water mark
+  void grow();  // the arena to the high-water mark, between passes
 
   t_vec arena_;                 // floats, as the unit of storage: every request rounds to 256 bytes
   float* base_ = nullptr;       // the arena's first 256-byte boundary (Kokkos aligns to 128 only)
@@ -57,9 +61,12 @@ class WorkspaceScope {
   WorkspaceScope& operator=(const WorkspaceScope&) = delete;
 
  private:
+  explicit WorkspaceScope(Workspace* workspace);  // null: no effect
+
   Workspace* workspace_;
   Workspace* previous_active_;
   std::size_t top_mark_ = 0, need_mark_ = 0, overflow_mark_ = 0;
+  int depth_ = 0;  // this scope's nesting depth: scopes must close in reverse order
 };
 
 namespace detail {

@@ -104,6 +104,11 @@ class Model {
   // Bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows
   // gathered key rows (context parallelism; 0 without) and `patches` encoder rows (memory estimate).
   double activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows = 0) const;
+  // The LLM pass's share of that (activations and backward scratch, from the workspace).
+  double llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows = 0) const;
+  // Sizes the workspace for the run's largest LLM pass before the first step, so that the arena never
+  // grows (holding its old and new sizes at once) in the middle of training.
+  void reserve_workspace(std::int64_t llm_rows, std::int64_t key_rows = 0);
 
  private:
   ModelConfig config_;
