@@ -385,7 +385,10 @@ double Model::llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows) const
                          c.vocab + 2.0 /* x_final, normed, d_normed, logits, rstd, loss */ + 2.0 /* ids */;
   // Gathered K|V per layer, plus one d(K|V) scratch, under context parallelism.
   const double kv = (c.layers + 1.0) * 2.0 * c.width * key_rows;
-  return 4.0 * (llm_row * llm_rows + kv);
+  // Attention backward's temporaries: per-head copies of Q, dO and dQ over the local rows, of K, V and
+  // transposed K, V over the key rows.
+  const double attention = 3.0 * c.width * llm_rows + 4.0 * c.width * (key_rows > 0 ? key_rows : llm_rows);
+  return 4.0 * (llm_row * llm_rows + kv + attention);
 }
 
 double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) const {
