@@ -12,12 +12,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "minimllm/core/allocation_counter.hpp"
 #include "minimllm/core/clock.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/kernels/gemm.hpp"
@@ -68,26 +68,17 @@ double model_gemm_gflops(const LlmConfig& llm, int rows, GemmPrecision precision
   return flops / best * 1e-9;
 }
 
-// Kokkos allocations in the execution space's memory while counting is on. On CUDA each is a cudaMalloc
-// and each free a device-wide synchronisation (Kokkos 3.4 has no memory pool): a cost a step pays per
-// allocation, reported so that it can be weighed against the step time.
-std::int64_t g_device_allocations = 0;
-void count_device_allocation(const Kokkos::Profiling::SpaceHandle space, const char*, const void*,
-                             std::uint64_t) {
-  if (std::strcmp(space.name, MemSpace::name()) == 0) ++g_device_allocations;
-}
-
 // Device allocations of one training step: a run of `steps` steps less a run of steps - 1.
+// On CUDA each is a cudaMalloc and each free a device-wide synchronisation (Kokkos 3.4 has no memory
+// pool): a cost a step pays per allocation, reported so that it can be weighed against the step time.
 double device_allocations_per_step(RunConfig config) {
   std::int64_t counts[2] = {0, 0};
-  Kokkos::Tools::Experimental::set_allocate_data_callback(count_device_allocation);
   for (int run = 0; run < 2; ++run) {
     config.steps = 2 + run;
-    g_device_allocations = 0;
+    const AllocationCounter allocations(AllocationCounter::Spaces::mem_space);
     train(config, World::of(MPI_COMM_SELF), {});
-    counts[run] = g_device_allocations;
+    counts[run] = allocations.count();
   }
-  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
   return static_cast<double>(counts[1] - counts[0]);
 }
 

@@ -4,7 +4,6 @@
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
-#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "minimllm/core/allocation_counter.hpp"
 #include "minimllm/parallel/boundary_exchange.hpp"
 #include "mpi_world.hpp"
 
@@ -238,12 +238,6 @@ TEST(BoundaryExchange, BackwardIsTheAdjointOfForward) {
   EXPECT_NE(lhs, 0.0);
 }
 
-// A callback that counts Kokkos allocations (Kokkos Tools), to see that steady-state calls allocate nothing.
-std::atomic<int> g_allocations{0};
-void count_allocation(Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t) {
-  ++g_allocations;
-}
-
 TEST(BoundaryExchange, SteadyStateCallsAllocateNothing) {
   const int me = world_rank(), ranks = world_size(), width = 8;
   const Routing r = make_routing(ranks, 13 * ranks, 31, any_to_any);
@@ -252,15 +246,17 @@ TEST(BoundaryExchange, SteadyStateCallsAllocateNothing) {
   bx.forward(src, dst);  // warm-up grows the buffers
   bx.backward(dst, src);
   Kokkos::fence();
-  g_allocations = 0;
-  Kokkos::Tools::Experimental::set_allocate_data_callback(count_allocation);
-  for (int call = 0; call < 3; ++call) {
-    bx.forward(src, dst);
-    bx.backward(dst, src);
+  std::int64_t allocations = 0;
+  {
+    const AllocationCounter counter;  // every memory space
+    for (int call = 0; call < 3; ++call) {
+      bx.forward(src, dst);
+      bx.backward(dst, src);
+    }
+    Kokkos::fence();
+    allocations = counter.count();
   }
-  Kokkos::fence();
-  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
-  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(allocations, 0);
 }
 
 // One MPI wire for the many constructions that must fail (creating NCCL communicators for each would

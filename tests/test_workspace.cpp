@@ -3,21 +3,15 @@
 // the same shape then allocates nothing.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <stdexcept>
 
+#include "minimllm/core/allocation_counter.hpp"
 #include "minimllm/kernels/loss.hpp"
 #include "minimllm/kernels/workspace.hpp"
 
 namespace minimllm {
 namespace {
-
-std::atomic<int> g_allocations{0};
-void count_allocation(const Kokkos::Profiling::SpaceHandle space, const char*, const void*, std::uint64_t) {
-  if (std::strcmp(space.name, MemSpace::name()) == 0) ++g_allocations;
-}
 
 // One "pass": a matrix held throughout, a nested scope with two temporaries, then another temporary
 // that reuses the nested scope's memory.
@@ -59,12 +53,14 @@ TEST(Workspace, ScopesReleaseLastInFirstOutAndTheArenaGrowsToTheNeed) {
   EXPECT_GT(workspace.overflow_allocations(), 4);
   EXPECT_EQ(workspace.arena_allocations(), 2);
   const std::int64_t overflows = workspace.overflow_allocations();
-  g_allocations = 0;
-  Kokkos::Tools::Experimental::set_allocate_data_callback(count_allocation);
-  one_pass(workspace, 100);
-  one_pass(workspace, 10);
-  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
-  EXPECT_EQ(g_allocations.load(), 0) << "steady state allocates nothing";
+  std::int64_t allocations = 0;
+  {
+    const AllocationCounter counter(AllocationCounter::Spaces::mem_space);
+    one_pass(workspace, 100);
+    one_pass(workspace, 10);
+    allocations = counter.count();
+  }
+  EXPECT_EQ(allocations, 0) << "steady state allocates nothing";
   EXPECT_EQ(workspace.overflow_allocations(), overflows);
 }
 

@@ -58,10 +58,16 @@ int node_local_rank(MPI_Comm comm) {
     MPI_Comm_free(&node);
     return rank;
   }
-  for (const char* name : {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
+  const int from_launcher = launcher_local_rank();
+  return from_launcher >= 0 ? from_launcher : 0;
+}
+
+int launcher_local_rank() {
+  for (const char* name :
+       {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
     if (const char* value = std::getenv(name)) return std::atoi(value);
   }
-  return 0;
+  return -1;
 }
 
 void initialize_kokkos(MPI_Comm comm, int& argc, char** argv) {

@@ -107,14 +107,8 @@ void select_device() {
     int count = 0;
     check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
     if (count == 0) throw std::runtime_error("no CUDA device is visible to this process");
-    int local_rank = 0;
-    for (const char* name :
-         {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
-      if (const char* value = std::getenv(name)) {
-        local_rank = std::atoi(value);
-        break;
-      }
-    }
+    // Not node_local_rank: that is collective over the world, and only the group's members are here.
+    const int local_rank = std::max(launcher_local_rank(), 0);
     check_cuda(cudaSetDevice(local_rank % count), "cudaSetDevice");
     return local_rank % count;
   }();

@@ -9,8 +9,13 @@ namespace minimllm {
 
 // This process's rank among the processes of `comm` on its node: from an MPI_COMM_TYPE_SHARED split
 // when MPI is initialised (collective over comm), else from the launcher's environment
-// (MPI_LOCALRANKID for MPICH/Hydra, OMPI_COMM_WORLD_LOCAL_RANK for Open MPI, SLURM_LOCALID), else 0.
+// (launcher_local_rank), else 0.
 int node_local_rank(MPI_Comm comm = MPI_COMM_WORLD);
+
+// The node-local rank the launcher put in the environment (MPI_LOCALRANKID for MPICH/Hydra,
+// OMPI_COMM_WORLD_LOCAL_RANK for Open MPI, MV2_COMM_WORLD_LOCAL_RANK for MVAPICH, SLURM_LOCALID), or -1.
+// Not collective, unlike node_local_rank.
+int launcher_local_rank();
 
 // Kokkos::initialize for one MPI rank (collective over comm). With a CUDA backend it selects device
 // node_local_rank % visible devices, since Kokkos 3.4 maps every MPICH rank to device 0; a device the
