@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "minimllm/driver/step_executor.hpp"
+#include "minimllm/step/run_step.hpp"
 #include "mpi_benchmark_main.hpp"
 
 namespace minimllm {
@@ -33,13 +33,13 @@ std::pair<double, double> llm_phase(const RunConfig& config, MPI_Comm comm, int 
   const Sampler sampler(config);
   Model model(config.model, config.seed);
   CommPool pool(comm, 4, choose_collectives(comm, "auto").factory);
-  StepExecutor executor(sampler, model, world, pool);
   const GlobalBatch batch = sampler.batch(0);
-  const StepPlan plan = make_grouped_plan(batch, {world.size});
+  const PlannedStep planned = planned_step(batch, make_grouped_plan(batch, {world.size}), world.rank, world.size,
+                                           model.linear_weight_in_attention_pairs());
   std::vector<double> llm, kv;
   for (int r = 0; r <= reps; ++r) {
-    StepOutcome o = executor.run(batch, plan);
-    double t[2] = {o.llm_seconds, o.kv_exchange_seconds};
+    StepOutcome o = run_step(sampler, model, pool, planned);
+    double t[2] = {o.seconds[Phase::llm], o.seconds[Phase::kv_exchange]};
     MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, comm);
     if (r > 0) llm.push_back(t[0]), kv.push_back(t[1]);  // the first step warms up
   }

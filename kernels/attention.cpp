@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "minimllm/config/run_config.hpp"
+#include "minimllm/kernels/attention_limits.hpp"
 #include "minimllm/kernels/workspace.hpp"
 #include "team_policy.hpp"
 

@@ -16,9 +16,9 @@
 #include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/cli.hpp"
-#include "minimllm/driver/device.hpp"
+#include "minimllm/core/device.hpp"
 #include "minimllm/driver/simulator.hpp"
-#include "minimllm/driver/trainer.hpp"
+#include "minimllm/driver/run_report.hpp"
 #include "minimllm/plan/planner.hpp"
 
 namespace {

@@ -4,7 +4,7 @@
 #include <mpi.h>
 
 #include "minimllm/core/types.hpp"
-#include "minimllm/driver/device.hpp"
+#include "minimllm/core/device.hpp"
 
 namespace minimllm {
 namespace {

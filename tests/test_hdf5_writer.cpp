@@ -21,6 +21,7 @@
 namespace fs = std::filesystem;
 using minimllm::Hdf5RunWriter;
 using minimllm::StepRecord;
+using minimllm::Phase;
 
 namespace {
 
@@ -52,17 +53,17 @@ StepRecord make_record(int i) {
   r.loss_targets = 900 + i;
   r.samples = 8 + i;
   r.step_seconds = 0.125 + i;
-  r.encoder_seconds = 0.03125 + i;
-  r.llm_seconds = 0.0625 + i;
-  r.grad_sync_seconds = 0.015625 + i;
-  r.optimizer_seconds = 0.0078125 + i;
+  r.phase_seconds[Phase::encoder] = 0.03125 + i;
+  r.phase_seconds[Phase::llm] = 0.0625 + i;
+  r.phase_seconds[Phase::grad_sync] = 0.015625 + i;
+  r.phase_seconds[Phase::optimizer] = 0.0078125 + i;
   r.tokens_per_second = 12345.5 + i;
   r.model_flops = 3.5e12 + i;
   r.mfu = 0.375 + 0.001 * i;
-  r.data_seconds = 0.5 + i;
-  r.kv_exchange_seconds = 0.25 + i;
-  r.boundary_seconds = 0.75 + i;
-  r.planning_seconds = 1.5 + i;
+  r.phase_seconds[Phase::data] = 0.5 + i;
+  r.phase_seconds[Phase::kv_exchange] = 0.25 + i;
+  r.phase_seconds[Phase::boundary] = 0.75 + i;
+  r.phase_seconds[Phase::planning] = 1.5 + i;
   r.predicted_seconds = 0.375 + i;
   r.lower_bound_seconds = 0.125 + 2 * i;
   r.boundary_bytes = (std::int64_t{1} << 41) + i;
@@ -85,17 +86,17 @@ void expect_record_eq(const StepRecord& a, const StepRecord& b, std::size_t row)
   EXPECT_EQ(a.loss_targets, b.loss_targets);
   EXPECT_EQ(a.samples, b.samples);
   EXPECT_EQ(a.step_seconds, b.step_seconds);
-  EXPECT_EQ(a.encoder_seconds, b.encoder_seconds);
-  EXPECT_EQ(a.llm_seconds, b.llm_seconds);
-  EXPECT_EQ(a.grad_sync_seconds, b.grad_sync_seconds);
-  EXPECT_EQ(a.optimizer_seconds, b.optimizer_seconds);
+  EXPECT_EQ(a.phase_seconds[Phase::encoder], b.phase_seconds[Phase::encoder]);
+  EXPECT_EQ(a.phase_seconds[Phase::llm], b.phase_seconds[Phase::llm]);
+  EXPECT_EQ(a.phase_seconds[Phase::grad_sync], b.phase_seconds[Phase::grad_sync]);
+  EXPECT_EQ(a.phase_seconds[Phase::optimizer], b.phase_seconds[Phase::optimizer]);
   EXPECT_EQ(a.tokens_per_second, b.tokens_per_second);
   EXPECT_EQ(a.model_flops, b.model_flops);
   EXPECT_EQ(a.mfu, b.mfu);
-  EXPECT_EQ(a.data_seconds, b.data_seconds);
-  EXPECT_EQ(a.kv_exchange_seconds, b.kv_exchange_seconds);
-  EXPECT_EQ(a.boundary_seconds, b.boundary_seconds);
-  EXPECT_EQ(a.planning_seconds, b.planning_seconds);
+  EXPECT_EQ(a.phase_seconds[Phase::data], b.phase_seconds[Phase::data]);
+  EXPECT_EQ(a.phase_seconds[Phase::kv_exchange], b.phase_seconds[Phase::kv_exchange]);
+  EXPECT_EQ(a.phase_seconds[Phase::boundary], b.phase_seconds[Phase::boundary]);
+  EXPECT_EQ(a.phase_seconds[Phase::planning], b.phase_seconds[Phase::planning]);
   EXPECT_EQ(a.predicted_seconds, b.predicted_seconds);
   EXPECT_EQ(a.lower_bound_seconds, b.lower_bound_seconds);
   EXPECT_EQ(a.boundary_bytes, b.boundary_bytes);
@@ -114,6 +115,9 @@ struct Member {
   std::size_t offset;
   hid_t type;
 };
+std::size_t phase_offset(Phase phase) {
+  return offsetof(StepRecord, phase_seconds) + static_cast<std::size_t>(phase) * sizeof(double);
+}
 std::vector<Member> expected_members() {
   return {{"step", offsetof(StepRecord, step), H5T_NATIVE_INT32},
           {"loss", offsetof(StepRecord, loss), H5T_NATIVE_DOUBLE},
@@ -122,17 +126,17 @@ std::vector<Member> expected_members() {
           {"loss_targets", offsetof(StepRecord, loss_targets), H5T_NATIVE_INT64},
           {"samples", offsetof(StepRecord, samples), H5T_NATIVE_INT32},
           {"step_seconds", offsetof(StepRecord, step_seconds), H5T_NATIVE_DOUBLE},
-          {"encoder_seconds", offsetof(StepRecord, encoder_seconds), H5T_NATIVE_DOUBLE},
-          {"llm_seconds", offsetof(StepRecord, llm_seconds), H5T_NATIVE_DOUBLE},
-          {"grad_sync_seconds", offsetof(StepRecord, grad_sync_seconds), H5T_NATIVE_DOUBLE},
-          {"optimizer_seconds", offsetof(StepRecord, optimizer_seconds), H5T_NATIVE_DOUBLE},
+          {"encoder_seconds", phase_offset(Phase::encoder), H5T_NATIVE_DOUBLE},
+          {"llm_seconds", phase_offset(Phase::llm), H5T_NATIVE_DOUBLE},
+          {"grad_sync_seconds", phase_offset(Phase::grad_sync), H5T_NATIVE_DOUBLE},
+          {"optimizer_seconds", phase_offset(Phase::optimizer), H5T_NATIVE_DOUBLE},
           {"tokens_per_second", offsetof(StepRecord, tokens_per_second), H5T_NATIVE_DOUBLE},
           {"model_flops", offsetof(StepRecord, model_flops), H5T_NATIVE_DOUBLE},
           {"mfu", offsetof(StepRecord, mfu), H5T_NATIVE_DOUBLE},
-          {"data_seconds", offsetof(StepRecord, data_seconds), H5T_NATIVE_DOUBLE},
-          {"kv_exchange_seconds", offsetof(StepRecord, kv_exchange_seconds), H5T_NATIVE_DOUBLE},
-          {"boundary_seconds", offsetof(StepRecord, boundary_seconds), H5T_NATIVE_DOUBLE},
-          {"planning_seconds", offsetof(StepRecord, planning_seconds), H5T_NATIVE_DOUBLE},
+          {"data_seconds", phase_offset(Phase::data), H5T_NATIVE_DOUBLE},
+          {"kv_exchange_seconds", phase_offset(Phase::kv_exchange), H5T_NATIVE_DOUBLE},
+          {"boundary_seconds", phase_offset(Phase::boundary), H5T_NATIVE_DOUBLE},
+          {"planning_seconds", phase_offset(Phase::planning), H5T_NATIVE_DOUBLE},
           {"predicted_seconds", offsetof(StepRecord, predicted_seconds), H5T_NATIVE_DOUBLE},
           {"lower_bound_seconds", offsetof(StepRecord, lower_bound_seconds), H5T_NATIVE_DOUBLE},
           {"boundary_bytes", offsetof(StepRecord, boundary_bytes), H5T_NATIVE_INT64},

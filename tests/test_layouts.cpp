@@ -6,7 +6,7 @@
 #include <cmath>
 #include <functional>
 
-#include "minimllm/driver/step_executor.hpp"
+#include "minimllm/step/run_step.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "mpi_world.hpp"
@@ -49,11 +49,10 @@ Gradients run_step(const RunConfig& config, MPI_Comm comm,
   const Sampler sampler(config);
   Model model(config.model, config.seed);
   CommPool pool(comm, pool_capacity, choose_collectives(comm, "auto").factory);
-  StepExecutor executor(sampler, model, world, pool);
   const GlobalBatch batch = sampler.batch(0);
   const StepPlan plan = plan_of(batch);
   validate_plan(plan, batch, world.size);
-  const StepOutcome outcome = executor.run(batch, plan);
+  const StepOutcome outcome = minimllm::run_step(sampler, model, pool, planned_step(batch, plan, world.rank, world.size, model.linear_weight_in_attention_pairs()));
   auto grads = Kokkos::create_mirror_view_and_copy(HostSpace(), model.grads());
   return {outcome.loss_sum / batch.loss_targets(),
           std::vector<float>(grads.data(), grads.data() + grads.size())};
@@ -244,7 +243,6 @@ TEST(Layouts, NoHostDeviceTransfersInsideAStepOnTheDevicePath) {
   const Sampler sampler(config);
   Model model(config.model, config.seed);
   CommPool pool(world.comm, 8, collectives.factory);
-  StepExecutor executor(sampler, model, world, pool);
   for (int step = 0; step < config.steps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step) + ", collectives " + collectives.backend);
     const GlobalBatch batch = sampler.batch(step);
@@ -254,7 +252,7 @@ TEST(Layouts, NoHostDeviceTransfersInsideAStepOnTheDevicePath) {
     for (size_t i = 0; i < plan.image_owner.size(); ++i)
       plan.image_owner[i] = static_cast<int>((5 * i + step) % world.size);
     validate_plan(plan, batch, world.size);
-    const StepOutcome out = executor.run(batch, plan);
+    const StepOutcome out = minimllm::run_step(sampler, model, pool, planned_step(batch, plan, world.rank, world.size, model.linear_weight_in_attention_pairs()));
     EXPECT_EQ(out.input_transfers.to_host, 0) << "packing inputs read something back";
     if (kMemSpaceIsHostAccessible) {
       EXPECT_EQ(out.input_transfers.to_device + out.input_transfers.bytes, 0);

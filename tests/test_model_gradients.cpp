@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
-#include "minimllm/data/packed_batch.hpp"
+#include "minimllm/step/packing.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/model/model.hpp"
 

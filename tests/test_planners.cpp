@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "minimllm/data/packed_batch.hpp"
+#include "minimllm/step/packing.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/plan/cost_model.hpp"
 #include "minimllm/plan/planner.hpp"

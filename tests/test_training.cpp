@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "minimllm/core/phase.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/cli.hpp"
@@ -94,8 +95,7 @@ TEST(Training, StepRecordsAreConsistent) {
   for (const StepRecord& s : result.steps) {
     EXPECT_GT(s.step_seconds, 0.0);
     // Each phase is part of its rank's step, so its maximum over ranks cannot exceed the step's.
-    for (double phase :
-         {s.data_seconds, s.encoder_seconds, s.llm_seconds, s.grad_sync_seconds, s.optimizer_seconds}) {
+    for (double phase : s.phase_seconds.seconds) {
       EXPECT_GE(phase, 0.0);
       EXPECT_LE(phase, s.step_seconds);
     }
@@ -145,6 +145,24 @@ std::string read_string_attribute(hid_t object, const char* name) {
 
 // /plans tells, per step, the groups (sizes, members, samples), the encoder work and the policy; they must
 // describe the plans the run really executed, so they are checked against one another and the batch.
+// What a Kokkos Tools connector (space-time stack, NVTX) would be told: the regions a step pushes.
+std::vector<std::string>* pushed_regions = nullptr;
+void record_region(const char* name) { pushed_regions->push_back(name); }
+
+TEST(Training, PhasesAreKokkosToolsRegions) {
+  std::vector<std::string> pushed;
+  pushed_regions = &pushed;
+  Kokkos::Tools::Experimental::set_push_region_callback(record_region);
+  train(quickstart(2), World::of(MPI_COMM_WORLD), {});
+  Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+  pushed_regions = nullptr;
+  for (Phase phase : kPhases) {
+    if (phase == Phase::kv_exchange) continue;  // only under context parallelism (tests/test_layouts.cpp)
+    const std::string region = std::string("minimllm::") + phase_name(phase);
+    EXPECT_EQ(std::count(pushed.begin(), pushed.end(), region) > 0, true) << region << " was never pushed";
+  }
+}
+
 TEST(Training, RunFileDescribesEveryStepsPlan) {
   RunConfig config = quickstart(4);
   config.parallel.policy = "dhp";

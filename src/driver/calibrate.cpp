@@ -7,16 +7,17 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <numeric>
 #include <ostream>
 
 #include "minimllm/core/clock.hpp"
 #include "minimllm/data/sampler.hpp"
-#include "minimllm/driver/step_executor.hpp"
 #include "minimllm/kernels/gemm.hpp"
-#include "minimllm/kernels/optimizer.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
 #include "minimllm/plan/step_plan.hpp"
+#include "minimllm/step/optimizer.hpp"
+#include "minimllm/step/run_step.hpp"
 
 #ifndef MINIMLLM_VERSION
 #define MINIMLLM_VERSION "unknown"
@@ -82,17 +83,6 @@ struct Call {
   GlobalBatch batch;
   std::vector<double> llm_s, encoder_s, data_s;  // per timed pass
 };
-
-// Sums a host-accessible (or staged) float buffer over comm in place, as the step executor does.
-void allreduce_sum(const t_vec& v, MPI_Comm comm) {
-  if constexpr (kMemSpaceIsHostAccessible) {
-    MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.extent(0)), MPI_FLOAT, MPI_SUM, comm);
-  } else {
-    auto host = copy_to_host(v);
-    MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(host.extent(0)), MPI_FLOAT, MPI_SUM, comm);
-    transfer(v, host);
-  }
-}
 
 enum class Op { all_gather, all_reduce, all_to_all };
 
@@ -220,7 +210,6 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   Model model(config.model, config.seed);
   const World self = World::of(MPI_COMM_SELF);
   CommPool pool(MPI_COMM_SELF, 4, create_mpi_communicator);
-  StepExecutor executor(sampler, model, self, pool);
 
   // The deck's sizes: sample lengths, image sides, and the rows and patches one rank handles per step.
   int min_tokens = 1 << 30, max_tokens = 1, min_side = 1 << 30, max_side = 1;
@@ -282,11 +271,12 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   for (int pass = 0; pass <= options.repeats; ++pass) {
     for (Call& c : calls) {
       MPI_Barrier(world.comm);
-      const StepPlan plan = make_static_plan(c.batch, 1);
-      const StepOutcome o = executor.run(c.batch, plan);
+      const StepOutcome o = run_step(
+          sampler, model, pool,
+          planned_step(c.batch, make_static_plan(c.batch, 1), 0, 1, model.linear_weight_in_attention_pairs()));
       if (pass == 0) continue;  // warm-up: first-touch allocations, BLAS buffers
-      c.llm_s.push_back(o.llm_seconds), c.encoder_s.push_back(o.encoder_seconds);
-      c.data_s.push_back(o.data_seconds);
+      c.llm_s.push_back(o.seconds[Phase::llm]), c.encoder_s.push_back(o.seconds[Phase::encoder]);
+      c.data_s.push_back(o.seconds[Phase::data]);
     }
     if (log) *log << fmt::format("  pass {}/{} done\n", pass, options.repeats) << std::flush;
   }
@@ -333,16 +323,19 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
 
   // The optimizer over every parameter (the step's two ranges cost the same as one), and the gradient
   // all-reduce on the world, after a barrier (so waiting for a late rank is not counted).
-  t_vec m("calibrate::m", model.parameter_count()), v("calibrate::v", model.parameter_count());
+  AdamW optimizer(model, config.optimizer);
+  std::vector<int> everyone(world.size);
+  std::iota(everyone.begin(), everyone.end(), 0);
+  const std::unique_ptr<Communicator> wire = create_mpi_communicator(world.comm, everyone);
   std::vector<double> opt, sync;
   for (int rep = -1; rep < 3 * options.repeats; ++rep) {
     MPI_Barrier(world.comm);
     double t0 = now_seconds();
-    adamw_update(model.params(), model.grads(), m, v, AdamWHyper{}, rep + 2);
+    optimizer.step(model, rep + 1);
     const double t1 = now_seconds();
     MPI_Barrier(world.comm);
     const double t2 = now_seconds();
-    allreduce_sum(model.grads(), world.comm);
+    wire->allreduce_sum(model.grads().data(), model.grads().extent(0));
     const double t3 = now_seconds();
     if (rep >= 0) opt.push_back(t1 - t0), sync.push_back(t3 - t2);
   }

@@ -45,7 +45,7 @@ hid_t native_type() {
 }
 
 struct Field {
-  const char* name;
+  std::string name;
   std::size_t offset;
   hid_t type;
   const char* unit;  // "1" = dimensionless
@@ -58,9 +58,20 @@ Field field(const char* name, std::size_t offset, const char* unit) {
 #define MINIMLLM_FIELD(member, unit) \
   field<decltype(StepRecord::member)>(#member, offsetof(StepRecord, member), unit)
 
+// One column per phase, "<phase>_seconds", in Phase order (core/phase.hpp).
+std::vector<Field> phase_fields() {
+  std::vector<Field> fields;
+  for (Phase phase : kPhases)
+    fields.push_back({seconds_column(phase),
+                      offsetof(StepRecord, phase_seconds) + offsetof(PhaseTimes, seconds) +
+                          static_cast<std::size_t>(phase) * sizeof(double),
+                      H5T_NATIVE_DOUBLE, "s"});
+  return fields;
+}
+
 // The /steps columns, in file order. Adding a StepRecord field is one line here (and docs/HDF5.md).
 std::vector<Field> step_fields() {
-  return {
+  std::vector<Field> fields = {
       MINIMLLM_FIELD(step, "1"),
       MINIMLLM_FIELD(loss, "nat"),
       MINIMLLM_FIELD(text_tokens, "token"),
@@ -68,14 +79,6 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(loss_targets, "token"),
       MINIMLLM_FIELD(samples, "sample"),
       MINIMLLM_FIELD(step_seconds, "s"),
-      MINIMLLM_FIELD(data_seconds, "s"),
-      MINIMLLM_FIELD(encoder_seconds, "s"),
-      MINIMLLM_FIELD(llm_seconds, "s"),
-      MINIMLLM_FIELD(kv_exchange_seconds, "s"),
-      MINIMLLM_FIELD(boundary_seconds, "s"),
-      MINIMLLM_FIELD(planning_seconds, "s"),
-      MINIMLLM_FIELD(grad_sync_seconds, "s"),
-      MINIMLLM_FIELD(optimizer_seconds, "s"),
       MINIMLLM_FIELD(tokens_per_second, "token/s"),
       MINIMLLM_FIELD(model_flops, "FLOP"),
       MINIMLLM_FIELD(mfu, "1"),
@@ -90,6 +93,11 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(comm_creation_seconds, "s"),
       MINIMLLM_FIELD(output_seconds, "s"),
   };
+  const std::vector<Field> phases = phase_fields();
+  const auto first_phase = std::find_if(fields.begin(), fields.end(),
+                                        [](const Field& f) { return f.name == "step_seconds"; }) + 1;
+  fields.insert(first_phase, phases.begin(), phases.end());
+  return fields;
 }
 #undef MINIMLLM_FIELD
 
@@ -215,7 +223,7 @@ Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
   h_->mem_type = check(H5Tcreate(H5T_COMPOUND, sizeof(StepRecord)), path, "create the step type");
   std::string units;
   for (const Field& f : fields) {
-    check(H5Tinsert(h_->mem_type, f.name, f.offset, f.type), path, "create the step type");
+    check(H5Tinsert(h_->mem_type, f.name.c_str(), f.offset, f.type), path, "create the step type");
     units += fmt::format("{}{}: {}", units.empty() ? "" : ", ", f.name, f.unit);
   }
   // Writing a row converts StepRecord to the packed file type through a buffer; HDF5's default is 1 MiB,

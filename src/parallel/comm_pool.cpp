@@ -31,6 +31,11 @@ CommPool::CommPool(MPI_Comm world, int capacity, Factory factory)
         "CommPool: empty factory; pass create_mpi_communicator or create_nccl_communicator");
   }
   detail::check_mpi(MPI_Comm_rank(world_, &world_rank_), "MPI_Comm_rank");
+  int world_size = 0;
+  detail::check_mpi(MPI_Comm_size(world_, &world_size), "MPI_Comm_size");
+  std::vector<int> all(world_size);
+  for (int r = 0; r < world_size; ++r) all[r] = r;
+  world_comm_ = factory_(world_, all);
 }
 
 CommPool::~CommPool() = default;

@@ -1,5 +1,6 @@
-// The training loop: one step reads top to bottom in train() (sample, plan, execute the plan — see
-// StepExecutor —, AdamW, metrics).
+// The training loop: one step reads top to bottom in train(), as a pipeline of values (docs/DESIGN.md,
+// "Follow one step"): PlannedStep (batch, plan, rank work) -> StepComms -> StepInputs -> StepOutcome ->
+// synchronised gradients -> AdamW -> StepMetrics -> HDF5.
 #pragma once
 
 #include <iosfwd>
@@ -7,7 +8,7 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
-#include "minimllm/driver/world.hpp"
+#include "minimllm/core/world.hpp"
 #include "minimllm/metrics/step_record.hpp"
 
 namespace minimllm {
@@ -42,10 +43,5 @@ struct TrainResult {
 // exists without overwrite) before any step runs; std::runtime_error for runtime failures.
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options);
 
-// One line per policy: median step time and tokens/s (steps after the warm-up), tokens/s relative to the
-// first (static) run, the cost model's median prediction, its ratio to the median measured step and to
-// the lower bound, and the last
-// step's loss with its relative difference from the first run's (layout invariance: ~1e-6 expected).
-void print_policy_comparison(std::ostream& out, const std::vector<std::pair<std::string, TrainResult>>& runs);
 
 }  // namespace minimllm

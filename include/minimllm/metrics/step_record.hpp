@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "minimllm/core/phase.hpp"
+
 namespace minimllm {
 
 struct StepRecord {
@@ -13,14 +15,8 @@ struct StepRecord {
   std::int64_t loss_targets = 0;  // text positions that carry loss (normalisation denominator)
   int samples = 0;
   double step_seconds = 0.0;         // wall time of the step, max over ranks
-  double data_seconds = 0.0;         // phase times, max over ranks: batch generation and packing
-  double encoder_seconds = 0.0;      // encoder forward + backward
-  double llm_seconds = 0.0;          // LLM forward + backward
-  double kv_exchange_seconds = 0.0;  // context-parallel K/V exchange (part of llm_seconds)
-  double boundary_seconds = 0.0;     // encoder <-> LLM boundary exchange, both directions
-  double planning_seconds = 0.0;     // building and validating the step plan
-  double grad_sync_seconds = 0.0;
-  double optimizer_seconds = 0.0;
+  // Phase times (core/phase.hpp), max over ranks: columns data_seconds ... optimizer_seconds.
+  PhaseTimes phase_seconds;
   double tokens_per_second = 0.0;    // (text + image tokens) / step_seconds
   double model_flops = 0.0;          // analytic forward+backward FLOPs of the step
   double mfu = 0.0;                  // model_flops / step_seconds / (peak per rank * ranks)

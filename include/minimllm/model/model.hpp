@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
-#include "minimllm/data/packed_batch.hpp"
+#include "minimllm/model/model_inputs.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/workspace.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"

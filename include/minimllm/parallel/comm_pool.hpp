@@ -32,7 +32,8 @@ class CommPool {
   using Factory = CommunicatorFactory;
 
   // capacity: most cached groups (>= 1). factory: create_mpi_communicator or create_nccl_communicator
-  // (choose_collectives picks one at start-up).
+  // (choose_collectives picks one at start-up). Collective over world: creates the world communicator
+  // (gradient all-reduce, loss, boundary exchange) once, outside the cache and its statistics.
   CommPool(MPI_Comm world, int capacity, Factory factory);
   ~CommPool();
 
@@ -43,6 +44,9 @@ class CommPool {
 
   // acquire() for each group of a step in canonical (sorted) order; returns this rank's group, if any.
   std::shared_ptr<Communicator> acquire_step(std::vector<std::vector<int>> groups);
+
+  // Every rank of the world, in world order, with the pool's backend.
+  const std::shared_ptr<Communicator>& world() const { return world_comm_; }
 
   const CommPoolStats& stats() const { return stats_; }
   const Factory& factory() const { return factory_; }
@@ -57,6 +61,7 @@ class CommPool {
   std::list<std::vector<int>> lru_;  // most recent first
   std::map<std::vector<int>, Entry> entries_;
   CommPoolStats stats_;
+  std::shared_ptr<Communicator> world_comm_;
 };
 
 }  // namespace minimllm

@@ -1,4 +1,4 @@
-#include "minimllm/data/packed_batch.hpp"
+#include "minimllm/step/packing.hpp"
 
 #include <algorithm>
 

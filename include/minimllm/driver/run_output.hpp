@@ -1,0 +1,40 @@
+// A training run's HDF5 file (metrics/hdf5_writer.hpp), written by rank 0: /run provenance, and per step
+// the /ranks, /plans and /predicted rows and the /steps row. Other ranks hold an empty RunOutput.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "minimllm/core/world.hpp"
+#include "minimllm/driver/trainer.hpp"
+#include "minimllm/metrics/hdf5_writer.hpp"
+#include "minimllm/step/planned_step.hpp"
+#include "minimllm/step/step_metrics.hpp"
+
+namespace minimllm {
+
+class RunOutput {
+ public:
+  // Collective: rank 0 opens `path` (none when empty); every rank learns whether that worked, so all
+  // fail alike: InputError (e.g. the file exists without overwrite) or std::runtime_error.
+  RunOutput(const std::string& path, bool overwrite, const World& world);
+
+  explicit operator bool() const { return writer_ != nullptr; }
+  Hdf5RunWriter& writer() { return *writer_; }
+
+  // /run: provenance, the run's choices (peak, precision, collectives, cost model) and the estimate.
+  void write_run_attributes(const RunConfig& config, const TrainResult& r, double parameters,
+                            std::vector<RunAttribute> provenance, const std::string& calibration_text);
+
+  // The step's per-rank values, plan and prediction; the /steps row follows with append_step.
+  void append_step_tables(const StepMetrics& metrics, const PlannedStep& planned, int world_size);
+  void append_step(const StepRecord& record) { writer_->append_step(record); }
+
+ private:
+  std::unique_ptr<Hdf5RunWriter> writer_;
+  std::vector<std::string> policy_names_;  // the codes of /plans/policy
+  size_t policies_named_ = 0;              // names written to its attribute so far
+};
+
+}  // namespace minimllm

@@ -1,0 +1,30 @@
+// What a training run prints on rank 0: the banner, one line per step, the summary with the greppable
+// PERFORMANCE line, and the comparison table of `--policy all`.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "minimllm/config/run_config.hpp"
+#include "minimllm/core/world.hpp"
+#include "minimllm/driver/provenance.hpp"
+#include "minimllm/driver/trainer.hpp"
+#include "minimllm/model/model.hpp"
+#include "minimllm/step/memory_estimate.hpp"
+
+namespace minimllm {
+
+void print_banner(std::ostream& log, const RunConfig& config, const World& world, const Model& model,
+                  const TrainResult& r, const PeakWork& peak, const std::vector<RunAttribute>& provenance);
+void print_step(std::ostream& log, const StepRecord& s, int steps);
+void print_summary(std::ostream& log, const TrainResult& r, const World& world, const std::string& out_path);
+
+// One line per policy: median step time and tokens/s (steps after the warm-up), tokens/s relative to the
+// first (static) run, the cost model's median prediction, its ratio to the median measured step and to
+// the lower bound, and the last step's loss with its relative difference from the first run's (layout
+// invariance: ~1e-6 expected).
+void print_policy_comparison(std::ostream& out, const std::vector<std::pair<std::string, TrainResult>>& runs);
+
+}  // namespace minimllm

@@ -1,0 +1,19 @@
+// One planned step up to synchronised gradients, stage by stage: StepComms -> StepInputs -> StepOutcome
+// (forward and backward) -> synchronize_gradients. The trainer follows it with the optimizer and the
+// metrics; calibration, tests and benchmarks use it alone.
+#pragma once
+
+#include "minimllm/data/sampler.hpp"
+#include "minimllm/model/model.hpp"
+#include "minimllm/parallel/comm_pool.hpp"
+#include "minimllm/step/planned_step.hpp"
+#include "minimllm/step/step_executor.hpp"
+
+namespace minimllm {
+
+// Collective over the pool's world. Afterwards model.grads() and the outcome's loss_sum are the world's,
+// identical on every rank; outcome.seconds holds data, encoder, boundary, llm, kv_exchange and grad_sync;
+// outcome.transfers counts every host<->device copy after the inputs were up, the gradient sync included.
+StepOutcome run_step(const Sampler& sampler, Model& model, CommPool& pool, const PlannedStep& planned);
+
+}  // namespace minimllm

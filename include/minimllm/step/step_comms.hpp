@@ -1,0 +1,21 @@
+// The communicators of one step, by name: the world's (created once, by the pool) and this rank's LLM
+// group's (looked up in the pool, as the step's plan groups the ranks).
+#pragma once
+
+#include <memory>
+
+#include "minimllm/parallel/comm_pool.hpp"
+#include "minimllm/plan/step_plan.hpp"
+
+namespace minimllm {
+
+struct StepComms {
+  std::shared_ptr<Communicator> world;      // every rank: gradients, loss, boundary exchange
+  std::shared_ptr<Communicator> llm_group;  // context parallelism inside the group; null: no LLM work
+};
+
+// Collective over the world: every rank looks up every LLM group of the plan in the same order
+// (CommPool::acquire_step), so creation on a pool miss never deadlocks.
+StepComms acquire_step_comms(CommPool& pool, const StepPlan& plan);
+
+}  // namespace minimllm

@@ -1,0 +1,52 @@
+// StepExecutor: the forward and backward pass of one rank's part of a step — encoder on the encoder
+// layout, boundary exchange, LLM (context parallel inside each group, micro-batch by micro-batch) on the
+// LLM layout, boundary exchange back, encoder backward. Colocated plans run these as phases on every
+// rank; disaggregated plans as a pipeline over micro-batches between the encoder ranks and the LLM ranks.
+// Leaves this rank's gradient in the model (synchronize_gradients sums them over ranks).
+#pragma once
+
+#include <cstdint>
+
+#include "minimllm/core/phase.hpp"
+#include "minimllm/core/transfer.hpp"
+#include "minimllm/model/model.hpp"
+#include "minimllm/plan/rank_work.hpp"
+#include "minimllm/step/step_inputs.hpp"
+
+namespace minimllm {
+
+struct StepOutcome {
+  double loss_sum = 0.0;  // sum of per-target losses: this rank's, then the world's once synchronised
+  double flops = 0.0;     // model FLOPs of this rank
+  // This rank's phase times (fenced). Pipelines: boundary includes waiting for rows or gradients.
+  PhaseTimes seconds;
+  std::int64_t boundary_bytes = 0;              // sent by this rank, both directions
+  std::int64_t llm_rows = 0, encoder_rows = 0;  // work assigned to this rank
+  // Host<->device copies of this rank (none on host backends). input_transfers: the step's inputs
+  // (StepInputs), before any compute. transfers: everything after that, compute and communication; zero
+  // on the device path with NCCL collectives for colocated plans, and the MPI backend's host staging
+  // otherwise (disaggregated pipelines send their rows point to point through MPI, staged through host
+  // memory on a device), besides each micro-batch's loss sum: one counted 8-byte copy back to the host.
+  TransferCounts input_transfers;
+  TransferCounts transfers;
+};
+
+class StepExecutor {
+ public:
+  explicit StepExecutor(Model& model) : model_(model) {}
+
+  // Computes this rank's share of the gradient of the global mean loss into model.grads() (zeroed
+  // first). The inputs' exchanges are consumed. Collective over the ranks the plan makes exchange.
+  StepOutcome run(const RankWork& work, StepInputs& inputs, Placement placement);
+
+ private:
+  void run_phases(const RankWork& work, StepInputs& inputs, StepOutcome& out);
+  void run_pipeline(const RankWork& work, StepInputs& inputs, StepOutcome& out);
+  // One micro-batch's LLM forward and backward, its K/V exchange freed after it.
+  void run_micro_batch(StepInputs& inputs, size_t m, const t_mat& received, const t_mat& d_received,
+                       StepOutcome& out);
+
+  Model& model_;
+};
+
+}  // namespace minimllm

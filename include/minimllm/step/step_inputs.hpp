@@ -1,0 +1,34 @@
+// Everything one rank uploads for a step, before any compute: the encoder's packed images, the LLM's
+// packed micro-batches, and the exchanges' row lists (boundary exchange, context-parallel K/V). From
+// here to the end of the step nothing but documented scalars crosses between host and device.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "minimllm/core/transfer.hpp"
+#include "minimllm/data/sampler.hpp"
+#include "minimllm/model/model_inputs.hpp"
+#include "minimllm/parallel/boundary_exchange.hpp"
+#include "minimllm/parallel/kv_exchange.hpp"
+#include "minimllm/step/planned_step.hpp"
+#include "minimllm/step/step_comms.hpp"
+
+namespace minimllm {
+
+struct StepInputs {
+  float grad_scale = 1.0f;  // 1 / loss targets of the global batch: the per-token normalisation
+  // Colocated plans: one encoder input (this rank's images) and its exchange. Disaggregated plans: one
+  // of each per pipeline stage (RankWork::stages), the exchange tagged with its stage.
+  std::vector<EncoderInput> encoder;
+  std::vector<std::unique_ptr<BoundaryExchange>> boundary;
+  std::vector<LlmInput> llm;                    // one per micro-batch of this rank's LLM group
+  std::vector<std::unique_ptr<KvExchange>> kv;  // one per micro-batch under context parallelism, else null
+  TransferCounts transfers;                     // host -> device copies made building these
+};
+
+// Collective over the world (the boundary exchanges check their routes together). width: LLM width.
+StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned, const StepComms& comms,
+                              int width);
+
+}  // namespace minimllm

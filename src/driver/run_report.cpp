@@ -1,0 +1,141 @@
+#include "minimllm/driver/run_report.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+
+#include "minimllm/core/statistics.hpp"
+#include "minimllm/driver/provenance.hpp"
+
+#ifndef MINIMLLM_VERSION
+#define MINIMLLM_VERSION "unknown"
+#endif
+
+namespace minimllm {
+namespace {
+
+// Median of a StepRecord field over the steps after the warm-up (step 0: first-touch allocations,
+// BLAS buffers).
+template <class Field>
+double median_after_warmup(const TrainResult& r, Field field) {
+  std::vector<double> values;
+  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i) values.push_back(field(r.steps[i]));
+  return median(values);
+}
+
+}  // namespace
+
+void print_banner(std::ostream& log, const RunConfig& config, const World& world, const Model& model,
+                  const TrainResult& r, const PeakWork& peak,
+                  const std::vector<RunAttribute>& provenance) {
+  const ModelConfig& m = config.model;
+  log << fmt::format("minimllm {} | deck {} ({}) | {} MPI ranks | {} | BLAS threads/rank {}\n",
+                     MINIMLLM_VERSION, config.name, config.deck_path, world.size, kokkos_description(),
+                     config.runtime.blas_threads);
+  log << provenance_summary(provenance) << "\n";
+  log << fmt::format(
+      "model: encoder {}x{} (heads {}, patch {}) -> LLM {}x{} (heads {}, vocab {}) | {:.3f} M parameters\n",
+      m.encoder.layers, m.encoder.width, m.encoder.heads, m.encoder.patch, m.llm.layers, m.llm.width,
+      m.llm.heads, m.llm.vocab, model.parameter_count() / 1e6);
+  const ParallelConfig& p = config.parallel;
+  const std::string layout =
+      p.policy != "deck"
+          ? fmt::format("policy {} (cost model: {})", p.policy,
+                        r.cost_model_source == "default-from-FLOPs"
+                            ? fmt::format("{} at {:.1f} GFLOP/s per rank", r.cost_model_source,
+                                          r.peak_gflops_per_rank)
+                            : r.cost_model_source)
+          : fmt::format(
+                "deck: {} placement, LLM groups [{}]{}, micro-batches {}", p.placement,
+                p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
+                p.rotate_groups ? " rotating every step" : "", p.micro_batches);
+  log << fmt::format("data: global batch {} samples, {} steps, seed {} | layout: {} | comm pool {}\n",
+                     config.data.global_batch, config.steps, config.seed, layout, p.comm_pool_capacity);
+  log << fmt::format("precision: {} GEMMs | collectives: {} ({})\n", r.precision, r.collectives,
+                     r.collectives_reason);
+  log << fmt::format("peak for MFU: {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank, r.peak_source);
+  log << fmt::format(
+      "memory estimate per rank: {:.1f} MiB (parameters, gradients, AdamW state; activations "
+      "for up to {} LLM rows, {} gathered key rows, {} patches)\n",
+      r.memory_estimate_mib, peak.llm_rows, peak.key_rows, peak.patches);
+}
+
+void print_step(std::ostream& log, const StepRecord& s, int steps) {
+  log << fmt::format(
+      "step {:>5}/{}  loss {:.4f}  tokens {:>7} (text {}, image {})  {:8.1f} ms  {:>10.0f} tok/s  "
+      "MFU {:5.1f}%\n",
+      s.step, steps, s.loss, s.text_tokens + s.image_tokens, s.text_tokens, s.image_tokens,
+      1e3 * s.step_seconds, s.tokens_per_second, 100.0 * s.mfu);
+}
+
+void print_summary(std::ostream& log, const TrainResult& r, const World& world, const std::string& out_path) {
+  // Step 0 is a warm-up (first-touch allocations, BLAS buffers): rates use the steps after it.
+  std::vector<double> times, rates, mfus;
+  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i) {
+    times.push_back(r.steps[i].step_seconds);
+    rates.push_back(r.steps[i].tokens_per_second);
+    mfus.push_back(r.steps[i].mfu);
+  }
+  const StepRecord &first = r.steps.front(), &last = r.steps.back();
+  log << fmt::format(
+      "summary: loss {:.4f} -> {:.4f} over {} steps | median step {:.1f} ms | median {:.0f} tok/s "
+      "({:.0f} per rank) | median MFU {:.1f}%\n",
+      first.loss, last.loss, r.steps.size(), 1e3 * median(times), median(rates), median(rates) / world.size,
+      100.0 * median(mfus));
+  std::string phases;
+  for (Phase phase : kPhases) {
+    phases += fmt::format("{}{} {:.2f}", phases.empty() ? "" : " | ", phase_name(phase),
+                          1e3 * median_after_warmup(r, [phase](const StepRecord& s) { return s.phase_seconds[phase]; }));
+  }
+  log << "phases (median ms, slowest rank): " << phases << "\n";
+  if (!out_path.empty()) {
+    // Step 0 also creates every table; the median is the steady cost of a step.
+    const std::vector<double> later(r.output_seconds.begin() + (r.output_seconds.size() > 1),
+                                    r.output_seconds.end());
+    double total = 0.0;
+    for (double t : r.output_seconds) total += t;
+    log << fmt::format(
+        "output: HDF5 writes on rank 0: median {:.3f} ms per step ({:.3f}% of the median step), first step "
+        "{:.3f} ms; {:.3f}% of the run's wall time in all\n",
+        1e3 * median(later), 100.0 * median(later) / median(times), 1e3 * r.output_seconds.front(),
+        100.0 * total / r.loop_seconds);
+  }
+  log << fmt::format(
+      "memory per rank: peak resident {:.1f} MiB, analytic estimate {:.1f} MiB (ratio {:.2f})\n",
+      r.peak_resident_mib, r.memory_estimate_mib, r.peak_resident_mib / r.memory_estimate_mib);
+  if (!out_path.empty()) log << "metrics written to " << out_path << "\n";
+  log << fmt::format(
+      "minimllm PERFORMANCE tokens_per_second={:.1f} tokens_per_second_per_rank={:.1f} mfu={:.4f} "
+      "ranks={}\n",
+      median(rates), median(rates) / world.size, median(mfus), world.size);
+}
+
+void print_policy_comparison(std::ostream& out,
+                             const std::vector<std::pair<std::string, TrainResult>>& runs) {
+  if (runs.empty()) return;
+  const auto tps = [](const StepRecord& s) { return s.tokens_per_second; };
+  const double base_tps = median_after_warmup(runs.front().second, tps);
+  const double base_loss = runs.front().second.steps.back().loss;
+  out << fmt::format("\npolicy comparison (same data; rates from steps after the warm-up; vs {}):\n",
+                     runs.front().first);
+  out << fmt::format("{:<8} {:>10} {:>11} {:>8} {:>13} {:>10} {:>11} {:>11} {:>12}\n", "policy", "step ms",
+                     "tokens/s", "speed-up", "predicted ms", "pred/meas", "pred./LB", "last loss",
+                     "loss diff");
+  for (const auto& [policy, r] : runs) {
+    const double step = median_after_warmup(r, [](const StepRecord& s) { return s.step_seconds; });
+    const double predicted = median_after_warmup(r, [](const StepRecord& s) { return s.predicted_seconds; });
+    const double ratio = median_after_warmup(r, [](const StepRecord& s) {
+      return s.lower_bound_seconds > 0 ? s.predicted_seconds / s.lower_bound_seconds : 0.0;
+    });
+    const double loss = r.steps.back().loss;
+    out << fmt::format(
+        "{:<8} {:>10.1f} {:>11.0f} {:>7.2f}x {:>13.2f} {:>10.3f} {:>11.3f} {:>11.5f} {:>12.1e}\n", policy,
+        1e3 * step, median_after_warmup(r, tps), median_after_warmup(r, tps) / base_tps, 1e3 * predicted,
+        predicted / step, ratio, loss, std::abs(loss - base_loss) / base_loss);
+  }
+}
+
+}  // namespace minimllm

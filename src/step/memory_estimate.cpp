@@ -1,0 +1,32 @@
+#include "minimllm/step/memory_estimate.hpp"
+
+#include <algorithm>
+
+namespace minimllm {
+
+PeakWork peak_work(const std::vector<PlannedStep>& steps, MPI_Comm world) {
+  PeakWork peak;
+  for (const PlannedStep& planned : steps) {
+    const RankWork& work = planned.work;
+    for (const MicroBatchWork& mb : work.micro_batches) {
+      std::int64_t rows = 0;
+      for (const SequenceChunk& c : mb.chunks) rows += c.end - c.begin;
+      peak.llm_rows = std::max(peak.llm_rows, rows);
+      if (work.group_ranks.size() > 1)
+        peak.key_rows = std::max<std::int64_t>(peak.key_rows, mb.sample_offsets.back());
+    }
+    const GlobalBatch& batch = planned.batch;
+    std::int64_t patches = 0;
+    const std::vector<int> first_image = first_image_of_samples(batch);
+    for (size_t s = 0; s < batch.samples.size(); ++s)
+      for (size_t i = 0; i < batch.samples[s].images.size(); ++i)
+        if (std::binary_search(work.images.begin(), work.images.end(), first_image[s] + static_cast<int>(i)))
+          patches += batch.samples[s].images[i].patches;
+    peak.patches = std::max(peak.patches, patches);
+  }
+  std::int64_t values[3] = {peak.llm_rows, peak.key_rows, peak.patches};
+  MPI_Allreduce(MPI_IN_PLACE, values, 3, MPI_INT64_T, MPI_MAX, world);
+  return {values[0], values[1], values[2]};
+}
+
+}  // namespace minimllm

@@ -1,0 +1,33 @@
+#include "minimllm/step/planned_step.hpp"
+
+#include <utility>
+
+#include "minimllm/core/phase.hpp"
+
+namespace minimllm {
+
+PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_size, double linear_weight) {
+  PlannedStep planned;
+  planned.step = batch.step;
+  planned.work = derive_rank_work(plan, batch, rank, world_size, linear_weight);
+  planned.batch = std::move(batch), planned.plan = std::move(plan);
+  return planned;
+}
+
+StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, int rank, int world_size,
+                         double linear_weight)
+    : sampler_(sampler), layouts_(layouts), rank_(rank), world_size_(world_size), linear_weight_(linear_weight) {}
+
+PlannedStep StepPlanner::plan(int step) const {
+  PhaseTimes times;
+  PhaseClock clock(times, Phase::planning);
+  GlobalBatch batch = sampler_.batch(step);
+  StepPlan plan = layouts_.plan(batch);
+  PlannedStep planned = planned_step(std::move(batch), std::move(plan), rank_, world_size_, linear_weight_);
+  clock.stop();
+  planned.planning_seconds = times[Phase::planning];
+  planned.prediction = layouts_.predict(planned.plan, planned.batch);
+  return planned;
+}
+
+}  // namespace minimllm

@@ -1,0 +1,23 @@
+#include "minimllm/step/run_step.hpp"
+
+#include "minimllm/step/gradient_sync.hpp"
+#include "minimllm/step/step_comms.hpp"
+#include "minimllm/step/step_inputs.hpp"
+
+namespace minimllm {
+
+StepOutcome run_step(const Sampler& sampler, Model& model, CommPool& pool, const PlannedStep& planned) {
+  PhaseTimes data;
+  PhaseClock clock(data, Phase::data);
+  const StepComms comms = acquire_step_comms(pool, planned.plan);
+  StepInputs inputs = upload_step_inputs(sampler, planned, comms, model.config().llm.width);
+  clock.stop();
+  const TransferCounts inputs_up = transfer_counts();
+  StepOutcome outcome = StepExecutor(model).run(planned.work, inputs, planned.plan.placement);
+  synchronize_gradients(model, *comms.world, outcome);
+  outcome.seconds += data;
+  outcome.transfers = transfer_counts() - inputs_up;
+  return outcome;
+}
+
+}  // namespace minimllm

@@ -1,0 +1,130 @@
+#include "minimllm/step/step_executor.hpp"
+
+#include <string>
+#include <vector>
+
+#include "minimllm/core/phase.hpp"
+
+namespace minimllm {
+
+StepOutcome StepExecutor::run(const RankWork& work, StepInputs& inputs, Placement placement) {
+  StepOutcome out;
+  const TransferCounts before = transfer_counts();
+  out.input_transfers = inputs.transfers;
+  {
+    PhaseClock clock(out.seconds, Phase::data);
+    model_.zero_grads();
+  }
+  if (placement == Placement::disaggregated) {
+    run_pipeline(work, inputs, out);
+  } else {
+    run_phases(work, inputs, out);
+  }
+  out.transfers = transfer_counts() - before;
+  return out;
+}
+
+void StepExecutor::run_micro_batch(StepInputs& inputs, size_t m, const t_mat& received,
+                                   const t_mat& d_received, StepOutcome& out) {
+  const LlmInput& llm = inputs.llm[m];
+  // The loss sum comes back to the host: one counted 8-byte copy per micro-batch.
+  out.loss_sum += model_.llm_forward_backward(llm, received, inputs.grad_scale, d_received, inputs.kv[m].get());
+  if (inputs.kv[m]) {
+    out.seconds[Phase::kv_exchange] += inputs.kv[m]->seconds();
+    inputs.kv[m].reset();  // frees its staging buffers before the next micro-batch
+  }
+  out.flops += model_.llm_flops(llm);
+  out.llm_rows += llm.tokens;
+}
+
+// Colocated plans: encoder forward | boundary all-to-all | LLM micro-batches | all-to-all back | encoder
+// backward, each phase on every rank.
+void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutcome& out) {
+  const int width = model_.config().llm.width;
+  const EncoderInput& encoder_input = inputs.encoder.at(0);
+  BoundaryExchange& boundary = *inputs.boundary.at(0);
+  PhaseClock clock(out.seconds, Phase::encoder);
+  EncoderActivations enc_acts;
+  model_.encoder_forward(encoder_input, enc_acts);
+
+  clock.enter(Phase::boundary);
+  t_mat received("boundary::received", work.received_rows, width);
+  boundary.forward(enc_acts.embeddings, received);
+
+  clock.enter(Phase::llm);
+  t_mat d_received("boundary::d_received", work.received_rows, width);
+  for (size_t m = 0; m < inputs.llm.size(); ++m) run_micro_batch(inputs, m, received, d_received, out);
+
+  clock.enter(Phase::boundary);
+  t_mat d_embeddings("boundary::d_embeddings", encoder_input.patches, width);
+  boundary.backward(d_received, d_embeddings);
+
+  clock.enter(Phase::encoder);
+  model_.encoder_backward(encoder_input, enc_acts, d_embeddings);
+  out.flops += model_.encoder_flops(encoder_input);
+  out.encoder_rows = encoder_input.patches;
+  clock.stop();
+  out.boundary_bytes = 2 * boundary.bytes_sent();
+}
+
+// Disaggregated plans (DistTrain): a dataflow pipeline over stages (pipeline_stage in rank_work.hpp), with
+// point-to-point transfers so that no rank waits for ranks it exchanges nothing with. Encoder ranks encode
+// stage after stage (the last stage first, forward_stage) and send each stage's rows as soon as they
+// exist, then run the backward of each stage, in stage order, as its gradients come back. LLM ranks run
+// their micro-batches in order, each once its rows have arrived, and send its gradients straight back. The
+// arithmetic is the colocated path's: each image is encoded once, each micro-batch runs once, gradients
+// accumulate (encoder backward in a fixed stage order, so the result does not depend on timing).
+void StepExecutor::run_pipeline(const RankWork& work, StepInputs& inputs, StepOutcome& out) {
+  const int width = model_.config().llm.width;
+  const int stages = static_cast<int>(work.stages.size());
+  std::vector<std::unique_ptr<BoundaryExchange>>& exchanges = inputs.boundary;
+  PhaseClock clock(out.seconds, Phase::data);
+  t_mat received("boundary::received", work.received_rows, width);
+  t_mat d_received("boundary::d_received", work.received_rows, width);
+  std::vector<t_mat> d_embeddings;
+  for (int m = 0; m < stages; ++m) {
+    d_embeddings.emplace_back("boundary::d_embeddings", inputs.encoder[m].patches, width);
+    exchanges[m]->post_forward_receives();
+    exchanges[m]->post_backward_receives();
+  }
+
+  // Encoder side: every forward, sending each stage's rows at once.
+  std::vector<EncoderActivations> encoder_acts(stages);
+  for (int position = 0; position < stages; ++position) {
+    const int m = forward_stage(position, stages);
+    clock.enter(Phase::encoder);
+    model_.encoder_forward(inputs.encoder[m], encoder_acts[m]);
+    clock.enter(Phase::boundary);
+    exchanges[m]->start_forward_sends(encoder_acts[m].embeddings, received);
+  }
+
+  // LLM side: micro-batches in order as their rows arrive; gradients straight back.
+  for (size_t j = 0; j < inputs.llm.size(); ++j) {
+    const MicroBatchWork& mb = work.micro_batches[j];
+    clock.enter(Phase::boundary);
+    exchanges[mb.stage]->finish_forward_receives(received);
+    clock.enter(Phase::llm);
+    run_micro_batch(inputs, j, received, d_received, out);
+    clock.enter(Phase::boundary);
+    exchanges[mb.stage]->start_backward_sends(d_received, d_embeddings[mb.stage]);
+  }
+
+  // Encoder side: each stage's backward once its gradients are back, in stage order.
+  for (int m = 0; m < stages; ++m) {
+    clock.enter(Phase::boundary);
+    exchanges[m]->finish_forward_receives(received);  // no-op unless a stage's rows came to no micro-batch
+    exchanges[m]->finish_backward_receives(d_embeddings[m]);
+    clock.enter(Phase::encoder);
+    model_.encoder_backward(inputs.encoder[m], encoder_acts[m], d_embeddings[m]);
+    encoder_acts[m] = EncoderActivations();
+    out.flops += model_.encoder_flops(inputs.encoder[m]);
+    out.encoder_rows += inputs.encoder[m].patches;
+  }
+  clock.enter(Phase::boundary);
+  for (int m = 0; m < stages; ++m) {
+    exchanges[m]->finish_sends();
+    out.boundary_bytes += 2 * exchanges[m]->bytes_sent();
+  }
+}
+
+}  // namespace minimllm

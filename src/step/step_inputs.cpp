@@ -1,0 +1,37 @@
+#include "minimllm/step/step_inputs.hpp"
+
+#include <algorithm>
+
+#include "minimllm/step/packing.hpp"
+
+namespace minimllm {
+
+StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned, const StepComms& comms,
+                              int width) {
+  const TransferCounts before = transfer_counts();
+  const GlobalBatch& batch = planned.batch;
+  const RankWork& work = planned.work;
+  StepInputs in;
+  // Every rank knows the global target count, so the loss and its gradient are normalised alike.
+  in.grad_scale = 1.0f / static_cast<float>(std::max<std::int64_t>(1, batch.loss_targets()));
+  for (const MicroBatchWork& mb : work.micro_batches) in.llm.push_back(pack_llm(sampler, batch, mb));
+  if (planned.plan.placement == Placement::disaggregated) {
+    for (size_t m = 0; m < work.stages.size(); ++m) {
+      in.encoder.push_back(pack_encoder(sampler, batch, work.stages[m].images));
+      in.boundary.push_back(std::make_unique<BoundaryExchange>(comms.world, work.stages[m].route, width,
+                                                               static_cast<int>(m)));
+    }
+  } else {
+    in.encoder.push_back(pack_encoder(sampler, batch, work.images));
+    in.boundary.push_back(std::make_unique<BoundaryExchange>(comms.world, work.image_route, width));
+  }
+  in.kv.resize(work.micro_batches.size());
+  if (work.group_ranks.size() > 1) {
+    for (size_t m = 0; m < in.kv.size(); ++m)
+      in.kv[m] = std::make_unique<KvExchange>(comms.llm_group, work.micro_batches[m], 2 * width);
+  }
+  in.transfers = transfer_counts() - before;
+  return in;
+}
+
+}  // namespace minimllm
