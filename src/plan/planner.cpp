@@ -222,7 +222,13 @@ class DisaggPlanner : public PolicyBase {
 }  // namespace
 
 const std::vector<std::string>& planner_names() {
-  static const std::vector<std::string> names = {"static", "orch", "dhp", "flexsp", "disagg"};
+  // Every policy but the deck's own layout (policy_names() lists them once).
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> planners;
+    for (const std::string& policy : policy_names())
+      if (policy != "deck") planners.push_back(policy);
+    return planners;
+  }();
   return names;
 }
 
