@@ -1,5 +1,7 @@
-// The five planning policies, the registry and the plan predictor. Shared building blocks (LPT, group
-// placement, micro-batches, the target-driven layout search) live in planner_common.
+// The five planning policies, the registry and the plan predictor. Their building blocks live beside
+// this file: per-sample costs and sample assignment (assignment.hpp), group and image placement
+// (placement.hpp), micro-batches (micro_batches.hpp), the disaggregated pipeline's stages
+// (pipeline_stages.hpp) and the target-driven layout search (target_search.hpp).
 #include "minimllm/plan/planner.hpp"
 
 #include <fmt/format.h>
@@ -8,8 +10,12 @@
 #include <algorithm>
 #include <numeric>
 
+#include "assignment.hpp"
+#include "micro_batches.hpp"
 #include "minimllm/plan/rank_work.hpp"
-#include "planner_common.hpp"
+#include "pipeline_stages.hpp"
+#include "placement.hpp"
+#include "target_search.hpp"
 
 namespace minimllm {
 namespace {
@@ -94,7 +100,7 @@ class OrchPlanner : public PolicyBase {
   }
 };
 
-// DHP and FlexSP: group sizes chosen per batch by the target-driven search (planner_common.hpp): FlexSP
+// DHP and FlexSP: group sizes chosen per batch by the target-driven search (target_search.hpp): FlexSP
 // searches power-of-two sizes; DHP any integer sizes, and the power-of-two layouts as well (they are
 // DHP layouts too, and the search is a heuristic); images balanced like orch.
 class TargetPlanner : public PolicyBase {
