@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "minimllm/core/statistics.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 #include "mpi_benchmark_main.hpp"
@@ -29,11 +30,6 @@ namespace minimllm {
 namespace {
 
 namespace fs = std::filesystem;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 std::string scratch(const std::string& name) {
   return (fs::temp_directory_path() / ("minimllm_bench_output_" + std::to_string(::getpid()) + "_" + name))

@@ -19,6 +19,7 @@
 
 #include "minimllm/core/allocation_counter.hpp"
 #include "minimllm/core/clock.hpp"
+#include "minimllm/core/statistics.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/model/model.hpp"
@@ -80,11 +81,6 @@ double device_allocations_per_step(RunConfig config) {
     counts[run] = allocations.count();
   }
   return static_cast<double>(counts[1] - counts[0]);
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 void BM_TrainingStep(benchmark::State& state, const char* deck, const char* precision) {

@@ -11,6 +11,7 @@
 #include <ostream>
 
 #include "minimllm/core/clock.hpp"
+#include "minimllm/core/statistics.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/model/model.hpp"
@@ -25,13 +26,6 @@
 
 namespace minimllm {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // k distinct integers spread over [lo, hi] (geometrically when asked), always including both ends.
 std::vector<int> spread(int lo, int hi, int k, bool geometric) {

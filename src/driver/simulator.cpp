@@ -7,6 +7,7 @@
 #include <memory>
 #include <ostream>
 
+#include "minimllm/core/statistics.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/kernels/gemm.hpp"
@@ -42,11 +43,6 @@ double measured_sgemm_gflops(int blas_threads) {
     best = std::min(best, seconds_since(t0));
   }
   return 2.0 * n * n * n / best * 1e-9;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 #include <limits>
 #include <sstream>
 
-#include "minimllm/config/yaml_documents.hpp"
+#include "minimllm/config/strict_yaml.hpp"
 
 namespace minimllm {
 

@@ -1,8 +1,211 @@
 #include "minimllm/plan/step_prediction.hpp"
 
 #include <algorithm>
+#include <vector>
+
+#include "assignment.hpp"
+#include "minimllm/plan/rank_work.hpp"
+#include "pipeline_stages.hpp"
 
 namespace minimllm {
+namespace {
+
+// Share of an image's encoder time spent in forward (GEMMs: 2 FLOPs per multiply-add forward, 4 backward).
+constexpr double kEncoderForwardShare = 1.0 / 3.0;
+
+// What predict() needs of each LLM group.
+struct GroupShape {
+  int size = 1;
+  bool spans = false;
+  std::vector<int> nodes, members;  // the nodes the group's ranks are on (increasing), members on each
+};
+
+// Boundary exchange: each image's rows go from its encoder rank to the members of its sample's group
+// (rows / g each; the owner keeps its own share), paid per row at the link to each receiver's node. A
+// group's receive time is shared evenly by its members. Returns the sender's time (= the group's).
+double image_route_time(const CostModel& cost, const LlmGroup& group, const GroupShape& shape,
+                        const std::vector<int>& node_of_rank, int owner, double patches) {
+  const auto it = std::lower_bound(shape.nodes.begin(), shape.nodes.end(), node_of_rank[owner]);
+  const double on_node =
+      it != shape.nodes.end() && *it == node_of_rank[owner] ? shape.members[it - shape.nodes.begin()] : 0;
+  const bool owner_in_group =
+      on_node > 0 && std::binary_search(group.ranks.begin(), group.ranks.end(), owner);
+  const double local = on_node - owner_in_group, remote = shape.size - on_node;
+  return patches / shape.size * cost.boundary_bytes_per_patch *
+         (local / cost.intra_node.bandwidth + remote / cost.inter_node.bandwidth);
+}
+
+}  // namespace
+
+PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
+                       int world_size) {
+  const int n_groups = static_cast<int>(plan.llm_groups.size());
+  const bool pipelined = plan.placement == Placement::disaggregated;
+  std::vector<int> node_of_rank(world_size), group_of_sample(batch.samples.size(), 0);
+  for (int r = 0; r < world_size; ++r) node_of_rank[r] = cost.node_of(r);
+  std::vector<GroupShape> shapes(n_groups);
+  for (int k = 0; k < n_groups; ++k) {
+    const LlmGroup& group = plan.llm_groups[k];
+    GroupShape& shape = shapes[k];
+    shape.size = static_cast<int>(group.ranks.size());
+    shape.spans = node_of_rank[group.ranks.front()] != node_of_rank[group.ranks.back()];
+    for (int r : group.ranks) {  // sorted ranks: a node's members are adjacent
+      if (shape.nodes.empty() || shape.nodes.back() != node_of_rank[r])
+        shape.nodes.push_back(node_of_rank[r]), shape.members.push_back(0);
+      ++shape.members.back();
+    }
+    for (int s : group.samples) group_of_sample[s] = k;
+  }
+  // Pipeline stages (disaggregated plans; pipeline_stage in rank_work.hpp); one stage otherwise.
+  int stages = 1;
+  const std::vector<int> stage_of_sample =
+      pipelined ? planning::stage_of_samples(plan.llm_groups, static_cast<int>(batch.samples.size()), &stages)
+                : std::vector<int>(batch.samples.size(), 0);
+
+  // Samples in index order (their metadata lies in that order): per-rank encoder and send times, per-group
+  // LLM compute, communication and receive times, each per stage ([stage * ranks + rank], [stage * groups
+  // + group]).
+  std::vector<double> encoder(stages * world_size, 0.0), send(stages * world_size, 0.0);
+  std::vector<double> group_compute(stages * n_groups, 0.0), group_comm(stages * n_groups, 0.0),
+      group_receive(stages * n_groups, 0.0);
+  double llm_total = 0.0, largest_tokens = 0.0, encoder_total = 0.0, largest_image = 0.0;  // lower bound
+  double images_of_largest = 0.0;  // encoder time of the longest sample's largest image
+  int image = 0;
+  for (size_t s = 0; s < batch.samples.size(); ++s) {
+    const SampleMeta& sample = batch.samples[s];
+    const int k = group_of_sample[s], m = stage_of_sample[s];
+    double tokens = sample.text_len, largest_own_image = 0.0;
+    for (const ImageMeta& im : sample.images) {
+      const int owner = plan.image_owner[image++];
+      const double time = cost.encoder_time(im.patches);
+      encoder[m * world_size + owner] += time;
+      encoder_total += time, largest_image = std::max(largest_image, time);
+      largest_own_image = std::max(largest_own_image, time);
+      const double route =
+          image_route_time(cost, plan.llm_groups[k], shapes[k], node_of_rank, owner, im.patches);
+      send[m * world_size + owner] += route, group_receive[m * n_groups + k] += route;
+      tokens += im.patches;
+    }
+    const double one_rank = cost.llm(tokens);
+    group_compute[m * n_groups + k] += one_rank / shapes[k].size;
+    group_comm[m * n_groups + k] += cost.llm_comm(tokens, shapes[k].size, shapes[k].spans);
+    llm_total += one_rank;
+    if (tokens > largest_tokens) largest_tokens = tokens, images_of_largest = largest_own_image;
+  }
+  // Per stage and rank: LLM time (its group's) and boundary time (the larger of its sends and its share of
+  // its group's receives; both directions).
+  std::vector<double> llm(stages * world_size, 0.0), llm_comm(world_size, 0.0), boundary = send;
+  for (int m = 0; m < stages; ++m)
+    for (int k = 0; k < n_groups; ++k)
+      for (int r : plan.llm_groups[k].ranks) {
+        llm[m * world_size + r] = group_compute[m * n_groups + k] + group_comm[m * n_groups + k];
+        llm_comm[r] += group_comm[m * n_groups + k];
+        boundary[m * world_size + r] =
+            std::max(boundary[m * world_size + r], group_receive[m * n_groups + k] / shapes[k].size);
+      }
+  // Each exchange pays one latency: a collective over the world (phases), or one round of point-to-point
+  // messages (a pipeline stage, one direction).
+  const double exchange_latency =
+      encoder_total > 0.0 ? cost.link(world_size > cost.ranks_per_node).latency : 0.0;
+  const auto slowest = [&](const std::vector<double>& v, int m) {
+    return *std::max_element(v.begin() + m * world_size, v.begin() + (m + 1) * world_size);
+  };
+
+  PlanPrediction p;
+  std::vector<double> busy(world_size, 0.0);
+  for (int m = 0; m < stages; ++m)
+    for (int r = 0; r < world_size; ++r)
+      busy[r] += encoder[m * world_size + r] + boundary[m * world_size + r] + llm[m * world_size + r];
+  for (int r = 0; r < world_size; ++r) {
+    double enc = 0.0, model = 0.0;
+    for (int m = 0; m < stages; ++m) enc += encoder[m * world_size + r], model += llm[m * world_size + r];
+    p.encoder = std::max(p.encoder, enc);
+    p.llm = std::max(p.llm, model);
+  }
+  if (!pipelined) {
+    p.boundary = slowest(boundary, 0) + 2.0 * exchange_latency;
+    p.makespan = p.encoder + p.boundary + p.llm;
+  } else {
+    // Dataflow pipeline (step_executor.cpp): each encoder rank runs the forward of every stage in order,
+    // then the backward of every stage in order, each once the gradients of its rows have come back; each
+    // LLM group runs its micro-batches in order, each once its image rows have arrived. A transfer takes
+    // half of the stage's slowest boundary time (one direction) plus one latency.
+    std::vector<double> transfer(stages), forward_done(stages * world_size, 0.0);
+    for (int m = 0; m < stages; ++m) transfer[m] = 0.5 * slowest(boundary, m) + exchange_latency;
+    for (int r : plan.encoder_ranks) {
+      double t = 0.0;
+      for (int position = 0; position < stages; ++position) {
+        const int m = forward_stage(position, stages);
+        forward_done[m * world_size + r] = t += kEncoderForwardShare * encoder[m * world_size + r];
+      }
+    }
+    // Rows of stage m reach group k when the last of their encoder ranks has finished stage m's forward.
+    const std::vector<int> first_image = first_image_of_samples(batch);
+    std::vector<double> rows_ready(stages * n_groups, 0.0), group_end(stages * n_groups, 0.0);
+    for (size_t s = 0; s < batch.samples.size(); ++s) {
+      const int k = group_of_sample[s], m = stage_of_sample[s];
+      for (int i = first_image[s]; i < first_image[s + 1]; ++i)
+        rows_ready[m * n_groups + k] = std::max(
+            rows_ready[m * n_groups + k], forward_done[m * world_size + plan.image_owner[i]] + transfer[m]);
+    }
+    double end = 0.0;
+    for (int k = 0; k < n_groups; ++k) {
+      double t = 0.0;
+      for (int m = 0; m < stages; ++m) {
+        const double work = group_compute[m * n_groups + k] + group_comm[m * n_groups + k];
+        group_end[m * n_groups + k] = t = std::max(t, rows_ready[m * n_groups + k]) + work;
+      }
+      end = std::max(end, t);
+    }
+    // Gradients of stage m reach encoder rank r when the last group holding its rows has finished stage m.
+    std::vector<double> gradients_ready(stages * world_size, 0.0);
+    for (size_t s = 0; s < batch.samples.size(); ++s) {
+      const int k = group_of_sample[s], m = stage_of_sample[s];
+      for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
+        double& ready = gradients_ready[m * world_size + plan.image_owner[i]];
+        ready = std::max(ready, group_end[m * n_groups + k] + transfer[m]);
+      }
+    }
+    for (int r : plan.encoder_ranks) {
+      double t = forward_done[forward_stage(stages - 1, stages) * world_size + r];
+      for (int m = 0; m < stages; ++m) {
+        const double work = (1.0 - kEncoderForwardShare) * encoder[m * world_size + r];
+        if (work > 0.0) t = std::max(t, gradients_ready[m * world_size + r]) + work;
+      }
+      end = std::max(end, t);
+    }
+    // On the critical path for certain: the first stage's rows and the last stage's gradients (the other
+    // transfers overlap compute).
+    p.boundary = transfer[forward_stage(0, stages)] + transfer[stages - 1];
+    p.makespan = end;
+  }
+  double total_busy = 0.0;
+  for (double b : busy) total_busy += b;
+  if (p.makespan > 0.0) {
+    p.idle_fraction = std::max(0.0, 1.0 - total_busy / world_size / p.makespan);
+    double slowest_comm = 0.0, slowest_llm = -1.0;
+    for (int r = 0; r < world_size; ++r) {
+      double model = 0.0;
+      for (int m = 0; m < stages; ++m) model += llm[m * world_size + r];
+      if (model > slowest_llm) slowest_llm = model, slowest_comm = llm_comm[r];
+    }
+    p.comm_fraction = (p.boundary + slowest_comm) / p.makespan;
+  }
+  if (!batch.samples.empty()) {
+    const double largest_sample = planning::llm_lower_bound(0.0, largest_tokens, cost, world_size);
+    if (!pipelined) {
+      // The phases run one after the other on all ranks.
+      p.lower_bound = std::max(encoder_total / world_size, largest_image) +
+                      std::max(llm_total / world_size, largest_sample);
+    } else {
+      // Encoder and LLM overlap, on disjoint ranks: all the work over all ranks, or the longest sample's
+      // chain (its largest image, then its LLM work at its best group size), or the largest image.
+      p.lower_bound = std::max(
+          {(encoder_total + llm_total) / world_size, images_of_largest + largest_sample, largest_image});
+    }
+  }
+  return p;
+}
 
 PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
                             int world_size) {

@@ -2,18 +2,12 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace minimllm {
+#include "minimllm/config/input_error.hpp"
 
-// Invalid user input (deck or command line): the program prints what() and exits with code 2.
-// what() is one line naming the file, the key, the value and what would be valid.
-class InputError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace minimllm {
 
 struct EncoderConfig {
   int width = 32;     // model.encoder.width
@@ -136,7 +130,7 @@ struct RunConfig {
 // Parses and validates a deck; throws InputError naming path, key, value and what is valid.
 // Unknown keys are errors (a typo must not silently fall back to a default).
 RunConfig load_run_config(const std::string& path);
-// Valid values of parallel.policy (and of --policy).
+// Valid values of parallel.policy (and of --policy): "deck", then the planners (planner_names()).
 const std::vector<std::string>& policy_names();
 RunConfig parse_run_config(const std::string& yaml_text, const std::string& origin);
 // Checks the rules that involve more than one key (divisibility, size guards) again, after a

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "minimllm/plan/planner.hpp"
+#include "minimllm/plan/step_prediction.hpp"
 
 namespace minimllm {
 

@@ -1,12 +1,45 @@
-// The predicted time of a whole training step, comparable to the measured one (/steps/step_seconds):
-// the plan's phases (predict(): encoder, boundary, LLM; what the planners optimise) plus the per-step
-// terms every plan pays (CostModel::step): generating and packing the inputs, the gradient all-reduce
-// and the optimizer.
+// The predicted time of a plan under the cost model: its phases (predict(): encoder, boundary, LLM; what
+// the planners optimise), and the whole training step, comparable to the measured one
+// (/steps/step_seconds: predict_step(), the phases plus the per-step terms every plan pays
+// (CostModel::step): generating and packing the inputs, the gradient all-reduce and the optimizer).
 #pragma once
 
-#include "minimllm/plan/planner.hpp"
+#include "minimllm/data/sampler.hpp"
+#include "minimllm/plan/cost_model.hpp"
+#include "minimllm/plan/step_plan.hpp"
 
 namespace minimllm {
+
+// Colocated plans: the step executor runs three phases separated by world-wide exchanges (encoder forward |
+// boundary all-to-all | LLM forward+backward | boundary all-to-all | encoder backward), so a phase starts
+// when the slowest rank finished the previous one: the predicted step is the sum over phases of the
+// slowest rank.
+//   makespan    = max_r encoder_r + max_r boundary_r + max_r llm_r
+//   lower_bound = max(sum of image times / N, largest image)
+//               + max(sum of one-rank LLM compute / N, min over g <= N of the largest sample's time on g)
+// which holds for every colocated plan of every policy.
+// Disaggregated plans run as a dataflow pipeline over micro-batches (step_executor.cpp): the makespan
+// follows each encoder rank's forwards (a third of an image's time) and backwards, each LLM group's
+// micro-batches, and the point-to-point transfers between them. Encoder and LLM work overlap, so their
+// bound is the one every schedule obeys:
+//   lower_bound = max((sum of image times + sum of one-rank LLM compute) / N, largest image,
+//                     the longest sample's largest image + its best time on any group size)
+struct PlanPrediction {
+  double makespan = 0.0;       // predicted step time (seconds), excluding the gradient all-reduce
+  double lower_bound = 0.0;    // see above (the bound of the plan's placement)
+  double idle_fraction = 0.0;  // 1 - mean busy / makespan
+  double comm_fraction = 0.0;  // communication on the critical path (boundary + the slowest LLM rank's
+                               // context-parallel exchanges) / makespan
+  // Slowest rank of each phase (busy time). Pipelines: boundary = the first stage's rows and the last
+  // stage's gradients in transit (the other transfers overlap compute).
+  double encoder = 0.0, boundary = 0.0, llm = 0.0;
+  // Per-step terms outside the phases, set (and added to makespan) by predict_step only
+  // (plan/step_prediction.hpp): slowest rank's data generation and packing, gradient all-reduce, AdamW.
+  double data = 0.0, grad_sync = 0.0, optimizer = 0.0;
+};
+
+// Predicted time of a plan's phases under the cost model (see PlanPrediction).
+PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world_size);
 
 // As predict(), with data, grad_sync and optimizer set and added to makespan (the predicted step) and to
 // lower_bound (the step terms of the lower bound: the gradient all-reduce, the optimizer, and the data
