@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "minimllm/config/yaml_documents.hpp"
+#include "minimllm/kernels/attention_limits.hpp"  // kMaxHeadDim
 
 namespace minimllm {
 namespace {

@@ -15,9 +15,6 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Largest head dimension (width / heads) the attention kernels support.
-inline constexpr int kMaxHeadDim = 128;
-
 struct EncoderConfig {
   int width = 32;     // model.encoder.width
   int heads = 2;      // model.encoder.heads (width % heads == 0)

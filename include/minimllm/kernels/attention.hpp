@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "minimllm/core/types.hpp"
+#include "minimllm/kernels/attention_limits.hpp"  // kMaxHeadDim
 
 namespace minimllm {
 
