@@ -1,4 +1,4 @@
-// Internal to kernels/: the team policy shared by row-wise kernels.
+// Internal to kernels/: the team policy shared by row-wise kernels, and team scratch as floats.
 #pragma once
 
 #include <type_traits>
@@ -9,6 +9,7 @@ namespace minimllm::kernels_detail {
 
 using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
 using TeamMember = TeamPolicy::member_type;
+using ScratchFloats = Kokkos::View<float*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 
 inline constexpr bool kHostExec = std::is_same<ExecSpace, Kokkos::DefaultHostExecutionSpace>::value;
 
