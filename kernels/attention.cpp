@@ -20,7 +20,7 @@ t_heads pack_rows(const t_mat_strided_const& src, int heads, int head_dim, float
   const int rows = static_cast<int>(src.extent(0));
   const t_heads dst = scratch_view<t_heads>(label, heads, rows, head_dim);
   Kokkos::parallel_for(
-      "minimllm::attention_pack_rows",
+      "minimllm::attention::pack_rows",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {heads, rows, head_dim}),
       KOKKOS_LAMBDA(const int h, const int r, const int d) {
         dst(h, r, d) = src(r, h * head_dim + d) * scale;
@@ -33,7 +33,7 @@ t_heads pack_transposed(const t_mat_strided_const& src, int heads, int head_dim,
   const t_heads dst = scratch_view<t_heads>(label, heads, head_dim, rows + kTileK);
   Kokkos::deep_copy(dst, 0.0f);  // the padding
   Kokkos::parallel_for(
-      "minimllm::attention_pack_transposed",
+      "minimllm::attention::pack_transposed",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {heads, head_dim, rows}),
       KOKKOS_LAMBDA(const int h, const int d, const int r) { dst(h, d, r) = src(r, h * head_dim + d); });
   return dst;
@@ -43,7 +43,7 @@ void unpack_rows(const t_heads& src, const t_mat_strided& dst) {
   const int heads = static_cast<int>(src.extent(0)), rows = static_cast<int>(src.extent(1));
   const int head_dim = static_cast<int>(src.extent(2));
   Kokkos::parallel_for(
-      "minimllm::attention_unpack_rows",
+      "minimllm::attention::unpack_rows",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {rows, heads, head_dim}),
       KOKKOS_LAMBDA(const int r, const int h, const int d) { dst(r, h * head_dim + d) = src(h, r, d); });
 }
@@ -76,7 +76,7 @@ t_mat attention_delta(const t_mat_strided_const& dout, const t_mat_strided_const
   const t_mat delta = scratch_view<t_mat>("attention::delta", out.extent(0), shape.heads);
   const int D = shape.head_dim;
   Kokkos::parallel_for(
-      "minimllm::attention_delta",
+      "minimllm::attention::delta",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0},
                                                         {static_cast<int>(out.extent(0)), shape.heads}),
       KOKKOS_LAMBDA(const int row, const int h) {

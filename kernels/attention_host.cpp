@@ -262,7 +262,7 @@ void forward_host(const t_mat_strided_const& q, const t_mat_strided_const& k, co
               shape.heads,
               {shape.head_dim},
               segs.causal};
-    Kokkos::parallel_for("minimllm::attention_forward",
+    Kokkos::parallel_for("minimllm::attention::forward_host",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
   });
 }
@@ -299,7 +299,7 @@ void backward_host(const t_mat_strided_const& dout, const t_mat_strided_const& q
               {shape.head_dim},
               scale,
               segs.causal};
-    Kokkos::parallel_for("minimllm::attention_backward",
+    Kokkos::parallel_for("minimllm::attention::backward_host",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
   });
   unpack_rows(dqh, dq);

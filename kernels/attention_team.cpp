@@ -308,7 +308,7 @@ void forward_teams(const t_mat_strided_const& q, const t_mat_strided_const& k, c
   dispatch_head_dim(D, [&](auto dmax, auto) {
     using Functor = TeamForward<decltype(dmax)::value>;
     run_teams(
-        "minimllm::attention_forward_teams", segs.tiles * H,
+        "minimllm::attention::forward_teams", segs.tiles * H,
         Functor{qh, kh, vh, out, lse, view_of(segs), segs.tile_segment, segs.tile_first, H, D, segs.causal});
   });
 }
@@ -327,10 +327,10 @@ void backward_teams(const t_mat_strided_const& dout, const t_mat_strided_const& 
   Kokkos::deep_copy(dqh, 0.0f);
   dispatch_head_dim(D, [&](auto dmax, auto) {
     constexpr int DMax = decltype(dmax)::value;
-    run_teams("minimllm::attention_backward_keys_teams", segs.key_tiles * H,
+    run_teams("minimllm::attention::backward_keys_teams", segs.key_tiles * H,
               TeamBackwardKeys<DMax>{qh, doh, kh, vh, lse, delta, dk, dv, view_of(segs),
                                      segs.key_tile_segment, segs.key_tile_first, H, D, segs.causal});
-    run_teams("minimllm::attention_backward_queries_teams", segs.tiles * H,
+    run_teams("minimllm::attention::backward_queries_teams", segs.tiles * H,
               TeamBackwardQueries<DMax>{qh, doh, kh, vh, lse, delta, dqh, view_of(segs), segs.tile_segment,
                                         segs.tile_first, H, D, scale, segs.causal});
   });

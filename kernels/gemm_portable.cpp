@@ -177,7 +177,7 @@ void portable_gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const&
   const bool tb = trans_b == Trans::yes;
   const PortableGemmKernel kernel{a, b, c, ta, tb, alpha, beta, m, n, k, tiles_n};
   const std::size_t scratch_bytes = ScratchFloats::shmem_size(PortableGemmKernel::kScratchFloats);
-  Kokkos::parallel_for("minimllm::gemm_portable",
+  Kokkos::parallel_for("minimllm::gemm::portable_tiles",
                        TeamPolicy(tiles_m * tiles_n, kTeamSize)
                            .set_scratch_size(Tiles::scratch_level, Kokkos::PerTeam(scratch_bytes)),
                        kernel);
