@@ -133,8 +133,9 @@ void attention_forward(const t_mat_strided_const& q, const t_mat_strided_const& 
                        const t_mat_strided& out, const t_mat& lse, AttentionKernels kernels) {
   const WorkspaceScope scope;  // the packed copies are released on return
   check_shapes(q, k, v, shape);
-  if (use_teams(kernels)) return forward_teams(q, k, v, segs, shape, out, lse);
-  forward_host(q, k, v, segs, shape, out, lse);
+  const ForwardOperands x{q, k, v, out, lse};
+  if (use_teams(kernels)) return forward_teams(x, segs, shape);
+  forward_host(x, segs, shape);
 }
 
 void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_const& q,
@@ -147,8 +148,9 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
   const t_mat delta = attention_delta(dout, out, shape);
   Kokkos::deep_copy(dk, 0.0f);
   Kokkos::deep_copy(dv, 0.0f);
-  if (use_teams(kernels)) return backward_teams(dout, q, k, v, lse, delta, segs, shape, dq, dk, dv);
-  backward_host(dout, q, k, v, lse, delta, segs, shape, dq, dk, dv);
+  const BackwardOperands x{dout, q, k, v, lse, delta, dq, dk, dv};
+  if (use_teams(kernels)) return backward_teams(x, segs, shape);
+  backward_host(x, segs, shape);
 }
 
 double attention_forward_flops(const std::vector<int>& lengths, bool causal, AttentionShape shape) {

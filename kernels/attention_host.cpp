@@ -38,6 +38,7 @@ KOKKOS_INLINE_FUNCTION float exp_vectorizable(float x) {
 // D is the head dimension the loops run to; when kExact it equals DMax and is known at compile time.
 template <int DMax, bool kExact>
 struct HeadDim {
+  KOKKOS_INLINE_FUNCTION HeadDim(int d) : runtime(d) {}  // implicit: functors are listed with a plain int
   int runtime;
   KOKKOS_INLINE_FUNCTION int get() const { return kExact ? DMax : runtime; }
 };
@@ -55,14 +56,9 @@ struct ForwardTile {
 
   KOKKOS_INLINE_FUNCTION void operator()(const int w) const {
     const int D = dim.get();
-    const int tile = w / heads, h = w % heads;
-    const int s = tile_segment(tile), q_first = tile_first(tile);
-    const int q_len = segs.q_len(s), k_len = segs.k_len(s), offset = segs.causal_offset(s);
-    const int q0 = segs.q_start(s) + q_first, k0 = segs.k_start(s);
-    const int nq = q_len - q_first < kTileQ ? q_len - q_first : kTileQ;
-    const int k_end = visible_keys(causal, q_first + nq - 1, offset, k_len);
+    const QueryTile tile = query_tile(w, heads, segs, tile_segment, tile_first, causal);
     const int ldk = static_cast<int>(kt.extent(2));
-    const float* kt_head = &kt(h, 0, 0);
+    const float* kt_head = &kt(tile.h, 0, 0);
 
     float acc[kTileQ][DMax], row_max[kTileQ], row_sum[kTileQ];
     for (int i = 0; i < kTileQ; ++i) {
@@ -70,15 +66,16 @@ struct ForwardTile {
       row_max[i] = -INFINITY;
       row_sum[i] = 0.0f;
     }
-    for (int kb = 0; kb < k_end; kb += kTileK) {
-      const int nk = k_end - kb < kTileK ? k_end - kb : kTileK;
-      const float* kt_tile = kt_head + k0 + kb;
+    for (int kb = 0; kb < tile.k_end; kb += kTileK) {
+      const int nk = tile.k_end - kb < kTileK ? tile.k_end - kb : kTileK;
+      const float* kt_tile = kt_head + tile.k0 + kb;
       // kRows query rows at a time: each key and value row loaded feeds kRows FMAs.
-      for (int i0 = 0; i0 < nq; i0 += kRows) {
+      for (int i0 = 0; i0 < tile.nq; i0 += kRows) {
         const float* q_rows[kRows];
         float score[kRows][kTileK], correction[kRows];
         for (int r = 0; r < kRows; ++r) {
-          q_rows[r] = &q(h, q0 + (i0 + r < nq ? i0 + r : i0), 0);  // rows past the tile repeat a valid one
+          q_rows[r] = &q(tile.h, tile.q0 + (i0 + r < tile.nq ? i0 + r : i0),
+                         0);  // rows past the tile repeat a valid one
           for (int j = 0; j < kTileK; ++j) score[r][j] = 0.0f;
         }
         for (int d = 0; d < D; ++d) {
@@ -92,7 +89,8 @@ struct ForwardTile {
         }
         for (int r = 0; r < kRows; ++r) {
           const int i = i0 + r;
-          const int seen = i < nq ? visible_keys(causal, q_first + i, offset, k_len) - kb : 0;
+          const int seen =
+              i < tile.nq ? visible_keys(causal, tile.q_first + i, tile.offset, tile.k_len) - kb : 0;
           const int nj = seen < nk ? seen : nk;
           if (nj <= 0) {  // this row sees nothing here: no contribution, state unchanged
             for (int j = 0; j < kTileK; ++j) score[r][j] = 0.0f;
@@ -112,24 +110,24 @@ struct ForwardTile {
         }
         float o[kRows][DMax];
         for (int r = 0; r < kRows; ++r)
-          for (int d = 0; d < D; ++d) o[r][d] = i0 + r < nq ? acc[i0 + r][d] * correction[r] : 0.0f;
+          for (int d = 0; d < D; ++d) o[r][d] = i0 + r < tile.nq ? acc[i0 + r][d] * correction[r] : 0.0f;
         for (int j = 0; j < nk; ++j) {
-          const float* v_row = &v(h, k0 + kb + j, 0);
+          const float* v_row = &v(tile.h, tile.k0 + kb + j, 0);
           for (int d = 0; d < D; ++d) {
             const float vd = v_row[d];
             for (int r = 0; r < kRows; ++r) o[r][d] += score[r][j] * vd;
           }
         }
-        for (int r = 0; r < kRows && i0 + r < nq; ++r)
+        for (int r = 0; r < kRows && i0 + r < tile.nq; ++r)
           for (int d = 0; d < D; ++d) acc[i0 + r][d] = o[r][d];
       }
     }
-    for (int i = 0; i < nq; ++i) {
+    for (int i = 0; i < tile.nq; ++i) {
       const bool any = row_sum[i] > 0.0f;
       const float inv = any ? 1.0f / row_sum[i] : 0.0f;
-      for (int d = 0; d < D; ++d) out(q0 + i, h * D + d) = acc[i][d] * inv;
+      for (int d = 0; d < D; ++d) out(tile.q0 + i, tile.h * D + d) = acc[i][d] * inv;
       // A row that sees no key gets zero output and a log-sum-exp that makes every P zero in backward.
-      lse(q0 + i, h) = any ? row_max[i] + logf(row_sum[i]) : INFINITY;
+      lse(tile.q0 + i, tile.h) = any ? row_max[i] + logf(row_sum[i]) : INFINITY;
     }
   }
 };
@@ -161,9 +159,7 @@ struct BackwardSegment {
       for (int j = 0; j < kTileK; ++j)
         for (int d = 0; d < D; ++d) dk_acc[j][d] = dv_acc[j][d] = 0.0f;
       // Only queries at or after this tile's first key (shifted by the causal offset) see it.
-      int q_begin = causal ? kb - offset : 0;
-      q_begin = q_begin < 0 ? 0 : q_begin;
-      for (int qb = q_begin; qb < q_len; qb += kTileQ) {
+      for (int qb = first_query_seeing(causal, kb, offset); qb < q_len; qb += kTileQ) {
         const int nq = q_len - qb < kTileQ ? q_len - qb : kTileQ;
         float p[kTileQ][kTileK], ds[kTileQ][kTileK];
         // Scores and dP for kRows query rows at a time (rows past the tile repeat a valid one; their
@@ -237,72 +233,50 @@ struct BackwardSegment {
   }
 };
 
+// One thread per work item, items handed out dynamically (their costs differ with causal masking).
+template <class Functor>
+void run_items(const char* name, int items, const Functor& functor) {
+  Kokkos::parallel_for(name, Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items),
+                       functor);
+}
+
 }  // namespace
 
-void forward_host(const t_mat_strided_const& q, const t_mat_strided_const& k, const t_mat_strided_const& v,
-                  const AttentionSegments& segs, AttentionShape shape, const t_mat_strided& out,
-                  const t_mat& lse) {
+void forward_host(const ForwardOperands& x, const AttentionSegments& segs, AttentionShape shape) {
   // One work item per (query tile, head); the tiles were listed with the segments.
   const int items = segs.tiles * shape.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int H = shape.heads, D = shape.head_dim;
-  const t_heads qh = pack_rows(q, H, D, scale, "attention::q"),
-                kth = pack_transposed(k, H, D, "attention::kt");
-  const t_heads vh = pack_rows(v, H, D, 1.0f, "attention::v");
+  const t_heads qh = pack_rows(x.q, H, D, scale, "attention::q"),
+                kth = pack_transposed(x.k, H, D, "attention::kt");
+  const t_heads vh = pack_rows(x.v, H, D, 1.0f, "attention::v");
   dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
     using Functor = ForwardTile<decltype(dmax)::value, decltype(exact)::value>;
-    Functor f{qh,
-              kth,
-              vh,
-              out,
-              lse,
-              view_of(segs),
-              segs.tile_segment,
-              segs.tile_first,
-              shape.heads,
-              {shape.head_dim},
-              segs.causal};
-    Kokkos::parallel_for("minimllm::attention::forward_host",
-                         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
+    run_items("minimllm::attention::forward_host", items,
+              Functor{qh, kth, vh, x.out, x.lse, view_of(segs), segs.tile_segment, segs.tile_first,
+                      shape.heads, shape.head_dim, segs.causal});
   });
 }
 
-void backward_host(const t_mat_strided_const& dout, const t_mat_strided_const& q,
-                   const t_mat_strided_const& k, const t_mat_strided_const& v, const t_mat_const& lse,
-                   const t_mat_const& delta, const AttentionSegments& segs, AttentionShape shape,
-                   const t_mat_strided& dq, const t_mat_strided& dk, const t_mat_strided& dv) {
+void backward_host(const BackwardOperands& x, const AttentionSegments& segs, AttentionShape shape) {
   // One item per (segment, head): it owns that segment's dk/dv/dq columns, so no atomics are needed.
   const int items = segs.count() * shape.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int H = shape.heads, D = shape.head_dim;
-  const t_heads qh = pack_rows(q, H, D, scale, "attention::q"),
-                doh = pack_rows(dout, H, D, 1.0f, "attention::do");
-  const t_heads kh = pack_rows(k, H, D, 1.0f, "attention::k"),
-                kth = pack_transposed(k, H, D, "attention::kt");
-  const t_heads vth = pack_transposed(v, H, D, "attention::vt");
-  const t_heads dqh = scratch_view<t_heads>("attention::dq", H, q.extent(0), D);
+  const t_heads qh = pack_rows(x.q, H, D, scale, "attention::q"),
+                doh = pack_rows(x.dout, H, D, 1.0f, "attention::do");
+  const t_heads kh = pack_rows(x.k, H, D, 1.0f, "attention::k"),
+                kth = pack_transposed(x.k, H, D, "attention::kt");
+  const t_heads vth = pack_transposed(x.v, H, D, "attention::vt");
+  const t_heads dqh = scratch_view<t_heads>("attention::dq", H, x.q.extent(0), D);
   Kokkos::deep_copy(dqh, 0.0f);
   dispatch_head_dim(shape.head_dim, [&](auto dmax, auto exact) {
     using Functor = BackwardSegment<decltype(dmax)::value, decltype(exact)::value>;
-    Functor f{qh,
-              doh,
-              kh,
-              kth,
-              vth,
-              lse,
-              delta,
-              dqh,
-              dk,
-              dv,
-              view_of(segs),
-              shape.heads,
-              {shape.head_dim},
-              scale,
-              segs.causal};
-    Kokkos::parallel_for("minimllm::attention::backward_host",
-                         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(0, items), f);
+    run_items("minimllm::attention::backward_host", items,
+              Functor{qh, doh, kh, kth, vth, x.lse, x.delta, dqh, x.dk, x.dv, view_of(segs), shape.heads,
+                      shape.head_dim, scale, segs.causal});
   });
-  unpack_rows(dqh, dq);
+  unpack_rows(dqh, x.dq);
 }
 
 }  // namespace minimllm::attention_detail

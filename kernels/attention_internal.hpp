@@ -27,6 +27,39 @@ KOKKOS_INLINE_FUNCTION int visible_keys(bool causal, int q_row, int offset, int 
   return n < 0 ? 0 : (n < k_len ? n : k_len);
 }
 
+// Queries at or after this row of the segment see key row `key` (all rows when not causal).
+KOKKOS_INLINE_FUNCTION int first_query_seeing(bool causal, int key, int offset) {
+  const int q_begin = causal ? key - offset : 0;
+  return q_begin < 0 ? 0 : q_begin;
+}
+
+// Work item `item` of a query-tile work list (tile item / heads, head item % heads): where its rows are.
+struct QueryTile {
+  int h;
+  int q_first;        // the tile's first query row in its segment
+  int k_len, offset;  // the segment's keys and causal offset
+  int q0, k0;         // the tile's first query row, the segment's first key row
+  int nq;             // query rows in the tile
+  int k_end;          // keys visible to its last row
+};
+
+KOKKOS_INLINE_FUNCTION QueryTile query_tile(int item, int heads, const SegmentView& segs,
+                                            const t_ivec_const& tile_segment, const t_ivec_const& tile_first,
+                                            bool causal) {
+  const int tile = item / heads, h = item % heads;
+  const int s = tile_segment(tile), q_first = tile_first(tile);
+  const int q_len = segs.q_len(s), k_len = segs.k_len(s), offset = segs.causal_offset(s);
+  const int nq = q_len - q_first < kTileQ ? q_len - q_first : kTileQ;
+  return {h,
+          q_first,
+          k_len,
+          offset,
+          segs.q_start(s) + q_first,
+          segs.k_start(s),
+          nq,
+          visible_keys(causal, q_first + nq - 1, offset, k_len)};
+}
+
 using t_heads = Kokkos::View<float***, Kokkos::LayoutRight, MemSpace>;
 
 // Per-head copies in the layouts the inner loops read contiguously, from the active workspace: rows
@@ -56,21 +89,23 @@ void dispatch_head_dim(int head_dim, F&& f) {
   }
 }
 
-// The two kernel sets, called with validated shapes inside the caller's workspace scope. delta(row, h) =
-// sum_d dout * out; dk and dv arrive zeroed.
-void forward_host(const t_mat_strided_const& q, const t_mat_strided_const& k, const t_mat_strided_const& v,
-                  const AttentionSegments& segs, AttentionShape shape, const t_mat_strided& out,
-                  const t_mat& lse);
-void backward_host(const t_mat_strided_const& dout, const t_mat_strided_const& q,
-                   const t_mat_strided_const& k, const t_mat_strided_const& v, const t_mat_const& lse,
-                   const t_mat_const& delta, const AttentionSegments& segs, AttentionShape shape,
-                   const t_mat_strided& dq, const t_mat_strided& dk, const t_mat_strided& dv);
-void forward_teams(const t_mat_strided_const& q, const t_mat_strided_const& k, const t_mat_strided_const& v,
-                   const AttentionSegments& segs, AttentionShape shape, const t_mat_strided& out,
-                   const t_mat& lse);
-void backward_teams(const t_mat_strided_const& dout, const t_mat_strided_const& q,
-                    const t_mat_strided_const& k, const t_mat_strided_const& v, const t_mat_const& lse,
-                    const t_mat_const& delta, const AttentionSegments& segs, AttentionShape shape,
-                    const t_mat_strided& dq, const t_mat_strided& dk, const t_mat_strided& dv);
+// One call's operands: q, k, v, dout [rows, heads * head_dim]; lse and delta [q rows, heads], delta(row, h)
+// = sum_d dout * out.
+struct ForwardOperands {
+  t_mat_strided_const q, k, v;
+  t_mat_strided out;
+  t_mat lse;
+};
+struct BackwardOperands {
+  t_mat_strided_const dout, q, k, v;
+  t_mat_const lse, delta;
+  t_mat_strided dq, dk, dv;  // dk and dv arrive zeroed
+};
+
+// The two kernel sets, called with validated shapes inside the caller's workspace scope.
+void forward_host(const ForwardOperands& x, const AttentionSegments& segs, AttentionShape shape);
+void forward_teams(const ForwardOperands& x, const AttentionSegments& segs, AttentionShape shape);
+void backward_host(const BackwardOperands& x, const AttentionSegments& segs, AttentionShape shape);
+void backward_teams(const BackwardOperands& x, const AttentionSegments& segs, AttentionShape shape);
 
 }  // namespace minimllm::attention_detail

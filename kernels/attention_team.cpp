@@ -18,6 +18,7 @@ namespace {
 
 using kernels_detail::kHostExec;
 using kernels_detail::ScratchFloats;
+using kernels_detail::team_floats;
 using kernels_detail::TeamMember;
 
 constexpr int kTeamRows = kHostExec ? kTileQ : 1;  // rows per thread (kTileQ == kTileK)
@@ -57,15 +58,8 @@ struct TeamForward {
   KOKKOS_INLINE_FUNCTION static constexpr int scratch_floats() { return 2 * kStep * DMax; }
 
   KOKKOS_INLINE_FUNCTION void operator()(const TeamMember& team) const {
-    const int tile = team.league_rank() / heads, h = team.league_rank() % heads;
-    const int s = tile_segment(tile), q_first = tile_first(tile);
-    const int q_len = segs.q_len(s), k_len = segs.k_len(s), offset = segs.causal_offset(s);
-    const int q0 = segs.q_start(s) + q_first, k0 = segs.k_start(s);
-    const int nq = min_int(q_len - q_first, kTileQ);
-    const int k_end = visible_keys(causal, q_first + nq - 1, offset, k_len);
-    const int scratch_level = kTeamScratchLevel;
-    ScratchFloats scratch(team.team_scratch(scratch_level), scratch_floats());
-    float* const ks = scratch.data();
+    const QueryTile tile = query_tile(team.league_rank(), heads, segs, tile_segment, tile_first, causal);
+    float* const ks = team_floats(team, kTeamScratchLevel, scratch_floats());
     float* const vs = ks + kStep * DMax;
     const int t = team.team_rank(), threads = team.team_size();
 
@@ -73,19 +67,19 @@ struct TeamForward {
     int seen[kTeamRows];
     for (int r = 0; r < kTeamRows; ++r) {
       const int i = t + r * threads;
-      seen[r] = i < nq ? visible_keys(causal, q_first + i, offset, k_len) : 0;
+      seen[r] = i < tile.nq ? visible_keys(causal, tile.q_first + i, tile.offset, tile.k_len) : 0;
       for (int d = 0; d < DMax; ++d) {
-        qr[r][d] = i < nq && d < D ? q(h, q0 + i, d) : 0.0f;
+        qr[r][d] = i < tile.nq && d < D ? q(tile.h, tile.q0 + i, d) : 0.0f;
         acc[r][d] = 0.0f;
       }
       row_max[r] = -INFINITY;
       row_sum[r] = 0.0f;
     }
-    for (int kb = 0; kb < k_end; kb += kStep) {
-      const int nk = min_int(k_end - kb, kStep);
+    for (int kb = 0; kb < tile.k_end; kb += kStep) {
+      const int nk = min_int(tile.k_end - kb, kStep);
       team.team_barrier();  // the previous step's tiles are no longer read
-      stage<kStep, DMax, DMax>(team, ks, k, h, k0 + kb, nk, D);
-      stage<kStep, DMax, DMax>(team, vs, v, h, k0 + kb, nk, D);
+      stage<kStep, DMax, DMax>(team, ks, k, tile.h, tile.k0 + kb, nk, D);
+      stage<kStep, DMax, DMax>(team, vs, v, tile.h, tile.k0 + kb, nk, D);
       team.team_barrier();
       for (int r = 0; r < kTeamRows; ++r) {
         const int nj = min_int(seen[r] - kb, nk);
@@ -115,12 +109,12 @@ struct TeamForward {
     }
     for (int r = 0; r < kTeamRows; ++r) {
       const int i = t + r * threads;
-      if (i >= nq) continue;
+      if (i >= tile.nq) continue;
       const bool any = row_sum[r] > 0.0f;
       const float inv = any ? 1.0f / row_sum[r] : 0.0f;
       for (int d = 0; d < DMax; ++d)
-        if (d < D) out(q0 + i, h * D + d) = acc[r][d] * inv;
-      lse(q0 + i, h) = any ? row_max[r] + logf(row_sum[r]) : INFINITY;
+        if (d < D) out(tile.q0 + i, tile.h * D + d) = acc[r][d] * inv;
+      lse(tile.q0 + i, tile.h) = any ? row_max[r] + logf(row_sum[r]) : INFINITY;
     }
   }
 };
@@ -148,9 +142,7 @@ struct TeamBackwardKeys {
     const int q_len = segs.q_len(s), k_len = segs.k_len(s), offset = segs.causal_offset(s);
     const int q0 = segs.q_start(s), k0 = segs.k_start(s);
     const int nk = min_int(k_len - kb, kTileK);
-    const int scratch_level = kTeamScratchLevel;
-    ScratchFloats scratch(team.team_scratch(scratch_level), scratch_floats());
-    float* const ks = scratch.data();
+    float* const ks = team_floats(team, kTeamScratchLevel, scratch_floats());
     float* const vs = ks + kTileK * kOwn;
     float* const qs = vs + kTileK * kOwn;
     float* const dos = qs + kStep * DMax;
@@ -164,9 +156,7 @@ struct TeamBackwardKeys {
     for (int r = 0; r < kTeamRows; ++r)
       for (int d = 0; d < DMax; ++d) dk_acc[r][d] = dv_acc[r][d] = 0.0f;
     // Only queries at or after this tile's first key (shifted by the causal offset) see it.
-    int q_begin = causal ? kb - offset : 0;
-    q_begin = q_begin < 0 ? 0 : q_begin;
-    for (int qb = q_begin; qb < q_len; qb += kStep) {
+    for (int qb = first_query_seeing(causal, kb, offset); qb < q_len; qb += kStep) {
       const int nq = min_int(q_len - qb, kStep);
       team.team_barrier();
       stage<kStep, DMax, DMax>(team, qs, q, h, q0 + qb, nq, D);
@@ -229,36 +219,29 @@ struct TeamBackwardQueries {
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const TeamMember& team) const {
-    const int tile = team.league_rank() / heads, h = team.league_rank() % heads;
-    const int s = tile_segment(tile), q_first = tile_first(tile);
-    const int q_len = segs.q_len(s), k_len = segs.k_len(s), offset = segs.causal_offset(s);
-    const int q0 = segs.q_start(s) + q_first, k0 = segs.k_start(s);
-    const int nq = min_int(q_len - q_first, kTileQ);
-    const int k_end = visible_keys(causal, q_first + nq - 1, offset, k_len);
-    const int scratch_level = kTeamScratchLevel;
-    ScratchFloats scratch(team.team_scratch(scratch_level), scratch_floats());
-    float* const qs = scratch.data();
+    const QueryTile tile = query_tile(team.league_rank(), heads, segs, tile_segment, tile_first, causal);
+    float* const qs = team_floats(team, kTeamScratchLevel, scratch_floats());
     float* const dos = qs + kTileQ * kOwn;
     float* const ks = dos + kTileQ * kOwn;
     float* const vs = ks + kStep * DMax;
     const int t = team.team_rank(), threads = team.team_size();
 
-    stage<kTileQ, DMax, kOwn>(team, qs, q, h, q0, nq, D);
-    stage<kTileQ, DMax, kOwn>(team, dos, dout, h, q0, nq, D);
+    stage<kTileQ, DMax, kOwn>(team, qs, q, tile.h, tile.q0, tile.nq, D);
+    stage<kTileQ, DMax, kOwn>(team, dos, dout, tile.h, tile.q0, tile.nq, D);
     float dq_acc[kTeamRows][DMax], row_lse[kTeamRows], row_delta[kTeamRows];
     int seen[kTeamRows];
     for (int r = 0; r < kTeamRows; ++r) {
       const int i = t + r * threads;
-      seen[r] = i < nq ? visible_keys(causal, q_first + i, offset, k_len) : 0;
-      row_lse[r] = i < nq ? lse(q0 + i, h) : INFINITY;
-      row_delta[r] = i < nq ? delta(q0 + i, h) : 0.0f;
+      seen[r] = i < tile.nq ? visible_keys(causal, tile.q_first + i, tile.offset, tile.k_len) : 0;
+      row_lse[r] = i < tile.nq ? lse(tile.q0 + i, tile.h) : INFINITY;
+      row_delta[r] = i < tile.nq ? delta(tile.q0 + i, tile.h) : 0.0f;
       for (int d = 0; d < DMax; ++d) dq_acc[r][d] = 0.0f;
     }
-    for (int kb = 0; kb < k_end; kb += kStep) {
-      const int nk = min_int(k_end - kb, kStep);
+    for (int kb = 0; kb < tile.k_end; kb += kStep) {
+      const int nk = min_int(tile.k_end - kb, kStep);
       team.team_barrier();  // also orders the own-row staging above before the first read
-      stage<kStep, DMax, DMax>(team, ks, k, h, k0 + kb, nk, D);
-      stage<kStep, DMax, DMax>(team, vs, v, h, k0 + kb, nk, D);
+      stage<kStep, DMax, DMax>(team, ks, k, tile.h, tile.k0 + kb, nk, D);
+      stage<kStep, DMax, DMax>(team, vs, v, tile.h, tile.k0 + kb, nk, D);
       team.team_barrier();
       for (int r = 0; r < kTeamRows; ++r) {
         const int i = t + r * threads;
@@ -278,9 +261,9 @@ struct TeamBackwardQueries {
     }
     for (int r = 0; r < kTeamRows; ++r) {
       const int i = t + r * threads;
-      if (i >= nq) continue;
+      if (i >= tile.nq) continue;
       for (int d = 0; d < DMax; ++d)
-        if (d < D) dq(h, q0 + i, d) = scale * dq_acc[r][d];
+        if (d < D) dq(tile.h, tile.q0 + i, d) = scale * dq_acc[r][d];
     }
   }
 };
@@ -298,43 +281,40 @@ void run_teams(const char* name, int league, const Functor& functor) {
 
 }  // namespace
 
-void forward_teams(const t_mat_strided_const& q, const t_mat_strided_const& k, const t_mat_strided_const& v,
-                   const AttentionSegments& segs, AttentionShape shape, const t_mat_strided& out,
-                   const t_mat& lse) {
+void forward_teams(const ForwardOperands& x, const AttentionSegments& segs, AttentionShape shape) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int H = shape.heads, D = shape.head_dim;
-  const t_heads qh = pack_rows(q, H, D, scale, "attention::q"), kh = pack_rows(k, H, D, 1.0f, "attention::k");
-  const t_heads vh = pack_rows(v, H, D, 1.0f, "attention::v");
+  const t_heads qh = pack_rows(x.q, H, D, scale, "attention::q"),
+                kh = pack_rows(x.k, H, D, 1.0f, "attention::k");
+  const t_heads vh = pack_rows(x.v, H, D, 1.0f, "attention::v");
   dispatch_head_dim(D, [&](auto dmax, auto) {
     using Functor = TeamForward<decltype(dmax)::value>;
-    run_teams(
-        "minimllm::attention::forward_teams", segs.tiles * H,
-        Functor{qh, kh, vh, out, lse, view_of(segs), segs.tile_segment, segs.tile_first, H, D, segs.causal});
+    run_teams("minimllm::attention::forward_teams", segs.tiles * H,
+              Functor{qh, kh, vh, x.out, x.lse, view_of(segs), segs.tile_segment, segs.tile_first, H, D,
+                      segs.causal});
   });
 }
 
-void backward_teams(const t_mat_strided_const& dout, const t_mat_strided_const& q,
-                    const t_mat_strided_const& k, const t_mat_strided_const& v, const t_mat_const& lse,
-                    const t_mat_const& delta, const AttentionSegments& segs, AttentionShape shape,
-                    const t_mat_strided& dq, const t_mat_strided& dk, const t_mat_strided& dv) {
+void backward_teams(const BackwardOperands& x, const AttentionSegments& segs, AttentionShape shape) {
   // Two passes, each owning what it writes (no atomics): dK|dV per key tile, then dQ per query tile.
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int H = shape.heads, D = shape.head_dim;
-  const t_heads qh = pack_rows(q, H, D, scale, "attention::q"),
-                doh = pack_rows(dout, H, D, 1.0f, "attention::do");
-  const t_heads kh = pack_rows(k, H, D, 1.0f, "attention::k"), vh = pack_rows(v, H, D, 1.0f, "attention::v");
-  const t_heads dqh = scratch_view<t_heads>("attention::dq", H, q.extent(0), D);
+  const t_heads qh = pack_rows(x.q, H, D, scale, "attention::q"),
+                doh = pack_rows(x.dout, H, D, 1.0f, "attention::do");
+  const t_heads kh = pack_rows(x.k, H, D, 1.0f, "attention::k"),
+                vh = pack_rows(x.v, H, D, 1.0f, "attention::v");
+  const t_heads dqh = scratch_view<t_heads>("attention::dq", H, x.q.extent(0), D);
   Kokkos::deep_copy(dqh, 0.0f);
   dispatch_head_dim(D, [&](auto dmax, auto) {
     constexpr int DMax = decltype(dmax)::value;
     run_teams("minimllm::attention::backward_keys_teams", segs.key_tiles * H,
-              TeamBackwardKeys<DMax>{qh, doh, kh, vh, lse, delta, dk, dv, view_of(segs),
+              TeamBackwardKeys<DMax>{qh, doh, kh, vh, x.lse, x.delta, x.dk, x.dv, view_of(segs),
                                      segs.key_tile_segment, segs.key_tile_first, H, D, segs.causal});
     run_teams("minimllm::attention::backward_queries_teams", segs.tiles * H,
-              TeamBackwardQueries<DMax>{qh, doh, kh, vh, lse, delta, dqh, view_of(segs), segs.tile_segment,
-                                        segs.tile_first, H, D, scale, segs.causal});
+              TeamBackwardQueries<DMax>{qh, doh, kh, vh, x.lse, x.delta, dqh, view_of(segs),
+                                        segs.tile_segment, segs.tile_first, H, D, scale, segs.causal});
   });
-  unpack_rows(dqh, dq);
+  unpack_rows(dqh, x.dq);
 }
 
 }  // namespace minimllm::attention_detail

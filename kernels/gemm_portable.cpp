@@ -115,10 +115,7 @@ struct PortableGemmKernel {
   KOKKOS_INLINE_FUNCTION void operator()(const TeamMember& team) const {
     const int row0 = (team.league_rank() / tiles_n) * Tiles::m;
     const int col0 = (team.league_rank() % tiles_n) * Tiles::n;
-    // A local copy: team_scratch takes a const reference, which device code cannot bind to a static member.
-    const int scratch_level = Tiles::scratch_level;
-    ScratchFloats scratch(team.team_scratch(scratch_level), kScratchFloats);
-    float* const a_panel = scratch.data();
+    float* const a_panel = team_floats(team, Tiles::scratch_level, kScratchFloats);
     float* const b_panel = a_panel + kPanelA;
     float* const c_tile = b_panel + kPanelB;
 

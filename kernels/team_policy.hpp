@@ -19,4 +19,10 @@ inline TeamPolicy row_teams(int league_size) {
   return kHostExec ? TeamPolicy(league_size, 1) : TeamPolicy(league_size, Kokkos::AUTO);
 }
 
+// `floats` floats of the team's scratch at `level`, as the policy's set_scratch_size reserved them. (level
+// is a copy: team_scratch takes a reference, which device code cannot bind to a constexpr global.)
+KOKKOS_INLINE_FUNCTION float* team_floats(const TeamMember& team, int level, int floats) {
+  return ScratchFloats(team.team_scratch(level), floats).data();
+}
+
 }  // namespace minimllm::kernels_detail
