@@ -27,7 +27,7 @@ KOKKOS_INLINE_FUNCTION int visible_keys(bool causal, int q_row, int offset, int 
   return n < 0 ? 0 : (n < k_len ? n : k_len);
 }
 
-// Queries at or after this row of the segment see key row `key` (all rows when not causal).
+// The first query row of a segment that sees its key row `key` (row 0 when not causal).
 KOKKOS_INLINE_FUNCTION int first_query_seeing(bool causal, int key, int offset) {
   const int q_begin = causal ? key - offset : 0;
   return q_begin < 0 ? 0 : q_begin;
