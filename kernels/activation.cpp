@@ -27,7 +27,7 @@ KOKKOS_INLINE_FUNCTION float gelu_tanh_arg(float x) { return 0.7978845608f * (x 
 void gelu_forward(const t_mat_const& x, const t_mat& y) {
   check_same_shape(x, y, "gelu_forward");
   for_each_element(
-      "minimllm::gelu_forward", x, KOKKOS_LAMBDA(int r, int c) {
+      "minimllm::activation::gelu_forward", x, KOKKOS_LAMBDA(int r, int c) {
         const float v = x(r, c);
         y(r, c) = 0.5f * v * (1.0f + tanhf(gelu_tanh_arg(v)));
       });
@@ -37,7 +37,7 @@ void gelu_backward(const t_mat_const& dy, const t_mat_const& x, const t_mat& dx)
   check_same_shape(x, dy, "gelu_backward");
   check_same_shape(x, dx, "gelu_backward");
   for_each_element(
-      "minimllm::gelu_backward", x, KOKKOS_LAMBDA(int r, int c) {
+      "minimllm::activation::gelu_backward", x, KOKKOS_LAMBDA(int r, int c) {
         const float v = x(r, c);
         const float t = tanhf(gelu_tanh_arg(v));
         const float du_dx = 0.7978845608f * (1.0f + 3.0f * 0.044715f * v * v);
@@ -48,12 +48,13 @@ void gelu_backward(const t_mat_const& dy, const t_mat_const& x, const t_mat& dx)
 void add_inplace(const t_mat& y, const t_mat_const& x) {
   check_same_shape(y, x, "add_inplace");
   for_each_element(
-      "minimllm::add_inplace", x, KOKKOS_LAMBDA(int r, int c) { y(r, c) += x(r, c); });
+      "minimllm::activation::add_inplace", x, KOKKOS_LAMBDA(int r, int c) { y(r, c) += x(r, c); });
 }
 
 void scale_inplace(const t_vec& v, float factor) {
   Kokkos::parallel_for(
-      "minimllm::scale_inplace", Kokkos::RangePolicy<ExecSpace>(0, static_cast<int64_t>(v.extent(0))),
+      "minimllm::activation::scale_inplace",
+      Kokkos::RangePolicy<ExecSpace>(0, static_cast<int64_t>(v.extent(0))),
       KOKKOS_LAMBDA(int64_t i) { v(i) *= factor; });
 }
 

@@ -27,7 +27,7 @@ void embedding_backward(const t_ivec_const& ids, const t_ivec_const& rows, const
   const int cols = static_cast<int>(dtable.extent(1));
   const int blocks = (cols + kFeaturesPerTeam - 1) / kFeaturesPerTeam;
   Kokkos::parallel_for(
-      "minimllm::embedding_backward", TeamPolicy(blocks, Kokkos::AUTO),
+      "minimllm::embedding::backward", TeamPolicy(blocks, Kokkos::AUTO),
       KOKKOS_LAMBDA(const TeamMember& team) {
         const int col_begin = team.league_rank() * kFeaturesPerTeam;
         const int col_end = col_begin + kFeaturesPerTeam < cols ? col_begin + kFeaturesPerTeam : cols;
@@ -47,7 +47,7 @@ void copy_rows(const t_mat_const& src, const t_ivec_const& src_rows, const t_mat
     throw std::invalid_argument("copy_rows: src, dst and row lists do not conform");
   const int cols = static_cast<int>(dst.extent(1));
   Kokkos::parallel_for(
-      "minimllm::copy_rows", TeamPolicy(static_cast<int>(src_rows.extent(0)), Kokkos::AUTO),
+      "minimllm::embedding::copy_rows", TeamPolicy(static_cast<int>(src_rows.extent(0)), Kokkos::AUTO),
       KOKKOS_LAMBDA(const TeamMember& team) {
         const int from = src_rows(team.league_rank());
         const int to = dst_rows(team.league_rank());

@@ -25,7 +25,7 @@ void softmax_xent_forward_backward(const t_mat_const& logits, const t_ivec_const
         "softmax_xent_forward_backward: logits, targets, losses and dlogits do not conform");
   const int cols = static_cast<int>(logits.extent(1));
   Kokkos::parallel_for(
-      "minimllm::softmax_xent_forward_backward", kernels_detail::row_teams(static_cast<int>(rows)),
+      "minimllm::loss::softmax_xent_forward_backward", kernels_detail::row_teams(static_cast<int>(rows)),
       KOKKOS_LAMBDA(const TeamMember& team) {
         const int row = team.league_rank();
         const int target = targets(row);
@@ -70,7 +70,7 @@ double sum(const t_vec_const& v) {
   const WorkspaceScope scope;
   const Doubles partial = scratch_view<Doubles>("minimllm::sum_partial", chunks);
   Kokkos::parallel_for(
-      "minimllm::sum", Kokkos::RangePolicy<ExecSpace>(0, chunks), KOKKOS_LAMBDA(int chunk) {
+      "minimllm::loss::sum_chunks", Kokkos::RangePolicy<ExecSpace>(0, chunks), KOKKOS_LAMBDA(int chunk) {
         const int end = (chunk + 1) * kSumChunk < n ? (chunk + 1) * kSumChunk : n;
         double acc = 0.0;
         for (int i = chunk * kSumChunk; i < end; ++i) acc += v(i);
@@ -80,7 +80,7 @@ double sum(const t_vec_const& v) {
   // device -> host copy (the documented per-micro-batch scalar of StepOutcome::transfers).
   const Doubles total = scratch_view<Doubles>("minimllm::sum_total", 1);
   Kokkos::parallel_for(
-      "minimllm::sum_total", Kokkos::RangePolicy<ExecSpace>(0, 1), KOKKOS_LAMBDA(int) {
+      "minimllm::loss::sum_total", Kokkos::RangePolicy<ExecSpace>(0, 1), KOKKOS_LAMBDA(int) {
         double acc = 0.0;
         for (int chunk = 0; chunk < chunks; ++chunk) acc += partial(chunk);
         total(0) = acc;

@@ -30,7 +30,7 @@ void rmsnorm_forward(const t_mat_const& x, const t_vec_const& weight, const t_ma
   const int cols = static_cast<int>(x.extent(1));
   const float eps = kRmsNormEps;
   Kokkos::parallel_for(
-      "minimllm::rmsnorm_forward", kernels_detail::row_teams(static_cast<int>(x.extent(0))),
+      "minimllm::rmsnorm::forward", kernels_detail::row_teams(static_cast<int>(x.extent(0))),
       KOKKOS_LAMBDA(const TeamMember& team) {
         const int row = team.league_rank();
         float sum_sq = 0.0f;
@@ -59,7 +59,8 @@ void rmsnorm_backward(const t_mat_const& dy, const t_mat_const& x, const t_vec_c
   const WorkspaceScope scope;
   const t_mat partial = scratch_view<t_mat>("minimllm::rmsnorm_dweight_partial", chunks, cols);
   Kokkos::parallel_for(
-      "minimllm::rmsnorm_backward", kernels_detail::row_teams(chunks), KOKKOS_LAMBDA(const TeamMember& team) {
+      "minimllm::rmsnorm::backward", kernels_detail::row_teams(chunks),
+      KOKKOS_LAMBDA(const TeamMember& team) {
         const int chunk = team.league_rank();
         const int row_begin = chunk * kRowsPerChunk;
         const int row_end = row_begin + kRowsPerChunk < rows ? row_begin + kRowsPerChunk : rows;
@@ -80,7 +81,7 @@ void rmsnorm_backward(const t_mat_const& dy, const t_mat_const& x, const t_vec_c
         }
       });
   Kokkos::parallel_for(
-      "minimllm::rmsnorm_backward_dweight", Kokkos::RangePolicy<ExecSpace>(0, cols), KOKKOS_LAMBDA(int j) {
+      "minimllm::rmsnorm::backward_dweight", Kokkos::RangePolicy<ExecSpace>(0, cols), KOKKOS_LAMBDA(int j) {
         float total = 0.0f;
         for (int chunk = 0; chunk < chunks; ++chunk) total += partial(chunk, j);
         dweight(j) += total;

@@ -19,7 +19,7 @@ void adamw_update(const t_vec& params, const t_vec_const& grads, const t_vec& m,
   const float step_size = hyper.lr / static_cast<float>(1.0 - std::pow(double(beta1), step));
   const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(double(beta2), step)));
   Kokkos::parallel_for(
-      "minimllm::adamw_update", Kokkos::RangePolicy<ExecSpace>(0, static_cast<int64_t>(n)),
+      "minimllm::optimizer::adamw_update", Kokkos::RangePolicy<ExecSpace>(0, static_cast<int64_t>(n)),
       KOKKOS_LAMBDA(int64_t i) {
         const float g = grads(i);
         const float m_new = beta1 * m(i) + (1.0f - beta1) * g;
