@@ -10,6 +10,7 @@
 
 #include "gemm_portable.hpp"
 #include "minimllm/kernels/bf16.hpp"
+#include "minimllm/kernels/workspace.hpp"
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cublas_v2.h>
@@ -120,46 +121,13 @@ void cublas_gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a
       "; use GemmBackend::blas or GemmBackend::portable");
 }
 
-// Grow-only buffers for the rounded operands, in MemSpace, shared by every call (calls run one after
-// another on one execution space instance, so a buffer is free again once the next call's kernels run).
-// Freed by a finalize hook, so none outlives Kokkos. The one exception to workspace.hpp's rule: gemm also
-// runs outside any workspace (the trainer's measured GEMM peak, bench_gemm, bench_train's GEMM rate),
-// where scratch_view would allocate on every call: a cudaMalloc and a synchronising cudaFree on CUDA, and
-// on the host 20-30% more time per bf16 GEMM with 32 MB operands (mmap and first-touch page faults).
-struct RoundedOperands {
-  Kokkos::View<float*, MemSpace> a, b;              // blas and portable: rounded values as floats
-  Kokkos::View<std::uint16_t*, MemSpace> a16, b16;  // cublas: bfloat16 bit patterns
-};
-
-RoundedOperands& rounded_operands() {
-  static RoundedOperands buffers;
-  static bool hook = false;
-  if (!hook) {
-    Kokkos::push_finalize_hook([] {
-      buffers = RoundedOperands{};
-      hook = false;
-    });
-    hook = true;
-  }
-  return buffers;
-}
-
-template <class View>
-View grown(View& v, std::size_t n, const char* label) {
-  if (v.extent(0) < n) {
-    v = View();  // release before allocating the larger buffer
-    v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
-  }
-  return v;
-}
-
 // dst[i * cols + j] = round(src(i, j)) for the whole of src: a contiguous rounded copy.
 template <class T, class Round>
 void round_into(const t_mat_const& src, T* dst, Round round) {
   const int rows = static_cast<int>(src.extent(0)), cols = static_cast<int>(src.extent(1));
   if (rows == 0 || cols == 0) return;
   Kokkos::parallel_for(
-      "minimllm::gemm_round_bf16", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {rows, cols}),
+      "minimllm::gemm::round_bf16", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {rows, cols}),
       KOKKOS_LAMBDA(const int i, const int j) {
         dst[static_cast<std::size_t>(i) * cols + j] = round(src(i, j));
       });
@@ -172,16 +140,19 @@ struct RoundToBits {
   KOKKOS_INLINE_FUNCTION std::uint16_t operator()(float x) const { return bf16_bits(x); }
 };
 
-// C = alpha op(round(A)) op(round(B)) + beta C: rounds both operands into scratch, then multiplies.
+// C = alpha op(round(A)) op(round(B)) + beta C: rounds both operands into workspace scratch, then
+// multiplies. The scratch is released on return; on a GPU the kernels reading it are queued on ExecSpace
+// (cuBLAS shares its stream) before any that reuse it.
 void gemm_bf16(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b,
                float beta, const t_mat& c, int k, GemmBackend backend) {
-  RoundedOperands& r = rounded_operands();
+  const WorkspaceScope scope;
   const std::size_t a_size = a.extent(0) * a.extent(1), b_size = b.extent(0) * b.extent(1);
   if (backend == GemmBackend::cublas) {
 #ifdef KOKKOS_ENABLE_CUDA
     if constexpr (kCudaExec) {
-      const auto a16 = grown(r.a16, a_size, "minimllm::gemm::a_bf16");
-      const auto b16 = grown(r.b16, b_size, "minimllm::gemm::b_bf16");
+      using t_bits = Kokkos::View<std::uint16_t*, MemSpace>;  // bfloat16 bit patterns
+      const auto a16 = scratch_view<t_bits>("minimllm::gemm::a_bf16", a_size);
+      const auto b16 = scratch_view<t_bits>("minimllm::gemm::b_bf16", b_size);
       round_into(a, a16.data(), RoundToBits{});
       round_into(b, b16.data(), RoundToBits{});
       cublas_gemm_bf16(trans_a, trans_b, alpha, a16.data(), static_cast<int>(a.extent(1)), b16.data(),
@@ -192,8 +163,9 @@ void gemm_bf16(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, 
     cublas_gemm(trans_a, trans_b, alpha, a, b, beta, c, k);  // throws: no CUDA backend
     return;
   }
-  const auto a_rounded = grown(r.a, a_size, "minimllm::gemm::a_bf16");
-  const auto b_rounded = grown(r.b, b_size, "minimllm::gemm::b_bf16");
+  // blas and portable: the rounded values as floats.
+  const auto a_rounded = scratch_view<t_vec>("minimllm::gemm::a_bf16", a_size);
+  const auto b_rounded = scratch_view<t_vec>("minimllm::gemm::b_bf16", b_size);
   round_into(a, a_rounded.data(), RoundToFloat{});
   round_into(b, b_rounded.data(), RoundToFloat{});
   const t_mat_const a_view(

@@ -379,6 +379,19 @@ double saved_per_row(int width, int hidden, int heads, int layers) {
 }
 }  // namespace
 
+// bf16: gemm rounds both operands of a GEMM into workspace scratch (floats on the host, 16-bit on CUDA),
+// each at most as large as the largest operand of the pass: the LM head's logits (rows x vocab) or a
+// weight matrix; rows: the pass's rows (LLM rows or encoder patches).
+double Model::rounded_operand_bytes(std::int64_t rows, bool llm) const {
+  if (precision_ != GemmPrecision::bf16) return 0.0;
+  const EncoderConfig& e = config_.encoder;
+  const LlmConfig& c = config_.llm;
+  const double cols = llm ? std::max({c.vocab, c.mlp_ratio * c.width, 3 * c.width})
+                          : std::max({e.mlp_ratio * e.width, 3 * e.width, c.width, e.channels * e.patch * e.patch});
+  const double weights = static_cast<double>(c.width) * std::max(c.vocab, c.mlp_ratio * c.width);
+  return 2.0 * std::max(cols * rows, weights) * (kMemSpaceIsHostAccessible ? 4.0 : 2.0);
+}
+
 double Model::llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows) const {
   const LlmConfig& c = config_.llm;
   const double llm_row = saved_per_row(c.width, c.mlp_ratio * c.width, c.heads, c.layers) + 3.0 * c.width +
@@ -388,7 +401,7 @@ double Model::llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows) const
   // Attention backward's temporaries: per-head copies of Q, dO and dQ over the local rows, of K, V and
   // transposed K, V over the key rows.
   const double attention = 3.0 * c.width * llm_rows + 4.0 * c.width * (key_rows > 0 ? key_rows : llm_rows);
-  return 4.0 * (llm_row * llm_rows + kv + attention);
+  return 4.0 * (llm_row * llm_rows + kv + attention) + rounded_operand_bytes(llm_rows, /*llm=*/true);
 }
 
 double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) const {
@@ -398,18 +411,10 @@ double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std:
                          5.0 * c.width + e.channels * e.patch * e.patch + 1.0;
   // The boundary exchange's received rows and their gradient (about one per patch).
   const double boundary = 4.0 * c.width * patches;
-  // bf16: gemm keeps grow-only rounded copies of A and B, each as large as the largest operand (floats
-  // on the host, 16-bit on CUDA): for the LM head that is the logits, rows x vocab, once as A, once as B.
-  double rounded = 0.0;
-  if (precision_ == GemmPrecision::bf16) {
-    const double llm_cols = std::max({c.vocab, c.mlp_ratio * c.width, 3 * c.width});
-    const double enc_cols =
-        std::max({e.mlp_ratio * e.width, 3 * e.width, c.width, e.channels * e.patch * e.patch});
-    const double weights = static_cast<double>(c.width) * std::max(c.vocab, c.mlp_ratio * c.width);
-    const double largest = std::max({llm_cols * llm_rows, enc_cols * patches, weights});
-    rounded = 2.0 * largest * (kMemSpaceIsHostAccessible ? 1.0 : 0.5);
-  }
-  return llm_pass_bytes(llm_rows, key_rows) + 4.0 * (enc_row * patches + boundary + rounded);
+  // The encoder's rounded operands reuse the LLM pass's workspace; only a larger need adds.
+  const double encoder_rounded =
+      std::max(0.0, rounded_operand_bytes(patches, /*llm=*/false) - rounded_operand_bytes(llm_rows, /*llm=*/true));
+  return llm_pass_bytes(llm_rows, key_rows) + 4.0 * (enc_row * patches + boundary) + encoder_rounded;
 }
 
 void Model::reserve_workspace(std::int64_t llm_rows, std::int64_t key_rows) {

@@ -4,8 +4,9 @@
 // between uses, to the largest need seen, so a step in steady state allocates nothing. Reuse is safe on
 // a GPU because every kernel reading an arena region runs on Kokkos's stream before the kernels that
 // reuse it (cuBLAS shares the stream; collectives on other streams are synchronised before they return).
-// The rule: a kernel's temporaries come from scratch_view inside a WorkspaceScope, the one scratch
-// mechanism in kernels/ (no static Views); the one exception, gemm's bf16 operand buffers, says why.
+// The rule: temporaries come from scratch_view inside a WorkspaceScope, the project's one scratch
+// mechanism (no static or grow-only Views, which would also outlive Kokkos::finalize). Code that calls
+// kernels repeatedly outside a model pass (the measured MFU peak, benchmarks) keeps a Workspace of its own.
 #pragma once
 
 #include <cstddef>

@@ -104,8 +104,11 @@ class Model {
   // Bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows
   // gathered key rows (context parallelism; 0 without) and `patches` encoder rows (memory estimate).
   double activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows = 0) const;
-  // The LLM pass's share of that (activations and backward scratch, from the workspace).
+  // The LLM pass's share of that (activations, backward scratch and bf16 rounded operands, from the
+  // workspace).
   double llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows = 0) const;
+  // bf16 GEMMs' rounded copies of their operands (workspace scratch) in a pass over `rows` rows; 0 in fp32.
+  double rounded_operand_bytes(std::int64_t rows, bool llm) const;
   // Sizes the workspace for the run's largest LLM pass before the first step, so that the arena never
   // grows (holding its old and new sizes at once) in the middle of training.
   void reserve_workspace(std::int64_t llm_rows, std::int64_t key_rows = 0);
