@@ -6,7 +6,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstring>
 
-#include "minimllm/driver/device.hpp"
+#include "minimllm/core/device.hpp"
 
 namespace minimllm {
 namespace {

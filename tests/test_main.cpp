@@ -4,7 +4,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "minimllm/driver/device.hpp"
+#include "minimllm/core/device.hpp"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

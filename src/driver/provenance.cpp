@@ -14,7 +14,7 @@
 #include <variant>
 
 #include "build_info.hpp"
-#include "minimllm/driver/device.hpp"
+#include "minimllm/core/device.hpp"
 #include "minimllm/parallel/communicator.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA) || defined(MINIMLLM_ENABLE_NCCL)

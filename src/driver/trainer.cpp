@@ -14,9 +14,9 @@
 #include <utility>
 
 #include "minimllm/core/clock.hpp"
+#include "minimllm/core/device.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/calibrate.hpp"
-#include "minimllm/driver/device.hpp"
 #include "minimllm/driver/provenance.hpp"
 #include "minimllm/driver/step_executor.hpp"
 #include "minimllm/kernels/gemm.hpp"

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "minimllm/core/types.hpp"
-#include "minimllm/driver/device.hpp"
+#include "minimllm/core/device.hpp"
 #include "mpi_group.hpp"
 #endif
 

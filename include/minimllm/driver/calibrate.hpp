@@ -8,7 +8,7 @@
 #include <string>
 
 #include "minimllm/config/run_config.hpp"
-#include "minimllm/driver/world.hpp"
+#include "minimllm/core/world.hpp"
 #include "minimllm/plan/calibration.hpp"
 
 namespace minimllm {

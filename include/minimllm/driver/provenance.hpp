@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
-#include "minimllm/driver/world.hpp"
+#include "minimllm/core/world.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 
 namespace minimllm {

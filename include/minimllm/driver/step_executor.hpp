@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "minimllm/core/world.hpp"
 #include "minimllm/data/sampler.hpp"
-#include "minimllm/driver/world.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
 #include "minimllm/plan/rank_work.hpp"

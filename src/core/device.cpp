@@ -1,4 +1,4 @@
-#include "minimllm/driver/device.hpp"
+#include "minimllm/core/device.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>

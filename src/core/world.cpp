@@ -1,4 +1,4 @@
-#include "minimllm/driver/world.hpp"
+#include "minimllm/core/world.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>
