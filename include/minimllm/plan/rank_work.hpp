@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "minimllm/parallel/boundary_exchange.hpp"
+#include "minimllm/plan/row_route.hpp"
 #include "minimllm/plan/step_plan.hpp"
 
 namespace minimllm {
