@@ -59,39 +59,39 @@ void check_blocks(const char* what, std::size_t span, const std::vector<MessageB
   }
 }
 
-}  // namespace
-
-std::unique_ptr<CommRequest> Communicator::isend(const float* send, std::size_t span,
-                                                 const std::vector<MessageBlock>& blocks, int tag) {
-  check_blocks("isend", span, blocks, size());
-  detail::to_int(span, "isend");
-  auto request = std::make_unique<MpiRequest>(nullptr, span, false);
-  // MPI reads the buffer, never writes it; staged, it reads the host copy.
-  request->host_ = const_cast<float*>(detail::on_host(send, span, request->stage_, true));
-  request->requests_.reserve(blocks.size());
-  for (const MessageBlock& b : blocks) {
-    request->requests_.emplace_back();
-    detail::check_mpi(MPI_Isend(request->host_ + b.offset, static_cast<int>(b.count), MPI_FLOAT, b.peer, tag,
-                                host_comm(), &request->requests_.back()),
-                      "MPI_Isend");
+// Checks the blocks, stages a device buffer through the host (a send's data now, a receive's on wait())
+// and posts one MPI_Isend or MPI_Irecv per block.
+std::unique_ptr<CommRequest> post_messages(bool receive, float* data, std::size_t span,
+                                           const std::vector<MessageBlock>& blocks, int tag, MPI_Comm comm,
+                                           int size) {
+  const char* what = receive ? "irecv" : "isend";
+  check_blocks(what, span, blocks, size);
+  detail::to_int(span, what);
+  auto request = std::make_unique<MpiRequest>(data, span, receive);
+  request->host_ = detail::on_host(data, span, request->stage_, !receive);
+  request->requests_.assign(blocks.size(), MPI_REQUEST_NULL);
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    float* at = request->host_ + blocks[i].offset;
+    const int count = static_cast<int>(blocks[i].count), peer = blocks[i].peer;
+    MPI_Request* handle = &request->requests_[i];
+    detail::check_mpi(receive ? MPI_Irecv(at, count, MPI_FLOAT, peer, tag, comm, handle)
+                              : MPI_Isend(at, count, MPI_FLOAT, peer, tag, comm, handle),
+                      receive ? "MPI_Irecv" : "MPI_Isend");
   }
   return request;
 }
 
+}  // namespace
+
+std::unique_ptr<CommRequest> Communicator::isend(const float* send, std::size_t span,
+                                                 const std::vector<MessageBlock>& blocks, int tag) {
+  // MPI never writes a send buffer.
+  return post_messages(false, const_cast<float*>(send), span, blocks, tag, host_comm(), size());
+}
+
 std::unique_ptr<CommRequest> Communicator::irecv(float* recv, std::size_t span,
                                                  const std::vector<MessageBlock>& blocks, int tag) {
-  check_blocks("irecv", span, blocks, size());
-  detail::to_int(span, "irecv");
-  auto request = std::make_unique<MpiRequest>(recv, span, true);
-  request->host_ = detail::on_host(recv, span, request->stage_, false);
-  request->requests_.reserve(blocks.size());
-  for (const MessageBlock& b : blocks) {
-    request->requests_.emplace_back();
-    detail::check_mpi(MPI_Irecv(request->host_ + b.offset, static_cast<int>(b.count), MPI_FLOAT, b.peer, tag,
-                                host_comm(), &request->requests_.back()),
-                      "MPI_Irecv");
-  }
-  return request;
+  return post_messages(true, recv, span, blocks, tag, host_comm(), size());
 }
 
 std::unique_ptr<CommRequest> Communicator::isend(const float* send, std::size_t count, int peer, int tag) {
