@@ -13,10 +13,10 @@
 #include <sstream>
 
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/core/device.hpp"
 #include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/cli.hpp"
-#include "minimllm/core/device.hpp"
 #include "minimllm/driver/simulator.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/plan/planner.hpp"

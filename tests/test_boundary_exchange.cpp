@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "minimllm/core/allocation_counter.hpp"
+#include "minimllm/kernels/workspace.hpp"
 #include "minimllm/parallel/boundary_exchange.hpp"
 #include "mpi_world.hpp"
 
@@ -112,7 +113,7 @@ constexpr float kUnsentSrc = -2.0f, kDstSentinel = -1.0f, kDsrcSentinel = -3.0f;
 // point_to_point: the pipeline's variant (receives posted first, Isend per peer, finish before use).
 void check_round_trip(const Routing& r, int width, bool point_to_point = false) {
   const int me = world_rank(), ranks = world_size();
-  BoundaryExchange bx(MPI_COMM_WORLD, wire(), route_of(r, me, ranks), width, /*tag=*/3);
+  BoundaryExchange bx(wire(), route_of(r, me, ranks), width, /*tag=*/3);
   if (point_to_point) {
     bx.post_forward_receives();
     bx.post_backward_receives();
@@ -226,7 +227,7 @@ void fill_uniform(const t_mat& m, std::uint64_t seed) {
 TEST(BoundaryExchange, BackwardIsTheAdjointOfForward) {
   const int me = world_rank(), ranks = world_size(), width = 16;
   const Routing r = make_routing(ranks, 11 * ranks + 1, 21, any_to_any);
-  BoundaryExchange bx(MPI_COMM_WORLD, wire(), route_of(r, me, ranks), width);
+  BoundaryExchange bx(wire(), route_of(r, me, ranks), width);
   t_mat x("x", r.src_rows[me], width), y("y", r.dst_rows[me], width);
   fill_uniform(x, 100 + me);
   fill_uniform(y, 200 + me);
@@ -241,15 +242,20 @@ TEST(BoundaryExchange, BackwardIsTheAdjointOfForward) {
 TEST(BoundaryExchange, SteadyStateCallsAllocateNothing) {
   const int me = world_rank(), ranks = world_size(), width = 8;
   const Routing r = make_routing(ranks, 13 * ranks, 31, any_to_any);
-  BoundaryExchange bx(MPI_COMM_WORLD, wire(), route_of(r, me, ranks), width);
+  BoundaryExchange bx(wire(), route_of(r, me, ranks), width);
   t_mat src("src", r.src_rows[me], width), dst("dst", r.dst_rows[me], width);
-  bx.forward(src, dst);  // warm-up grows the buffers
-  bx.backward(dst, src);
+  Workspace workspace;  // as a step's: the packed rows come from it
+  {
+    const WorkspaceScope warm_up(workspace);  // grows the arena when it closes
+    bx.forward(src, dst);
+    bx.backward(dst, src);
+  }
   Kokkos::fence();
   std::int64_t allocations = 0;
   {
     const AllocationCounter counter;  // every memory space
     for (int call = 0; call < 3; ++call) {
+      const WorkspaceScope step(workspace);
       bx.forward(src, dst);
       bx.backward(dst, src);
     }
@@ -273,7 +279,7 @@ std::shared_ptr<Communicator> wire_for_rejections() {
 // Constructing must throw std::invalid_argument on every rank, with `text` in the message on `on_rank`.
 void expect_rejected(const RowRoute& route, int width, int on_rank, const std::string& text) {
   try {
-    BoundaryExchange bx(MPI_COMM_WORLD, wire_for_rejections(), route, width);
+    BoundaryExchange bx(wire_for_rejections(), route, width);
     ADD_FAILURE() << "rank " << world_rank() << ": route accepted";
   } catch (const std::invalid_argument& e) {
     if (world_rank() == on_rank) {
@@ -347,12 +353,12 @@ TEST(BoundaryExchange, RejectsDifferentWidths) {
                   "rank 0 has width 4 but rank 1 has width 5");
 }
 
-TEST(BoundaryExchange, RejectsAWireThatIsNotTheWorld) {
+TEST(BoundaryExchange, RejectsARouteSizedForAnotherWireAndNoWire) {
   auto self = std::shared_ptr<Communicator>(create_mpi_communicator(MPI_COMM_WORLD, {world_rank()}));
   if (world_size() == 1) GTEST_SKIP() << "a singleton is the world here";
-  EXPECT_THROW(BoundaryExchange(MPI_COMM_WORLD, self, empty_route(world_size()), 4), std::invalid_argument);
-  EXPECT_THROW(BoundaryExchange(MPI_COMM_WORLD, nullptr, empty_route(world_size()), 4),
-               std::invalid_argument);
+  // The route names every world rank, the wire only this one.
+  EXPECT_THROW(BoundaryExchange(self, empty_route(world_size()), 4), std::invalid_argument);
+  EXPECT_THROW(BoundaryExchange(nullptr, empty_route(world_size()), 4), std::invalid_argument);
 }
 
 TEST(BoundaryExchange, RowsOutsideTheViewsThrowBeforeCommunicating) {
@@ -361,7 +367,7 @@ TEST(BoundaryExchange, RowsOutsideTheViewsThrowBeforeCommunicating) {
   RowRoute route = empty_route(ranks);
   route.send_counts[(me + 1) % ranks] = 1, route.send_rows = {1};
   route.recv_counts[(me + ranks - 1) % ranks] = 1, route.recv_rows = {1};
-  BoundaryExchange bx(MPI_COMM_WORLD, wire(), route, width);
+  BoundaryExchange bx(wire(), route, width);
   t_mat small("small", 1, width), ok("ok", 2, width), narrow("narrow", 2, width - 1);
   EXPECT_THROW(bx.forward(small, ok), std::out_of_range);
   EXPECT_THROW(bx.forward(ok, small), std::out_of_range);

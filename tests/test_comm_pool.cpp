@@ -1,6 +1,6 @@
-// MPI communicator collectives on groups of 1-4 ranks, and CommPool's caching, LRU eviction and
-// agreement across ranks under per-step regrouping. Adapts to the world size; parts needing more ranks
-// are skipped.
+// MPI communicator collectives, point-to-point messages and host values on groups of 1-4 ranks, and
+// CommPool's caching, LRU eviction and agreement across ranks under per-step regrouping. Adapts to the world
+// size; parts needing more ranks are skipped.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -205,6 +205,64 @@ void check_alltoallv(Communicator& comm, bool gaps) {
       recv, [&](std::size_t i) { return expected[i]; }, gaps ? "alltoallv with gaps" : "alltoallv");
 }
 
+// Every rank sends 1 + (r + p) % 3 floats to each other group rank p, in one batched isend, after posting
+// its receives (the pipeline's order); receive blocks are in rank order with one untouched float after
+// each. Then a ring of single messages on another tag.
+void check_point_to_point(Communicator& comm) {
+  const int n = comm.size(), me = comm.rank();
+  const auto count = [](int from, int to) { return static_cast<std::size_t>(1 + (from + to) % 3); };
+  const auto value = [](int from, int to, std::size_t k) {
+    return 1000.0f * from + 100.0f * to + static_cast<float>(k);
+  };
+  constexpr float kGap = -7.0f;
+  constexpr int kTag = 11;
+  std::vector<MessageBlock> send_blocks, recv_blocks;
+  std::vector<float> send_values, expected;
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    send_blocks.push_back({p, send_values.size(), count(me, p)});
+    for (std::size_t k = 0; k < count(me, p); ++k) send_values.push_back(value(me, p, k));
+    recv_blocks.push_back({p, expected.size(), count(p, me)});
+    for (std::size_t k = 0; k < count(p, me); ++k) expected.push_back(value(p, me, k));
+    expected.push_back(kGap);
+  }
+  t_vec send = make_buffer("send", send_values.size(), [&](std::size_t i) { return send_values[i]; });
+  t_vec recv = make_buffer("recv", expected.size(), [&](std::size_t) { return kGap; });
+  auto receives = comm.irecv(recv.data(), recv.extent(0), recv_blocks, kTag);
+  auto sends = comm.isend(send.data(), send.extent(0), send_blocks, kTag);
+  receives->wait();
+  receives->wait();  // a second wait does nothing
+  sends->wait();
+  expect_buffer(
+      recv, [&](std::size_t i) { return expected[i]; }, "isend / irecv blocks");
+
+  t_vec mine = make_buffer("mine", 3, [&](std::size_t k) { return value(me, 0, k); });
+  t_vec from_previous = make_buffer("from_previous", 3, [](std::size_t) { return kGap; });
+  auto ring_receive = comm.irecv(from_previous.data(), 3, (me + n - 1) % n, kTag + 1);
+  auto ring_send = comm.isend(mine.data(), 3, (me + 1) % n, kTag + 1);
+  ring_send->wait();
+  ring_receive->wait();
+  expect_buffer(
+      from_previous, [&](std::size_t k) { return value((me + n - 1) % n, 0, k); }, "isend / irecv ring");
+  EXPECT_GE(comm.max_tag(), 32767);
+}
+
+void check_host_values(Communicator& comm) {
+  const auto& members = comm.world_ranks();
+  const double expected_sum = std::accumulate(members.begin(), members.end(), 0.0) + 0.5 * comm.size();
+  EXPECT_EQ(comm.allreduce_sum(world_rank() + 0.5), expected_sum);
+  EXPECT_EQ(comm.allreduce_min(world_rank()), members.front());
+  const int n = comm.size(), me = comm.rank();
+  std::vector<int> send(2 * static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r)
+    for (int j = 0; j < 2; ++j) send[2 * r + j] = 100 * me + 10 * r + j;
+  const std::vector<int> recv = comm.alltoall(send, 2);
+  ASSERT_EQ(recv.size(), send.size());
+  for (int s = 0; s < n; ++s)
+    for (int j = 0; j < 2; ++j) EXPECT_EQ(recv[2 * s + j], 100 * s + 10 * me + j) << "from group rank " << s;
+  EXPECT_THROW(comm.alltoall(send, 3), std::invalid_argument);
+}
+
 void check_collectives(Communicator& comm, const Group& group) {
   ASSERT_EQ(comm.world_ranks(), group);
   ASSERT_EQ(comm.size(), static_cast<int>(group.size()));
@@ -214,6 +272,8 @@ void check_collectives(Communicator& comm, const Group& group) {
   check_reduce_scatterv(comm);
   check_alltoallv(comm, false);
   check_alltoallv(comm, true);
+  check_point_to_point(comm);
+  check_host_values(comm);
 }
 
 void check_groups_of(int size) {

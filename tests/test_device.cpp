@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "minimllm/core/types.hpp"
 #include "minimllm/core/device.hpp"
+#include "minimllm/core/types.hpp"
 
 namespace minimllm {
 namespace {

@@ -7,38 +7,10 @@
 #include <type_traits>
 #include <utility>
 
+#include "minimllm/kernels/workspace.hpp"
+
 namespace minimllm {
 namespace {
-
-using HostFloats = Kokkos::View<float*, Kokkos::HostSpace>;  // MPI staging of the point-to-point variant
-
-// Packed rows live in a process-wide, grow-only pool rather than per instance: routes change from step
-// to step, so a fresh BoundaryExchange per step still allocates nothing once the pool has grown. Calls
-// must not overlap (one thread drives MPI, as with MPI_THREAD_FUNNELED).
-struct Scratch {
-  t_vec out, in;  // outgoing / incoming packed rows, in MemSpace (the communicator stages if it must)
-  std::vector<std::size_t> out_counts, out_displs, in_counts, in_displs;  // in floats
-};
-
-Scratch g_scratch;
-bool g_finalize_hook_pushed = false;
-
-Scratch& scratch() {
-  // Views must die before Kokkos::finalize, not at static destruction.
-  if (!g_finalize_hook_pushed) {
-    Kokkos::push_finalize_hook([] {
-      g_scratch = Scratch{};
-      g_finalize_hook_pushed = false;
-    });
-    g_finalize_hook_pushed = true;
-  }
-  return g_scratch;
-}
-
-template <class View>
-void grow(View& v, std::size_t n, const char* label) {
-  if (v.extent(0) < n) v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
-}
 
 using RowPolicy = Kokkos::TeamPolicy<ExecSpace>;
 using RowMember = RowPolicy::member_type;
@@ -122,10 +94,19 @@ void wire_layout(const Side& side, int me, int width, std::vector<std::size_t>& 
   }
 }
 
+// The wire layout of one side, in floats.
+struct WireLayout {
+  const std::vector<std::size_t>& counts;
+  const std::vector<std::size_t>& displs;
+};
+
 // Forward and backward alike: out(to.rows) on every receiver = in(from.rows) on every sender. Rows that
-// stay on this rank are copied directly, never packed or handed to the communicator.
+// stay on this rank are copied directly, never packed or handed to the communicator. The packed rows
+// live in the active workspace for this call: a fresh BoundaryExchange per step then allocates nothing
+// once the arena has grown.
 void exchange(Communicator& wire, int width, const char* what, const t_mat_const& in, const char* in_name,
-              const Side& from, const t_mat& out, const char* out_name, const Side& to) {
+              const Side& from, const WireLayout& from_wire, const t_mat& out, const char* out_name,
+              const Side& to, const WireLayout& to_wire) {
   check_view(what, in_name, in.extent(0), in.extent(1), width, from);
   check_view(what, out_name, out.extent(0), out.extent(1), width, to);
   const int me = wire.rank();
@@ -133,23 +114,22 @@ void exchange(Communicator& wire, int width, const char* what, const t_mat_const
 
   const std::size_t width_z = static_cast<std::size_t>(width);
   const std::size_t wire_out = from.rows.size() - self.count, wire_in = to.rows.size() - self.count;
-  Scratch& s = scratch();
-  grow(s.out, wire_out * width_z, "minimllm::BoundaryExchange::out");
-  grow(s.in, wire_in * width_z, "minimllm::BoundaryExchange::in");
-  wire_layout(from, me, width, s.out_counts, s.out_displs);
-  wire_layout(to, me, width, s.in_counts, s.in_displs);
+  const WorkspaceScope scope;
+  const t_mat packed_out = scratch_view<t_mat>("minimllm::BoundaryExchange::out", wire_out, width_z);
+  const t_mat packed_in = scratch_view<t_mat>("minimllm::BoundaryExchange::in", wire_in, width_z);
 
-  pack(in, from.rows_dev, self, t_mat_um(s.out.data(), wire_out, width_z), out, to.rows_dev);
+  pack(in, from.rows_dev, self, t_mat_um(packed_out.data(), wire_out, width_z), out, to.rows_dev);
   // The communicator fences before it reads what the pack kernel wrote.
-  wire.alltoallv(s.out.data(), s.out_counts, s.out_displs, s.in.data(), s.in_counts, s.in_displs);
-  unpack(t_mat_um(s.in.data(), wire_in, width_z), self, out, to.rows_dev);
+  wire.alltoallv(packed_out.data(), from_wire.counts, from_wire.displs, packed_in.data(), to_wire.counts,
+                 to_wire.displs);
+  unpack(packed_in, self, out, to.rows_dev);
 }
 
 // Checks one side of the route on this rank alone; returns the first problem, or "" if none.
 std::string side_error(const std::string& name, const std::vector<int>& counts, const std::vector<int>& rows,
                        int width, int ranks) {
   if (counts.size() != static_cast<std::size_t>(ranks))
-    return name + "_counts has " + std::to_string(counts.size()) + " entries, the world has " +
+    return name + "_counts has " + std::to_string(counts.size()) + " entries, the wire communicator has " +
            std::to_string(ranks) + " ranks";
   std::int64_t total = 0;
   for (std::size_t p = 0; p < counts.size(); ++p) {
@@ -188,24 +168,16 @@ std::vector<int> displacements(const std::vector<int>& counts) {
 
 }  // namespace
 
-BoundaryExchange::BoundaryExchange(MPI_Comm world, std::shared_ptr<Communicator> wire, RowRoute route,
-                                   int width, int tag)
-    : world_(world), wire_(std::move(wire)), route_(std::move(route)), width_(width), tag_(tag) {
-  int rank = 0, ranks = 0;
-  MPI_Comm_rank(world_, &rank);
-  MPI_Comm_size(world_, &ranks);
-  // Every rank checks the same thing about its own communicator, so all throw or none does.
-  if (!wire_ || wire_->size() != ranks || wire_->rank() != rank) {
-    throw std::invalid_argument(
-        "BoundaryExchange: the wire communicator must span the world's ranks in world order (rank " +
-        std::to_string(rank) + " of " + std::to_string(ranks) + ")");
-  }
+BoundaryExchange::BoundaryExchange(std::shared_ptr<Communicator> wire, RowRoute route, int width, int tag)
+    : wire_(std::move(wire)), route_(std::move(route)), width_(width), tag_(tag) {
+  if (!wire_) throw std::invalid_argument("BoundaryExchange: no wire communicator (null)");
+  const int rank = wire_->rank(), ranks = wire_->size();
   std::string error = local_route_error(route_, width_, ranks);
 
   // Both ends of every pair must agree on the row count, or Alltoallv would hang or corrupt. Each rank
   // tells each peer (rows I send you, rows I expect from you, my width); -1 marks a route already bad.
   constexpr int kFields = 3;
-  std::vector<int> mine(static_cast<std::size_t>(ranks) * kFields, -1), theirs(mine.size());
+  std::vector<int> mine(static_cast<std::size_t>(ranks) * kFields, -1);
   if (error.empty()) {
     for (int p = 0; p < ranks; ++p) {
       mine[p * kFields + 0] = route_.send_counts[p];
@@ -213,7 +185,7 @@ BoundaryExchange::BoundaryExchange(MPI_Comm world, std::shared_ptr<Communicator>
       mine[p * kFields + 2] = width_;
     }
   }
-  MPI_Alltoall(mine.data(), kFields, MPI_INT, theirs.data(), kFields, MPI_INT, world_);
+  const std::vector<int> theirs = wire_->alltoall(mine, kFields);
   const std::string me = "rank " + std::to_string(rank);
   for (int s = 0; s < ranks && error.empty(); ++s) {
     const int sends_me = theirs[s * kFields + 0], expects = theirs[s * kFields + 1];
@@ -232,8 +204,7 @@ BoundaryExchange::BoundaryExchange(MPI_Comm world, std::shared_ptr<Communicator>
   }
 
   // All ranks throw together, so none goes on to an exchange that would wait forever.
-  int first_bad = error.empty() ? ranks : rank;
-  MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, world_);
+  const int first_bad = wire_->allreduce_min(error.empty() ? ranks : rank);
   if (first_bad < ranks) {
     if (error.empty())
       error = "the route is invalid on rank " + std::to_string(first_bad) + " (see its error)";
@@ -244,18 +215,25 @@ BoundaryExchange::BoundaryExchange(MPI_Comm world, std::shared_ptr<Communicator>
   recv_rows_ = to_device(route_.recv_rows, "minimllm::BoundaryExchange::recv_rows");
   send_displs_ = displacements(route_.send_counts);
   recv_displs_ = displacements(route_.recv_counts);
+  const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
+  const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
+  wire_layout(send, rank, width_, send_wire_counts_, send_wire_displs_);
+  wire_layout(recv, rank, width_, recv_wire_counts_, recv_wire_displs_);
 }
 
 void BoundaryExchange::forward(const t_mat_const& src, const t_mat& dst) {
   const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
   const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
-  exchange(*wire_, width_, "BoundaryExchange::forward", src, "src", send, dst, "dst", recv);
+  exchange(*wire_, width_, "BoundaryExchange::forward", src, "src", send,
+           {send_wire_counts_, send_wire_displs_}, dst, "dst", recv, {recv_wire_counts_, recv_wire_displs_});
 }
 
 void BoundaryExchange::backward(const t_mat_const& d_dst, const t_mat& d_src) {
   const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
   const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
-  exchange(*wire_, width_, "BoundaryExchange::backward", d_dst, "d_dst", recv, d_src, "d_src", send);
+  exchange(*wire_, width_, "BoundaryExchange::backward", d_dst, "d_dst", recv,
+           {recv_wire_counts_, recv_wire_displs_}, d_src, "d_src", send,
+           {send_wire_counts_, send_wire_displs_});
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -263,16 +241,15 @@ void BoundaryExchange::backward(const t_mat_const& d_dst, const t_mat& d_src) {
 
 namespace {
 struct AsyncDirection {
-  t_vec wire_out, wire_in;       // packed rows to / from the peers (this rank's own rows excluded)
-  HostFloats host_out, host_in;  // staging when MemSpace is not host-accessible
-  std::vector<MPI_Request> receives;
+  t_vec wire_out, wire_in;  // packed rows to / from the peers (this rank's own rows excluded)
+  std::unique_ptr<CommRequest> receives;
   bool pending = false;  // receives posted and not yet finished
 };
 }  // namespace
 
 struct BoundaryExchange::Async {
   AsyncDirection forward, backward;
-  std::vector<MPI_Request> sends;
+  std::vector<std::unique_ptr<CommRequest>> sends;
 };
 
 BoundaryExchange::~BoundaryExchange() = default;
@@ -287,122 +264,98 @@ namespace {
 // Wire offset (in rows) of peer p's rows: every peer's rows but this rank's own, in rank order.
 int wire_offset(const Side& side, int p, int me) { return side.displs[p] - (p > me ? side.counts[me] : 0); }
 
-void post_receives(MPI_Comm comm, int width, int tag, const Side& to, AsyncDirection& d, int me) {
+// One message per peer with rows on this side, at its wire offset.
+std::vector<MessageBlock> peer_blocks(const Side& side, int width, int me) {
+  std::vector<MessageBlock> blocks;
+  for (std::size_t p = 0; p < side.counts.size(); ++p) {
+    const int p_int = static_cast<int>(p);
+    if (p_int == me || side.counts[p] == 0) continue;
+    blocks.push_back({p_int, static_cast<std::size_t>(wire_offset(side, p_int, me)) * width,
+                      static_cast<std::size_t>(side.counts[p]) * width});
+  }
+  return blocks;
+}
+
+void post_receives(Communicator& wire, int width, int tag, const Side& to, AsyncDirection& d) {
   if (d.pending) throw std::logic_error("BoundaryExchange: receives posted twice without finishing");
   d.pending = true;
-  const std::size_t wire = (to.rows.size() - to.counts[me]) * static_cast<std::size_t>(width);
-  grow(d.wire_in, wire, "minimllm::BoundaryExchange::async_in");
-  float* buf = d.wire_in.data();
-  if constexpr (!kMemSpaceIsHostAccessible) {
-    grow(d.host_in, wire, "minimllm::BoundaryExchange::async_in_host");
-    buf = d.host_in.data();
-  }
-  for (std::size_t p = 0; p < to.counts.size(); ++p) {
-    const int p_int = static_cast<int>(p);
-    if (p_int == me || to.counts[p] == 0) continue;
-    d.receives.emplace_back();
-    MPI_Irecv(buf + static_cast<std::size_t>(wire_offset(to, p_int, me)) * width, to.counts[p] * width,
-              MPI_FLOAT, p_int, tag, comm, &d.receives.back());
-  }
+  const int me = wire.rank();
+  const std::size_t floats = (to.rows.size() - to.counts[me]) * static_cast<std::size_t>(width);
+  // Held until finish_receives, past the model's passes: from the caller's scope (see the header).
+  d.wire_in = scratch_view<t_vec>("minimllm::BoundaryExchange::async_in", floats);
+  d.receives = wire.irecv(d.wire_in.data(), floats, peer_blocks(to, width, me), tag);
 }
 
-void start_sends(MPI_Comm comm, int width, int tag, const char* what, const t_mat_const& in, const Side& from,
-                 const t_mat& out, const Side& to, AsyncDirection& d, std::vector<MPI_Request>& sends,
-                 int me) {
+void start_sends(Communicator& wire, int width, int tag, const char* what, const t_mat_const& in,
+                 const Side& from, const t_mat& out, const Side& to, AsyncDirection& d,
+                 std::vector<std::unique_ptr<CommRequest>>& sends) {
   check_view(what, "source", in.extent(0), in.extent(1), width, from);
   check_view(what, "destination", out.extent(0), out.extent(1), width, to);
+  const int me = wire.rank();
   const SelfRows self{from.displs[me], to.displs[me], from.counts[me]};
-  const std::size_t wire_rows = from.rows.size() - self.count, wire = wire_rows * width;
-  grow(d.wire_out, wire, "minimllm::BoundaryExchange::async_out");
+  const std::size_t wire_rows = from.rows.size() - self.count, floats = wire_rows * width;
+  d.wire_out = scratch_view<t_vec>("minimllm::BoundaryExchange::async_out", floats);
   pack(in, from.rows_dev, self, t_mat_um(d.wire_out.data(), wire_rows, width), out, to.rows_dev);
-  float* buf = d.wire_out.data();
-  if constexpr (kMemSpaceIsHostAccessible) {
-    ExecSpace().fence();  // MPI reads what the pack kernel wrote
-  } else {
-    grow(d.host_out, wire, "minimllm::BoundaryExchange::async_out_host");
-    const auto range = std::make_pair(std::size_t(0), wire);
-    transfer(Kokkos::subview(d.host_out, range), Kokkos::subview(d.wire_out, range));
-    buf = d.host_out.data();
-  }
-  for (std::size_t p = 0; p < from.counts.size(); ++p) {
-    const int p_int = static_cast<int>(p);
-    if (p_int == me || from.counts[p] == 0) continue;
-    sends.emplace_back();
-    MPI_Isend(buf + static_cast<std::size_t>(wire_offset(from, p_int, me)) * width, from.counts[p] * width,
-              MPI_FLOAT, p_int, tag, comm, &sends.back());
-  }
+  // isend fences before it reads what the pack kernel wrote.
+  sends.push_back(wire.isend(d.wire_out.data(), floats, peer_blocks(from, width, me), tag));
 }
 
-void finish_receives(int width, const char* what, const t_mat& out, const Side& from, const Side& to,
-                     AsyncDirection& d, int me) {
+void finish_receives(const Communicator& wire, int width, const char* what, const t_mat& out,
+                     const Side& from, const Side& to, AsyncDirection& d) {
   if (!d.pending) return;  // finished already
   d.pending = false;
   check_view(what, "destination", out.extent(0), out.extent(1), width, to);
-  MPI_Waitall(static_cast<int>(d.receives.size()), d.receives.data(), MPI_STATUSES_IGNORE);
-  d.receives.clear();
+  d.receives->wait();
+  d.receives.reset();
+  const int me = wire.rank();
   const SelfRows self{from.displs[me], to.displs[me], from.counts[me]};
-  const std::size_t wire_rows = to.rows.size() - self.count, wire = wire_rows * width;
-  if constexpr (!kMemSpaceIsHostAccessible) {
-    const auto range = std::make_pair(std::size_t(0), wire);
-    transfer(Kokkos::subview(d.wire_in, range), Kokkos::subview(d.host_in, range));
-  }
+  const std::size_t wire_rows = to.rows.size() - self.count;
   unpack(t_mat_um(d.wire_in.data(), wire_rows, width), self, out, to.rows_dev);
 }
 
 }  // namespace
 
 void BoundaryExchange::post_forward_receives() {
-  int me = 0;
-  MPI_Comm_rank(world_, &me);
   const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
-  post_receives(world_, width_, 2 * tag_, recv, async().forward, me);
+  post_receives(*wire_, width_, 2 * tag_, recv, async().forward);
 }
 
 void BoundaryExchange::start_forward_sends(const t_mat_const& src, const t_mat& dst) {
-  int me = 0;
-  MPI_Comm_rank(world_, &me);
   const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
   const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
-  start_sends(world_, width_, 2 * tag_, "BoundaryExchange::start_forward_sends", src, send, dst, recv,
-              async().forward, async().sends, me);
+  start_sends(*wire_, width_, 2 * tag_, "BoundaryExchange::start_forward_sends", src, send, dst, recv,
+              async().forward, async().sends);
 }
 
 void BoundaryExchange::finish_forward_receives(const t_mat& dst) {
-  int me = 0;
-  MPI_Comm_rank(world_, &me);
   const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
   const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
-  finish_receives(width_, "BoundaryExchange::finish_forward_receives", dst, send, recv, async().forward, me);
+  finish_receives(*wire_, width_, "BoundaryExchange::finish_forward_receives", dst, send, recv,
+                  async().forward);
 }
 
 void BoundaryExchange::post_backward_receives() {
-  int me = 0;
-  MPI_Comm_rank(world_, &me);
   const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
-  post_receives(world_, width_, 2 * tag_ + 1, send, async().backward, me);
+  post_receives(*wire_, width_, 2 * tag_ + 1, send, async().backward);
 }
 
 void BoundaryExchange::start_backward_sends(const t_mat_const& d_dst, const t_mat& d_src) {
-  int me = 0;
-  MPI_Comm_rank(world_, &me);
   const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
   const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
-  start_sends(world_, width_, 2 * tag_ + 1, "BoundaryExchange::start_backward_sends", d_dst, recv, d_src,
-              send, async().backward, async().sends, me);
+  start_sends(*wire_, width_, 2 * tag_ + 1, "BoundaryExchange::start_backward_sends", d_dst, recv, d_src,
+              send, async().backward, async().sends);
 }
 
 void BoundaryExchange::finish_backward_receives(const t_mat& d_src) {
-  int me = 0;
-  MPI_Comm_rank(world_, &me);
   const Side send{route_.send_counts, send_displs_, route_.send_rows, send_rows_, "send"};
   const Side recv{route_.recv_counts, recv_displs_, route_.recv_rows, recv_rows_, "recv"};
-  finish_receives(width_, "BoundaryExchange::finish_backward_receives", d_src, recv, send, async().backward,
-                  me);
+  finish_receives(*wire_, width_, "BoundaryExchange::finish_backward_receives", d_src, recv, send,
+                  async().backward);
 }
 
 void BoundaryExchange::finish_sends() {
   if (!async_) return;
-  MPI_Waitall(static_cast<int>(async_->sends.size()), async_->sends.data(), MPI_STATUSES_IGNORE);
+  for (const std::unique_ptr<CommRequest>& send : async_->sends) send->wait();
   async_->sends.clear();
 }
 

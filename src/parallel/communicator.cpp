@@ -1,313 +1,134 @@
-// MPI backend of Communicator, and the rank-set -> MPI sub-communicator step shared with the NCCL backend
-// and CommPool (mpi_group.hpp).
+// What every Communicator backend shares: point-to-point messages and host values, over the group's MPI
+// communicator (host_comm()), with device buffers staged through host memory (host_staging.hpp).
 #include "minimllm/parallel/communicator.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <algorithm>
-#include <climits>
-#include <cstdint>
-#include <numeric>
-#include <stdexcept>
+#include <utility>
 
-#include "minimllm/core/types.hpp"
+#include "host_staging.hpp"
 #include "mpi_group.hpp"
 
 namespace minimllm {
-namespace detail {
-
-void validate_rank_set(const char* who, const std::vector<int>& ranks, int world_size) {
-  if (ranks.empty()) {
-    throw std::invalid_argument(
-        fmt::format("{}: empty rank set; a group names at least one world rank", who));
-  }
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i] < 0 || ranks[i] >= world_size) {
-      throw std::invalid_argument(fmt::format("{}: rank set {} names rank {}, outside the world [0, {})", who,
-                                              ranks, ranks[i], world_size));
-    }
-    if (i > 0 && ranks[i] <= ranks[i - 1]) {
-      throw std::invalid_argument(fmt::format(
-          "{}: rank set {} is not sorted and unique; list each world rank once, in increasing order", who,
-          ranks));
-    }
-  }
-}
-
-void check_mpi(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(rc, text, &length);
-  throw std::runtime_error(fmt::format("{} failed: {}", what, std::string(text, length)));
-}
-
 namespace {
 
-// MPI_Comm_create_group tag from the rank set (FNV-1a folded into [0, 32767], the least MPI_TAG_UB an
-// implementation may have), so concurrent creations of different groups never match each other.
-int group_tag(const std::vector<int>& ranks) {
-  std::uint32_t hash = 2166136261u;
-  for (int rank : ranks) {
-    hash = (hash ^ static_cast<std::uint32_t>(rank)) * 16777619u;
-  }
-  return static_cast<int>((hash ^ (hash >> 15)) & 0x7fffu);
-}
-
-}  // namespace
-
-GroupComm::GroupComm(MPI_Comm world, const std::vector<int>& ranks) {
-  int world_size = 0, world_rank = 0;
-  check_mpi(MPI_Comm_size(world, &world_size), "MPI_Comm_size");
-  check_mpi(MPI_Comm_rank(world, &world_rank), "MPI_Comm_rank");
-  validate_rank_set("create communicator", ranks, world_size);
-  if (!std::binary_search(ranks.begin(), ranks.end(), world_rank)) {
-    throw std::invalid_argument(
-        fmt::format("create communicator: world rank {} is not in the group {}; only its members create it",
-                    world_rank, ranks));
-  }
-  if (ranks.size() == 1) {
-    check_mpi(MPI_Comm_dup(MPI_COMM_SELF, &comm_), "MPI_Comm_dup(MPI_COMM_SELF)");
-  } else {
-    MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
-    check_mpi(MPI_Comm_group(world, &world_group), "MPI_Comm_group");
-    const int rc_incl = MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group);
-    const int rc_create =
-        rc_incl == MPI_SUCCESS ? MPI_Comm_create_group(world, group, group_tag(ranks), &comm_) : MPI_SUCCESS;
-    MPI_Group_free(&world_group);
-    if (group != MPI_GROUP_NULL) MPI_Group_free(&group);
-    check_mpi(rc_incl, "MPI_Group_incl");
-    check_mpi(rc_create, "MPI_Comm_create_group");
-  }
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
-}
-
-GroupComm::~GroupComm() {
-  // A pooled communicator may outlive MPI (held in a static or by a late shared_ptr).
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-}
-
-std::size_t check_allgatherv_args(std::size_t send_count, const std::vector<std::size_t>& recv_counts,
-                                  int group_rank, int group_size) {
-  if (recv_counts.size() != static_cast<std::size_t>(group_size)) {
-    throw std::invalid_argument(fmt::format(
-        "allgatherv: recv_counts has {} entries but the group has {} ranks; pass one count per group rank",
-        recv_counts.size(), group_size));
-  }
-  if (send_count != recv_counts[group_rank]) {
-    throw std::invalid_argument(fmt::format(
-        "allgatherv: send_count {} differs from this rank's recv_counts[{}] = {}; they must be equal",
-        send_count, group_rank, recv_counts[group_rank]));
-  }
-  return std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0});
-}
-
-std::size_t check_reduce_scatterv_args(const std::vector<std::size_t>& counts, int group_size) {
-  if (counts.size() != static_cast<std::size_t>(group_size)) {
-    throw std::invalid_argument(fmt::format(
-        "reduce_scatterv: counts has {} entries but the group has {} ranks; pass one count per group rank",
-        counts.size(), group_size));
-  }
-  return std::accumulate(counts.begin(), counts.end(), std::size_t{0});
-}
-
-AlltoallvExtents check_alltoallv_args(const std::vector<std::size_t>& send_counts,
-                                      const std::vector<std::size_t>& send_displs,
-                                      const std::vector<std::size_t>& recv_counts,
-                                      const std::vector<std::size_t>& recv_displs, int group_rank,
-                                      int group_size) {
-  const auto size = static_cast<std::size_t>(group_size);
-  for (const auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs}) {
-    if (v->size() != size) {
-      throw std::invalid_argument(
-          fmt::format("alltoallv: a count or displacement list has {} entries but the group has {} ranks; "
-                      "pass one per group rank",
-                      v->size(), group_size));
-    }
-  }
-  if (send_counts[group_rank] != recv_counts[group_rank]) {
-    throw std::invalid_argument(
-        fmt::format("alltoallv: this rank sends {} floats to itself but expects {}; they must be equal",
-                    send_counts[group_rank], recv_counts[group_rank]));
-  }
-  AlltoallvExtents extents;
-  std::size_t received = 0;
-  for (std::size_t r = 0; r < size; ++r) {
-    if (send_counts[r]) extents.send = std::max(extents.send, send_displs[r] + send_counts[r]);
-    if (recv_counts[r]) extents.recv = std::max(extents.recv, recv_displs[r] + recv_counts[r]);
-    received += recv_counts[r];
-  }
-  // Non-overlapping blocks (the caller's duty) tile [0, recv) exactly when their sizes add up to it.
-  extents.recv_has_gaps = received != extents.recv;
-  return extents;
-}
-
-}  // namespace detail
-
-namespace {
-
-using HostUnmanaged = Kokkos::View<float*, HostSpace, Kokkos::MemoryUnmanaged>;
-using MemUnmanaged = Kokkos::View<float*, MemSpace, Kokkos::MemoryUnmanaged>;
-template <class Space>
-using ConstUnmanaged = Kokkos::View<const float*, Space, Kokkos::MemoryUnmanaged>;
-
-// MPI counts and displacements are int; larger buffers would need chunking, which minimllm never needs.
-int to_int(std::size_t count, const char* op) {
-  if (count > static_cast<std::size_t>(INT_MAX)) {
-    throw std::overflow_error(
-        fmt::format("MPI communicator {}: {} floats exceed MPI's int count limit ({}); "
-                    "split the buffer into smaller collectives",
-                    op, count, INT_MAX));
-  }
-  return static_cast<int>(count);
-}
-
-// Host address of `count` floats of MemSpace data for MPI: the data itself when MemSpace is host
-// accessible, else `stage` (holding a copy of the data when copy_in). No CUDA-aware MPI is assumed.
-template <class T>
-T* on_host(T* data, std::size_t count, std::vector<float>& stage, bool copy_in) {
-  if (copy_in) Kokkos::fence();  // MPI must read the finished results of kernels still in flight
-  if constexpr (kMemSpaceIsHostAccessible) {
-    return data;
-  } else {
-    stage.resize(count);
-    if (copy_in && count > 0) {
-      transfer(HostUnmanaged(stage.data(), count), ConstUnmanaged<MemSpace>(data, count));
-    }
-    return stage.data();
-  }
-}
-
-// Copies a staged result back into MemSpace; nothing to do when MPI wrote the data in place.
-void to_mem_space(const float* host, float* data, std::size_t count) {
-  if (host != data && count > 0) transfer(MemUnmanaged(data, count), ConstUnmanaged<HostSpace>(host, count));
-}
-
-// dst = src, count floats, both in MemSpace (a group of one: no MPI, no staging, not a transfer).
-void copy_in_mem_space(float* dst, const float* src, std::size_t count) {
-  if (dst == src || count == 0) return;
-  Kokkos::deep_copy(MemUnmanaged(dst, count), ConstUnmanaged<MemSpace>(src, count));
-  Kokkos::fence();
-}
-
-class MpiCommunicator final : public Communicator {
+// The MPI requests of one isend or irecv, and the host copy of its buffer when MemSpace is device memory
+// (owned here: it must stay until MPI is done with it, however long the caller keeps the request open).
+class MpiRequest final : public CommRequest {
  public:
-  MpiCommunicator(MPI_Comm world, const std::vector<int>& ranks)
-      : Communicator(ranks), group_(world, ranks) {}
+  MpiRequest(float* mem_space, std::size_t span, bool receive)
+      : mem_space_(mem_space), span_(span), receive_(receive) {}
 
-  const char* backend() const override { return "mpi"; }
-  int rank() const override { return group_.rank(); }
-  int size() const override { return group_.size(); }
-
-  // A group of one has nothing to talk about: its collectives are copies in MemSpace (or nothing), so
-  // they never stage device data through the host.
-  void allreduce_sum(float* data, std::size_t count) override {
-    if (size() == 1) return Kokkos::fence();
-    float* buffer = on_host(data, count, send_stage_, true);
-    detail::check_mpi(
-        MPI_Allreduce(MPI_IN_PLACE, buffer, to_int(count, "allreduce_sum"), MPI_FLOAT, MPI_SUM, group_.get()),
-        "MPI_Allreduce");
-    to_mem_space(buffer, data, count);
-  }
-
-  void allgatherv(const float* send, std::size_t send_count, float* recv,
-                  const std::vector<std::size_t>& recv_counts) override {
-    const std::size_t total = detail::check_allgatherv_args(send_count, recv_counts, rank(), size());
-    if (size() == 1) return copy_in_mem_space(recv, send, send_count);
-    to_int(total, "allgatherv");  // every displacement then fits too
-    set_counts(recv_counts);
-    const float* send_host = on_host(send, send_count, send_stage_, true);
-    float* recv_host = on_host(recv, total, recv_stage_, false);
-    detail::check_mpi(MPI_Allgatherv(send_host, counts_[rank()], MPI_FLOAT, recv_host, counts_.data(),
-                                     displs_.data(), MPI_FLOAT, group_.get()),
-                      "MPI_Allgatherv");
-    to_mem_space(recv_host, recv, total);
-  }
-
-  void reduce_scatterv(const float* send, float* recv, const std::vector<std::size_t>& counts) override {
-    const std::size_t total = detail::check_reduce_scatterv_args(counts, size());
-    if (size() == 1) return copy_in_mem_space(recv, send, total);
-    to_int(total, "reduce_scatterv");
-    set_counts(counts);
-    const std::size_t mine = counts[rank()];
-    const float* send_host = on_host(send, total, send_stage_, true);
-    float* recv_host = on_host(recv, mine, recv_stage_, false);
-    detail::check_mpi(
-        MPI_Reduce_scatter(send_host, recv_host, counts_.data(), MPI_FLOAT, MPI_SUM, group_.get()),
-        "MPI_Reduce_scatter");
-    to_mem_space(recv_host, recv, mine);
-  }
-
-  void alltoallv(const float* send, const std::vector<std::size_t>& send_counts,
-                 const std::vector<std::size_t>& send_displs, float* recv,
-                 const std::vector<std::size_t>& recv_counts,
-                 const std::vector<std::size_t>& recv_displs) override {
-    const detail::AlltoallvExtents extents =
-        detail::check_alltoallv_args(send_counts, send_displs, recv_counts, recv_displs, rank(), size());
-    if (size() == 1) return copy_in_mem_space(recv + recv_displs[0], send + send_displs[0], send_counts[0]);
-    to_int(extents.send, "alltoallv"), to_int(extents.recv, "alltoallv");  // displacements fit too
-    to_ints(send_counts, send_displs, counts_, displs_);
-    to_ints(recv_counts, recv_displs, recv_counts_, recv_displs_);
-    const float* send_host = on_host(send, extents.send, send_stage_, true);
-    // Staged receive blocks go back as one copy: with gaps between them, the gaps must hold recv's own
-    // values, so they are staged too.
-    float* recv_host = on_host(recv, extents.recv, recv_stage_, extents.recv_has_gaps);
-    detail::check_mpi(MPI_Alltoallv(send_host, counts_.data(), displs_.data(), MPI_FLOAT, recv_host,
-                                    recv_counts_.data(), recv_displs_.data(), MPI_FLOAT, group_.get()),
-                      "MPI_Alltoallv");
-    to_mem_space(recv_host, recv, extents.recv);
-  }
-
- private:
-  static void to_ints(const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs,
-                      std::vector<int>& int_counts, std::vector<int>& int_displs) {
-    int_counts.assign(counts.begin(), counts.end());
-    int_displs.assign(displs.begin(), displs.end());
-  }
-
-  // int counts and displacements for MPI (the caller has checked that the total fits an int).
-  void set_counts(const std::vector<std::size_t>& counts) {
-    counts_.resize(counts.size());
-    displs_.resize(counts.size());
-    int offset = 0;
-    for (std::size_t r = 0; r < counts.size(); ++r) {
-      counts_[r] = static_cast<int>(counts[r]);
-      displs_[r] = offset;
-      offset += counts_[r];
+  ~MpiRequest() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    for (MPI_Request& request : requests_) {
+      if (request == MPI_REQUEST_NULL) continue;
+      if (receive_) MPI_Cancel(&request);
+      MPI_Request_free(&request);
     }
   }
 
-  detail::GroupComm group_;
-  std::vector<int> counts_, displs_, recv_counts_, recv_displs_;
-  std::vector<float> send_stage_, recv_stage_;  // host staging, used only when MemSpace is device memory
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    detail::check_mpi(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
+                      "MPI_Waitall");
+    if (receive_) detail::to_mem_space(host_, mem_space_, span_);
+  }
+
+  float* mem_space_;
+  std::size_t span_;
+  bool receive_;
+  bool done_ = false;
+  float* host_ = nullptr;     // what MPI reads or writes: mem_space_ itself, or stage_
+  std::vector<float> stage_;  // host staging, only when MemSpace is device memory
+  std::vector<MPI_Request> requests_;
 };
 
-}  // namespace
-
-std::unique_ptr<Communicator> create_mpi_communicator(MPI_Comm world, const std::vector<int>& ranks) {
-  return std::make_unique<MpiCommunicator>(world, ranks);
+void check_blocks(const char* what, std::size_t span, const std::vector<MessageBlock>& blocks, int size) {
+  for (const MessageBlock& b : blocks) {
+    if (b.peer < 0 || b.peer >= size)
+      throw std::invalid_argument(
+          fmt::format("{}: peer {} is outside the group's ranks [0, {})", what, b.peer, size));
+    if (b.offset + b.count > span)
+      throw std::invalid_argument(
+          fmt::format("{}: block [{}, {}) to or from rank {} is outside the {} floats given", what, b.offset,
+                      b.offset + b.count, b.peer, span));
+  }
 }
 
-CollectivesChoice choose_collectives(MPI_Comm world, const std::string& requested) {
-  if (requested != "auto" && requested != "mpi" && requested != "nccl") {
-    throw std::invalid_argument(
-        fmt::format("collectives backend '{}' is unknown; valid: auto, mpi, nccl", requested));
+// Checks the blocks, stages a device buffer through the host (a send's data now, a receive's on wait())
+// and posts one MPI_Isend or MPI_Irecv per block.
+std::unique_ptr<CommRequest> post_messages(bool receive, float* data, std::size_t span,
+                                           const std::vector<MessageBlock>& blocks, int tag, MPI_Comm comm,
+                                           int size) {
+  const char* what = receive ? "irecv" : "isend";
+  check_blocks(what, span, blocks, size);
+  detail::to_int(span, what);
+  auto request = std::make_unique<MpiRequest>(data, span, receive);
+  request->host_ = detail::on_host(data, span, request->stage_, !receive);
+  request->requests_.assign(blocks.size(), MPI_REQUEST_NULL);
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    float* at = request->host_ + blocks[i].offset;
+    const int count = static_cast<int>(blocks[i].count), peer = blocks[i].peer;
+    MPI_Request* handle = &request->requests_[i];
+    detail::check_mpi(receive ? MPI_Irecv(at, count, MPI_FLOAT, peer, tag, comm, handle)
+                              : MPI_Isend(at, count, MPI_FLOAT, peer, tag, comm, handle),
+                      receive ? "MPI_Irecv" : "MPI_Isend");
   }
-  const char* mpi_reason =
-      kMemSpaceIsHostAccessible ? "host memory, in place" : "device buffers staged through host memory";
-  if (requested == "mpi") return {"mpi", fmt::format("requested; {}", mpi_reason), create_mpi_communicator};
-  std::string why;
-  if (nccl_device_path_available(world, why)) {
-    return {"nccl", "device memory on NCCL's stream, no host staging", create_nccl_communicator};
-  }
-  if (requested == "nccl") {
-    throw std::runtime_error(fmt::format("runtime.collectives is nccl, but NCCL cannot run here: {}", why));
-  }
-  return {"mpi", fmt::format("{} ({})", mpi_reason, why), create_mpi_communicator};
+  return request;
+}
+
+}  // namespace
+
+std::unique_ptr<CommRequest> Communicator::isend(const float* send, std::size_t span,
+                                                 const std::vector<MessageBlock>& blocks, int tag) {
+  // MPI never writes a send buffer.
+  return post_messages(false, const_cast<float*>(send), span, blocks, tag, host_comm(), size());
+}
+
+std::unique_ptr<CommRequest> Communicator::irecv(float* recv, std::size_t span,
+                                                 const std::vector<MessageBlock>& blocks, int tag) {
+  return post_messages(true, recv, span, blocks, tag, host_comm(), size());
+}
+
+std::unique_ptr<CommRequest> Communicator::isend(const float* send, std::size_t count, int peer, int tag) {
+  return isend(send, count, std::vector<MessageBlock>{{peer, 0, count}}, tag);
+}
+
+std::unique_ptr<CommRequest> Communicator::irecv(float* recv, std::size_t count, int peer, int tag) {
+  return irecv(recv, count, std::vector<MessageBlock>{{peer, 0, count}}, tag);
+}
+
+int Communicator::max_tag() const {
+  int* tag_ub = nullptr;
+  int has_tag_ub = 0;
+  MPI_Comm_get_attr(host_comm(), MPI_TAG_UB, &tag_ub, &has_tag_ub);
+  return has_tag_ub ? *tag_ub : 32767;  // 32767: the least upper bound MPI allows
+}
+
+double Communicator::allreduce_sum(double value) {
+  double sum = 0.0;
+  detail::check_mpi(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, host_comm()), "MPI_Allreduce");
+  return sum;
+}
+
+int Communicator::allreduce_min(int value) {
+  int least = 0;
+  detail::check_mpi(MPI_Allreduce(&value, &least, 1, MPI_INT, MPI_MIN, host_comm()), "MPI_Allreduce");
+  return least;
+}
+
+std::vector<int> Communicator::alltoall(const std::vector<int>& send, int count) {
+  if (count < 0 || send.size() != static_cast<std::size_t>(count) * static_cast<std::size_t>(size()))
+    throw std::invalid_argument(fmt::format(
+        "alltoall: {} ints sent, but the group has {} ranks of {} ints each", send.size(), size(), count));
+  std::vector<int> recv(send.size());
+  detail::check_mpi(MPI_Alltoall(send.data(), count, MPI_INT, recv.data(), count, MPI_INT, host_comm()),
+                    "MPI_Alltoall");
+  return recv;
 }
 
 }  // namespace minimllm

@@ -2,6 +2,7 @@
 
 #include "minimllm/core/clock.hpp"
 #include "minimllm/kernels/embedding.hpp"
+#include "minimllm/kernels/workspace.hpp"
 
 namespace minimllm {
 namespace {
@@ -31,30 +32,29 @@ KvExchange::KvExchange(std::shared_ptr<Communicator> group, const MicroBatchWork
   identity_ = to_device(identity, "kv::identity");
 }
 
-void KvExchange::allocate() {
-  if (local_.extent(0) == static_cast<std::size_t>(local_rows_) &&
-      rank_major_.extent(0) == static_cast<std::size_t>(full_rows_))
-    return;
-  local_ = t_mat("kv::local", local_rows_, width_);
-  rank_major_ = t_mat("kv::rank_major", full_rows_, width_);
+KvExchange::Staging KvExchange::staging() const {
+  return {scratch_view<t_mat>("kv::local", local_rows_, width_),
+          scratch_view<t_mat>("kv::rank_major", full_rows_, width_)};
 }
 
 void KvExchange::gather(const t_mat_strided_const& kv_local, const t_mat& kv_full) {
   const ScopedSeconds timer(seconds_);
-  allocate();
-  Kokkos::deep_copy(local_, kv_local);
+  const WorkspaceScope scope;  // the staging lives for this call (the collective is synchronous)
+  const Staging s = staging();
+  Kokkos::deep_copy(s.local, kv_local);
   Kokkos::fence();  // the communicator reads raw pointers
-  group_->allgatherv(local_.data(), local_.size(), rank_major_.data(), member_floats_);
-  copy_rows(rank_major_, kv_order_, kv_full, identity_);
+  group_->allgatherv(s.local.data(), s.local.size(), s.rank_major.data(), member_floats_);
+  copy_rows(s.rank_major, kv_order_, kv_full, identity_);
 }
 
 void KvExchange::reduce(const t_mat_const& d_kv_full, const t_mat_strided& kv_local_grad) {
   const ScopedSeconds timer(seconds_);
-  allocate();
-  copy_rows(d_kv_full, identity_, rank_major_, kv_order_);
+  const WorkspaceScope scope;
+  const Staging s = staging();
+  copy_rows(d_kv_full, identity_, s.rank_major, kv_order_);
   Kokkos::fence();
-  group_->reduce_scatterv(rank_major_.data(), local_.data(), member_floats_);
-  Kokkos::deep_copy(kv_local_grad, local_);
+  group_->reduce_scatterv(s.rank_major.data(), s.local.data(), member_floats_);
+  Kokkos::deep_copy(kv_local_grad, s.local);
 }
 
 }  // namespace minimllm

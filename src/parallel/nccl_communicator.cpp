@@ -1,5 +1,6 @@
 // NCCL backend of Communicator (compiled with MINIMLLM_ENABLE_NCCL; otherwise create_nccl_communicator
-// throws). The unique id travels over an MPI sub-communicator of the members, which is freed right after.
+// throws). The unique id travels over an MPI sub-communicator of the members, which the communicator keeps
+// for its point-to-point messages and host values (Communicator::isend says why those are not NCCL's).
 // libnccl.so.2 is opened at run time (dlopen), not linked: a program built with NCCL still starts where
 // the library is missing, and runs its collectives over MPI, saying why.
 #include <stdexcept>
@@ -21,8 +22,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "minimllm/core/types.hpp"
 #include "minimllm/core/device.hpp"
+#include "minimllm/core/types.hpp"
 #include "mpi_group.hpp"
 #endif
 
@@ -117,7 +118,10 @@ void select_device() {
 }
 
 // Grow-only cudaMalloc'd scratch: the padded buffers of allgatherv/reduce_scatterv and, on host Kokkos
-// backends, the device copy of host data that NCCL needs.
+// backends, the device copy of host data that NCCL needs. Owned by the communicator rather than taken
+// from the step's Workspace: collectives such as the gradient all-reduce run outside any workspace scope,
+// where the workspace would cudaMalloc and cudaFree on every call, and a pooled communicator reuses this
+// across steps. On host Kokkos backends it must be CUDA memory, which the workspace does not hold.
 class DeviceScratch {
  public:
   DeviceScratch() = default;
@@ -142,13 +146,11 @@ class DeviceScratch {
   std::size_t capacity_ = 0;
 };
 
-// Collective over the members: creates their MPI sub-communicator, has group rank 0 make the NCCL id and
-// broadcasts it. Local failures (no GPU, no id) are agreed on first, so every member throws together
+// Collective over the members of `group` (their MPI sub-communicator): has group rank 0 make the NCCL id
+// and broadcasts it. Local failures (no GPU, no id) are agreed on first, so every member throws together
 // instead of some waiting forever in ncclCommInitRank.
-ncclUniqueId bootstrap(MPI_Comm world, const std::vector<int>& ranks, int& rank, int& size) {
-  detail::GroupComm group(world, ranks);
-  rank = group.rank();
-  size = group.size();
+ncclUniqueId bootstrap(const detail::GroupComm& group, const std::vector<int>& ranks) {
+  const int rank = group.rank();
   ncclUniqueId id{};
   std::string error;
   try {
@@ -170,8 +172,9 @@ ncclUniqueId bootstrap(MPI_Comm world, const std::vector<int>& ranks, int& rank,
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(MPI_Comm world, const std::vector<int>& ranks) : Communicator(ranks) {
-    const ncclUniqueId id = bootstrap(world, ranks, rank_, size_);
+  NcclCommunicator(MPI_Comm world, const std::vector<int>& ranks)
+      : Communicator(ranks), group_(world, ranks), rank_(group_.rank()), size_(group_.size()) {
+    const ncclUniqueId id = bootstrap(group_, ranks);
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     const ncclResult_t rc = nccl().comm_init_rank(&comm_, size_, id, rank_);
     if (rc != ncclSuccess) {
@@ -301,6 +304,9 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
+  MPI_Comm host_comm() const override { return group_.get(); }
+
+  detail::GroupComm group_;  // the members' MPI communicator: NCCL's bootstrap, point-to-point, host values
   int rank_ = 0, size_ = 0;
   cudaStream_t stream_ = nullptr;
   ncclComm_t comm_ = nullptr;

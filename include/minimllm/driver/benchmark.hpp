@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
-#include "minimllm/driver/trainer.hpp"
 #include "minimllm/core/world.hpp"
+#include "minimllm/driver/trainer.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 
 namespace minimllm {

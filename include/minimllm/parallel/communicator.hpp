@@ -1,8 +1,9 @@
-// One group of ranks and the collectives minimllm needs, behind one interface with two backends:
+// One group of ranks and the communication minimllm needs, behind one interface with two backends:
 // MPI (host memory; device buffers are staged through host copies, counted as transfers) and NCCL
 // (device memory, its own CUDA stream; compiled only with MINIMLLM_ENABLE_NCCL). Buffers are float
 // arrays in MemSpace. Every collective is synchronous: it fences Kokkos before reading and has finished
-// writing when it returns.
+// writing when it returns. Point-to-point messages and host values go through MPI on both backends
+// (the NCCL one keeps an MPI communicator over its group for them; see isend).
 #pragma once
 
 #include <mpi.h>
@@ -14,6 +15,22 @@
 #include <vector>
 
 namespace minimllm {
+
+// A point-to-point operation in flight (Communicator::isend / irecv). wait() completes it: a receive's
+// rows are then in its buffer, a send's buffer may be written again. A second wait() does nothing.
+// Destroying one not waited for abandons its messages (for error paths only: the peers' matching
+// operations never complete).
+class CommRequest {
+ public:
+  virtual ~CommRequest() = default;
+  virtual void wait() = 0;
+};
+
+// One message of a batched isend / irecv: `count` floats at buffer + offset, to or from group rank `peer`.
+struct MessageBlock {
+  int peer = 0;
+  std::size_t offset = 0, count = 0;
+};
 
 class Communicator {
  public:
@@ -41,8 +58,36 @@ class Communicator {
                          const std::vector<std::size_t>& recv_counts,
                          const std::vector<std::size_t>& recv_displs) = 0;
 
+  // Nonblocking point-to-point, one message per block: isend sends each block of `send` to its peer,
+  // irecv receives each block of `recv` from its peer; `span` floats from the pointer (MemSpace) cover
+  // every block. Messages of one (source, destination, tag) match in the order they were posted. isend
+  // fences Kokkos before it reads. Both backends send over MPI on the group's MPI communicator; device
+  // buffers are staged through host memory, one counted copy of the whole span per call (at isend, and
+  // at a receive's wait()). The NCCL backend does not use ncclSend/ncclRecv here: those run in issue
+  // order on one stream, so a receive posted early (as the disaggregated pipeline does) would hold back
+  // this rank's later sends, and two ranks waiting on each other's sends would deadlock.
+  std::unique_ptr<CommRequest> isend(const float* send, std::size_t span,
+                                     const std::vector<MessageBlock>& blocks, int tag);
+  std::unique_ptr<CommRequest> irecv(float* recv, std::size_t span, const std::vector<MessageBlock>& blocks,
+                                     int tag);
+  // One message of `count` floats.
+  std::unique_ptr<CommRequest> isend(const float* send, std::size_t count, int peer, int tag);
+  std::unique_ptr<CommRequest> irecv(float* recv, std::size_t count, int peer, int tag);
+  int max_tag() const;  // the largest tag isend and irecv accept (MPI_TAG_UB, at least 32767)
+
+  // Host values, synchronous over the group (MPI on both backends; no device memory involved).
+  double allreduce_sum(double value);  // the sum over the group of everyone's value
+  int allreduce_min(int value);        // the least value over the group
+  // send: `count` ints per group rank, in rank order, block r for rank r. Returns, in the same layout,
+  // the block each rank sent to this one.
+  std::vector<int> alltoall(const std::vector<int>& send, int count);
+
  protected:
   explicit Communicator(std::vector<int> world_ranks) : world_ranks_(std::move(world_ranks)) {}
+
+  // The MPI communicator over the group (MPI rank = group rank) that carries point-to-point messages and
+  // host values, whatever the backend of the collectives.
+  virtual MPI_Comm host_comm() const = 0;
 
  private:
   std::vector<int> world_ranks_;

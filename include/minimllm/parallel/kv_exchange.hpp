@@ -15,8 +15,8 @@ class KvExchange {
  public:
   // width: floats per row of K|V (2 x model width). The communicator is the group's. Uploads the row
   // order to MemSpace here; gather() and reduce() move no data between host and device themselves (the
-  // communicator may, when it stages device buffers through the host). Staging buffers are allocated on
-  // first use.
+  // communicator may, when it stages device buffers through the host). The staging buffers of each call
+  // come from the active Workspace (the model's LLM pass), in a scope of that call.
   KvExchange(std::shared_ptr<Communicator> group, const MicroBatchWork& mb, int width);
 
   int full_rows() const { return full_rows_; }
@@ -28,13 +28,15 @@ class KvExchange {
   double seconds() const { return seconds_; }  // spent in gather and reduce so far (fenced)
 
  private:
-  void allocate();  // the staging buffers, once
+  struct Staging {
+    t_mat local, rank_major;  // this rank's rows; every member's rows in rank order
+  };
+  Staging staging() const;  // from the active workspace's innermost scope
 
   std::shared_ptr<Communicator> group_;
   int width_, full_rows_, local_rows_;
   std::vector<std::size_t> member_floats_;
   t_ivec kv_order_, identity_;  // sample-major row -> rank-major row, and 0..full_rows-1
-  t_mat local_, rank_major_;    // staging buffers
   double seconds_ = 0.0;
 };
 

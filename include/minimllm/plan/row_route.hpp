@@ -1,4 +1,5 @@
-// RowRoute: which rows one rank sends to and receives from every other rank (the boundary exchange).
+// Which rows of the boundary (image embeddings) a rank sends to and receives from each rank: the plan
+// derives it (rank_work.hpp), BoundaryExchange (parallel/boundary_exchange.hpp) carries it out.
 #pragma once
 
 #include <vector>
@@ -9,8 +10,8 @@ namespace minimllm {
 // .. + send_counts[d]); the receiver stores the rows from source s, in the same order, at
 // recv_rows[recv_offset(s) .. + recv_counts[s]). Every source row is sent to exactly one destination.
 struct RowRoute {
-  std::vector<int> send_counts, send_rows;  // send_counts: one per world rank
-  std::vector<int> recv_counts, recv_rows;  // recv_counts: one per world rank
+  std::vector<int> send_counts, send_rows;  // send_counts: one per rank
+  std::vector<int> recv_counts, recv_rows;  // recv_counts: one per rank
 };
 
 }  // namespace minimllm
