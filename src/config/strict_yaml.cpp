@@ -192,21 +192,39 @@ Section Section::section(const std::string& key, std::vector<std::string> keys) 
   return Section(origin_, child(key), path_of(key), std::move(keys));
 }
 
+Section Section::required_section(const std::string& key, std::vector<std::string> keys) const {
+  require(key);
+  if (!child(key).IsMap()) fail_at(key, fmt::format("must be a map with keys {}", join(keys)));
+  return section(key, std::move(keys));
+}
+
 void Section::read_int(const std::string& key, int& out, int lo, int hi) const {
+  long long parsed = out;
+  read_integer(key, parsed, lo, hi, std::numeric_limits<int>::min(), kIntMax, "32-bit int");
+  out = static_cast<int>(parsed);
+}
+
+void Section::read_int(const std::string& key, long long& out, long long lo, long long hi) const {
+  read_integer(key, out, lo, hi, std::numeric_limits<long long>::min(), std::numeric_limits<long long>::max(),
+               "64-bit integer");
+}
+
+void Section::read_integer(const std::string& key, long long& out, long long lo, long long hi,
+                           long long type_min, long long type_max, const char* type_name) const {
   const YAML::Node value = child(key);
   if (!value.IsDefined()) return;
   const std::string expected =
-      hi == kIntMax ? fmt::format("an integer >= {}", lo) : fmt::format("an integer in [{}, {}]", lo, hi);
+      hi == type_max ? fmt::format("an integer >= {}", lo) : fmt::format("an integer in [{}, {}]", lo, hi);
   long long parsed = 0;
   bool overflow = false;
   if (!value.IsScalar() || !parse_integer(value.Scalar(), parsed, overflow)) {
     fail_at(key, "must be " + expected);
   }
-  if (overflow || parsed > kIntMax || parsed < std::numeric_limits<int>::min()) {
-    fail_at(key, fmt::format("must be {} that fits in a 32-bit int", expected));
+  if (overflow || parsed > type_max || parsed < type_min) {
+    fail_at(key, fmt::format("must be {} that fits in a {}", expected, type_name));
   }
   if (parsed < lo || parsed > hi) fail_at(key, "must be " + expected);
-  out = static_cast<int>(parsed);
+  out = parsed;
 }
 
 void Section::read_uint64(const std::string& key, std::uint64_t& out) const {
@@ -250,6 +268,13 @@ void Section::read_string(const std::string& key, std::string& out) const {
   out = value.Scalar();
 }
 
+void Section::read_text(const std::string& key, std::string& out) const {
+  const YAML::Node value = child(key);
+  if (!value.IsDefined()) return;
+  if (!value.IsScalar()) fail_at(key, "must be a string");
+  out = value.Scalar();
+}
+
 void Section::read_choice(const std::string& key, std::string& out,
                           const std::vector<std::string>& choices) const {
   const YAML::Node value = child(key);
@@ -282,6 +307,20 @@ void Section::read_int_list(const std::string& key, std::vector<int>& out, int l
       fail_at(key, expected);
     }
     parsed.push_back(static_cast<int>(v));
+  }
+  out = parsed;
+}
+
+void Section::read_real_list(const std::string& key, std::vector<double>& out, const Range& range) const {
+  const YAML::Node value = child(key);
+  if (!value.IsDefined()) return;
+  const std::string expected = "must be a list of numbers " + range.describe();
+  if (!value.IsSequence()) fail_at(key, expected);
+  std::vector<double> parsed;
+  for (const auto& item : value) {
+    double v = 0.0;
+    if (!item.IsScalar() || !parse_real(item.Scalar(), v) || !range.contains(v)) fail_at(key, expected);
+    parsed.push_back(v);
   }
   out = parsed;
 }

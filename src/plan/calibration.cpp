@@ -5,13 +5,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <array>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <limits>
 #include <sstream>
+#include <utility>
 
 #include "minimllm/config/strict_yaml.hpp"
 
@@ -204,149 +202,115 @@ std::string calibration_to_yaml(const Calibration& c) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Reading: strict, one-line errors naming the file and the key.
+// Reading: strict (config/strict_yaml.hpp), one-line errors naming the file and the key.
 
 namespace {
 
-std::string show(const YAML::Node& node) {
-  if (!node.IsDefined()) return "(missing)";
-  if (node.IsNull()) return "null";
-  if (node.IsScalar()) {
-    std::string s = node.Scalar();
-    for (char& ch : s)
-      if (static_cast<unsigned char>(ch) < 0x20) ch = '?';
-    return s.size() > 60 ? s.substr(0, 60) + "..." : s.empty() ? "\"\"" : s;
-  }
-  return node.IsMap() ? "(a map)" : "(a list)";
+using strict_yaml::above;
+using strict_yaml::at_least;
+using strict_yaml::Section;
+
+constexpr const char* kFormat = "minimllm-calibration-1";
+constexpr int kMaxSize = 1 << 24;  // model.*, provenance.ranks*
+
+void require_all(const Section& s, const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) s.require(key);
 }
 
-// One map of the file: unknown and duplicate keys are errors; readers fail with the full key path.
-class Reader {
- public:
-  Reader(const std::string& origin, const YAML::Node& node, std::string path, std::vector<std::string> keys)
-      : origin_(origin), node_(node), path_(std::move(path)) {
-    if (!node_.IsMap())
-      fail(path_.empty() ? "(top level)" : path_, show(node_),
-           fmt::format("must be a map with keys {}", fmt::join(keys, ", ")));
-    std::vector<std::string> seen;
-    for (const auto& entry : node_) {
-      const std::string name = entry.first.IsScalar() ? entry.first.Scalar() : show(entry.first);
-      if (std::find(keys.begin(), keys.end(), name) == keys.end())
-        fail(key(name), show(entry.second),
-             fmt::format("unknown key; valid keys{}: {}", path_.empty() ? "" : " in " + path_,
-                         fmt::join(keys, ", ")));
-      if (std::find(seen.begin(), seen.end(), name) != seen.end())
-        fail(key(name), show(entry.second), "duplicate key");
-      seen.push_back(name);
-    }
-  }
-
-  bool has(const std::string& name) const { return child(name).IsDefined(); }
-  YAML::Node child(const std::string& name) const {
-    const YAML::Node& n = node_;
-    return n[name];
-  }
-  std::string key(const std::string& name) const { return path_.empty() ? name : path_ + "." + name; }
-  Reader section(const std::string& name, std::vector<std::string> keys) const {
-    require(name);
-    return Reader(origin_, child(name), key(name), std::move(keys));
-  }
-
-  void require(const std::string& name) const {
-    if (!has(name)) fail(key(name), "(missing)", "required key");
-  }
-
-  // A finite real >= lo (> lo when open).
-  double real(const std::string& name, double lo = 0.0, bool open = false) const {
-    require(name);
-    double v = 0.0;
-    if (!parse_real(child(name), v) || (open ? v <= lo : v < lo))
-      fail(key(name), show(child(name)), fmt::format("must be a finite number {} {}", open ? ">" : ">=", lo));
-    return v;
-  }
-  double real_or(const std::string& name, double fallback) const { return has(name) ? real(name) : fallback; }
-
-  int integer(const std::string& name, int lo, int hi) const {
-    require(name);
-    const YAML::Node n = child(name);
-    long long v = 0;
-    if (!n.IsScalar() || !parse_integer(n.Scalar(), v) || v < lo || v > hi)
-      fail(key(name), show(n), fmt::format("must be an integer in [{}, {}]", lo, hi));
-    return static_cast<int>(v);
-  }
-  long long integer64(const std::string& name) const {
-    require(name);
-    const YAML::Node n = child(name);
-    long long v = 0;
-    if (!n.IsScalar() || !parse_integer(n.Scalar(), v) || v < 0)
-      fail(key(name), show(n), "must be a non-negative integer");
-    return v;
-  }
-  std::string text_or(const std::string& name) const {
-    if (!has(name)) return "";
-    if (!child(name).IsScalar()) fail(key(name), show(child(name)), "must be a string");
-    return child(name).Scalar();
-  }
-  std::vector<double> reals_or_empty(const std::string& name) const {
-    if (!has(name)) return {};
-    const YAML::Node n = child(name);
-    std::vector<double> out;
-    const std::string expected = "must be a list of finite numbers >= 0";
-    if (!n.IsSequence()) fail(key(name), show(n), expected);
-    for (const auto& item : n) {
-      double v = 0.0;
-      if (!parse_real(item, v) || v < 0.0) fail(key(name), show(item), expected);
-      out.push_back(v);
-    }
-    return out;
-  }
-
-  [[noreturn]] void fail(const std::string& key_path, const std::string& value,
-                         const std::string& what) const {
-    throw InputError(fmt::format("{}: {} = {}: {}", origin_, key_path, value, what));
-  }
-
- private:
-  static bool parse_real(const YAML::Node& n, double& out) {
-    if (!n.IsScalar()) return false;
-    const std::string& t = n.Scalar();
-    if (t.empty() || t.find_first_not_of("0123456789+-.eE") != std::string::npos) return false;
-    char* end = nullptr;
-    errno = 0;
-    out = std::strtod(t.c_str(), &end);
-    return end == t.c_str() + t.size() && errno != ERANGE && std::isfinite(out);
-  }
-  static bool parse_integer(const std::string& t, long long& out) {
-    if (t.empty() || t.find_first_not_of("0123456789+-") != std::string::npos) return false;
-    char* end = nullptr;
-    errno = 0;
-    out = std::strtoll(t.c_str(), &end, 10);
-    return end == t.c_str() + t.size() && errno != ERANGE;
-  }
-
-  const std::string& origin_;
-  YAML::Node node_;
-  std::string path_;
-};
-
-void read_points(const Reader& r, FitPoints& p, const char* size_name) {
-  p.rms_relative_error = r.real_or("rms_relative_error", 0.0);
-  p.max_relative_error = r.real_or("max_relative_error", 0.0);
-  p.sizes = r.reals_or_empty(size_name);
-  p.seconds = r.reals_or_empty("seconds");
+void read_points(const Section& s, FitPoints& p, const char* size_name) {
+  s.read_real("rms_relative_error", p.rms_relative_error, at_least(0.0));
+  s.read_real("max_relative_error", p.max_relative_error, at_least(0.0));
+  s.read_real_list(size_name, p.sizes, at_least(0.0));
+  s.read_real_list("seconds", p.seconds, at_least(0.0));
   if (p.sizes.size() != p.seconds.size())
-    r.fail(r.key("seconds"), fmt::format("({} values)", p.seconds.size()),
-           fmt::format("must have as many values as {} ({})", r.key(size_name), p.sizes.size()));
+    s.fail_at("seconds", fmt::format("must have as many values as {} ({}), not {}", s.path_of(size_name),
+                                     p.sizes.size(), p.seconds.size()));
 }
 
-PhaseCalibration read_phase(const Reader& top, const std::string& name, const char* size_name) {
-  const Reader r =
-      top.section(name, {"a2", "a1", "c", "rms_relative_error", "max_relative_error", size_name, "seconds"});
+PhaseCalibration read_phase(const Section& top, const std::string& name, const char* size_name) {
+  const Section s = top.required_section(
+      name, {"a2", "a1", "c", "rms_relative_error", "max_relative_error", size_name, "seconds"});
   PhaseCalibration phase;
-  phase.cost = {r.real("a2"), r.real("a1"), r.real("c")};
-  if (phase.cost(1.0) <= 0.0) r.fail(r.key("c"), "0", "a2, a1 and c are all 0: an item would cost nothing");
-  read_points(r, phase.points, size_name);
+  require_all(s, {"a2", "a1", "c"});
+  s.read_real("a2", phase.cost.a2, at_least(0.0));
+  s.read_real("a1", phase.cost.a1, at_least(0.0));
+  s.read_real("c", phase.cost.c, at_least(0.0));
+  if (phase.cost(1.0) <= 0.0) s.fail_at("c", "a2, a1 and c are all 0: an item would cost nothing");
+  read_points(s, phase.points, size_name);
   return phase;
+}
+
+void read_provenance(const Section& s, Calibration& c) {
+  s.read_text("deck", c.deck);
+  s.read_text("created", c.created);
+  s.read_text("host", c.host);
+  s.read_text("minimllm_version", c.minimllm_version);
+  s.read_text("kokkos", c.kokkos);
+  s.read_int("ranks", c.ranks, 1, kMaxSize);
+  s.read_int("ranks_per_node", c.ranks_per_node, 1, kMaxSize);
+  s.read_int("blas_threads", c.blas_threads, 1, 4096);
+  s.read_int("rows_per_call", c.rows_per_call, 0, 1 << 30);
+}
+
+void read_model(const Section& s, ModelConfig& m) {
+  const Section enc =
+      s.required_section("encoder", {"width", "heads", "layers", "mlp_ratio", "patch", "channels"});
+  const Section llm = s.required_section("llm", {"width", "heads", "layers", "mlp_ratio", "vocab"});
+  require_all(enc, {"width", "heads", "layers", "mlp_ratio", "patch", "channels"});
+  enc.read_int("width", m.encoder.width, 1, kMaxSize);
+  enc.read_int("heads", m.encoder.heads, 1, kMaxSize);
+  enc.read_int("layers", m.encoder.layers, 0, kMaxSize);
+  enc.read_int("mlp_ratio", m.encoder.mlp_ratio, 1, kMaxSize);
+  enc.read_int("patch", m.encoder.patch, 1, kMaxSize);
+  enc.read_int("channels", m.encoder.channels, 1, kMaxSize);
+  require_all(llm, {"width", "heads", "layers", "mlp_ratio", "vocab"});
+  llm.read_int("width", m.llm.width, 1, kMaxSize);
+  llm.read_int("heads", m.llm.heads, 1, kMaxSize);
+  llm.read_int("layers", m.llm.layers, 1, kMaxSize);
+  llm.read_int("mlp_ratio", m.llm.mlp_ratio, 1, kMaxSize);
+  llm.read_int("vocab", m.llm.vocab, 1, kMaxSize);
+}
+
+void read_data(const Section& s, DataCalibration& d) {
+  require_all(s, {"c", "per_image", "per_patch", "per_token"});
+  s.read_real("c", d.c, at_least(0.0));
+  s.read_real("per_image", d.per_image, at_least(0.0));
+  s.read_real("per_patch", d.per_patch, at_least(0.0));
+  s.read_real("per_token", d.per_token, at_least(0.0));
+  s.read_real("rms_relative_error", d.rms_relative_error, at_least(0.0));
+  s.read_real("max_relative_error", d.max_relative_error, at_least(0.0));
+  s.read_real_list("images", d.images, at_least(0.0));
+  s.read_real_list("patches", d.patches, at_least(0.0));
+  s.read_real_list("tokens", d.tokens, at_least(0.0));
+  s.read_real_list("seconds", d.seconds, at_least(0.0));
+  const size_t points = d.seconds.size();
+  if (d.images.size() != points || d.patches.size() != points || d.tokens.size() != points)
+    s.fail_at("seconds", fmt::format("data.images, data.patches, data.tokens and data.seconds must have the "
+                                     "same length (they have {}, {}, {} and {} values)",
+                                     d.images.size(), d.patches.size(), d.tokens.size(), points));
+}
+
+bool not_measured(const Section& s, const std::string& key) {
+  const YAML::Node value = s.child(key);
+  return value.IsScalar() && value.Scalar() == "not measured";
+}
+
+// Collectives: `not measured` or {latency, bandwidth > 0, fit error, bytes, seconds}.
+void read_links(const Section& top, const std::string& name,
+                const std::array<CollectiveCalibration*, 3>& out) {
+  if (!top.has(name) || not_measured(top, name)) return;
+  const std::vector<std::string> ops = {"all_gather", "all_reduce", "all_to_all"};
+  const Section links = top.required_section(name, ops);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!links.has(ops[i]) || not_measured(links, ops[i])) continue;
+    const Section s = links.required_section(
+        ops[i], {"latency", "bandwidth", "rms_relative_error", "max_relative_error", "bytes", "seconds"});
+    require_all(s, {"latency", "bandwidth"});
+    out[i]->measured = true;
+    s.read_real("latency", out[i]->link.latency, at_least(0.0));
+    s.read_real("bandwidth", out[i]->link.bandwidth, above(0.0));
+    read_points(s, out[i]->points, "bytes");
+  }
 }
 
 }  // namespace
@@ -357,96 +321,48 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
                                              "llm",         "data",       "optimizer", "grad_sync",
                                              "collectives", "inter_node"};
   if (documents.size() != 1 || !documents[0].IsMap())
-    throw InputError(fmt::format(
-        "{}: (top level) = {}: a calibration file is one YAML map with keys {} (see docs/INPUT.md)", origin,
-        documents.empty() ? "(empty)" : show(documents[0]), fmt::join(top_keys, ", ")));
-  const Reader top(origin, documents[0], "", top_keys);
+    strict_yaml::fail(origin, "(top level)", documents.empty() ? "(empty)" : strict_yaml::show(documents[0]),
+                      fmt::format("a calibration file is one YAML map with keys {} (see docs/INPUT.md)",
+                                  strict_yaml::join(top_keys)));
+  const Section top(origin, documents[0], "", top_keys);
   top.require("format");
-  if (top.text_or("format") != "minimllm-calibration-1")
-    top.fail("format", show(top.child("format")),
-             "must be minimllm-calibration-1 (a file from minimllm calibrate)");
+  std::string format;
+  top.read_text("format", format);
+  if (format != kFormat)
+    top.fail_at("format", fmt::format("must be {} (a file from minimllm calibrate)", kFormat));
 
   Calibration c;
   if (top.has("provenance")) {
-    const Reader p = top.section("provenance", {"deck", "created", "host", "minimllm_version", "kokkos",
-                                                "ranks", "ranks_per_node", "blas_threads", "rows_per_call"});
-    c.deck = p.text_or("deck"), c.created = p.text_or("created"), c.host = p.text_or("host");
-    c.minimllm_version = p.text_or("minimllm_version"), c.kokkos = p.text_or("kokkos");
-    if (p.has("ranks")) c.ranks = p.integer("ranks", 1, 1 << 24);
-    if (p.has("ranks_per_node")) c.ranks_per_node = p.integer("ranks_per_node", 1, 1 << 24);
-    if (p.has("blas_threads")) c.blas_threads = p.integer("blas_threads", 1, 4096);
-    if (p.has("rows_per_call")) c.rows_per_call = p.integer("rows_per_call", 0, 1 << 30);
+    read_provenance(
+        top.required_section("provenance", {"deck", "created", "host", "minimllm_version", "kokkos", "ranks",
+                                            "ranks_per_node", "blas_threads", "rows_per_call"}),
+        c);
   }
-  const Reader model = top.section("model", {"encoder", "llm"});
-  const Reader enc = model.section("encoder", {"width", "heads", "layers", "mlp_ratio", "patch", "channels"});
-  const Reader llm = model.section("llm", {"width", "heads", "layers", "mlp_ratio", "vocab"});
-  constexpr int kMax = 1 << 24;
-  c.model.encoder = {enc.integer("width", 1, kMax),  enc.integer("heads", 1, kMax),
-                     enc.integer("layers", 0, kMax), enc.integer("mlp_ratio", 1, kMax),
-                     enc.integer("patch", 1, kMax),  enc.integer("channels", 1, kMax)};
-  c.model.llm = {llm.integer("width", 1, kMax), llm.integer("heads", 1, kMax), llm.integer("layers", 1, kMax),
-                 llm.integer("mlp_ratio", 1, kMax), llm.integer("vocab", 1, kMax)};
+  read_model(top.required_section("model", {"encoder", "llm"}), c.model);
   c.encoder = read_phase(top, "encoder", "patches");
   c.llm = read_phase(top, "llm", "tokens");
+  read_data(top.required_section("data", {"c", "per_image", "per_patch", "per_token", "rms_relative_error",
+                                          "max_relative_error", "images", "patches", "tokens", "seconds"}),
+            c.data);
 
-  const Reader data = top.section("data", {"c", "per_image", "per_patch", "per_token", "rms_relative_error",
-                                           "max_relative_error", "images", "patches", "tokens", "seconds"});
-  c.data.c = data.real("c"), c.data.per_image = data.real("per_image");
-  c.data.per_patch = data.real("per_patch"), c.data.per_token = data.real("per_token");
-  c.data.rms_relative_error = data.real_or("rms_relative_error", 0.0);
-  c.data.max_relative_error = data.real_or("max_relative_error", 0.0);
-  c.data.images = data.reals_or_empty("images");
-  c.data.patches = data.reals_or_empty("patches");
-  c.data.tokens = data.reals_or_empty("tokens");
-  c.data.seconds = data.reals_or_empty("seconds");
-  const size_t points = c.data.seconds.size();
-  if (c.data.images.size() != points || c.data.patches.size() != points || c.data.tokens.size() != points)
-    data.fail(data.key("seconds"), fmt::format("({} values)", points),
-              "data.images, data.patches, data.tokens and data.seconds must have the same length");
-
-  const Reader opt = top.section("optimizer", {"seconds", "parameters"});
-  c.optimizer_seconds = opt.real("seconds");
-  c.parameters = opt.has("parameters") ? opt.integer64("parameters") : 0;
+  const Section opt = top.required_section("optimizer", {"seconds", "parameters"});
+  opt.require("seconds");
+  opt.read_real("seconds", c.optimizer_seconds, at_least(0.0));
+  opt.read_int("parameters", c.parameters, 0);
   if (top.has("grad_sync")) {
-    const Reader g = top.section("grad_sync", {"seconds", "bytes", "ranks"});
-    c.grad_sync_seconds = g.real_or("seconds", 0.0);
+    top.required_section("grad_sync", {"seconds", "bytes", "ranks"})
+        .read_real("seconds", c.grad_sync_seconds, at_least(0.0));
   }
 
-  // Collectives: `not measured` or {latency, bandwidth > 0, fit error, bytes, seconds}.
-  const std::vector<std::string> ops = {"all_gather", "all_reduce", "all_to_all"};
-  const auto read_links = [&](const std::string& section, CollectiveCalibration* out[3]) {
-    if (!top.has(section)) return;
-    const YAML::Node node = top.child(section);
-    if (node.IsScalar() && node.Scalar() == "not measured") return;
-    const Reader links = top.section(section, ops);
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (!links.has(ops[i])) continue;
-      const YAML::Node n = links.child(ops[i]);
-      if (n.IsScalar() && n.Scalar() == "not measured") continue;
-      const Reader r = links.section(
-          ops[i], {"latency", "bandwidth", "rms_relative_error", "max_relative_error", "bytes", "seconds"});
-      out[i]->measured = true;
-      out[i]->link = {r.real("latency"), r.real("bandwidth", 0.0, /*open=*/true)};
-      read_points(r, out[i]->points, "bytes");
-    }
-  };
-  CollectiveCalibration* intra[3] = {&c.all_gather, &c.all_reduce, &c.all_to_all};
-  CollectiveCalibration* inter[3] = {&c.inter_all_gather, &c.inter_all_reduce, &c.inter_all_to_all};
-  read_links("collectives", intra);
-  read_links("inter_node", inter);
+  read_links(top, "collectives", {&c.all_gather, &c.all_reduce, &c.all_to_all});
+  read_links(top, "inter_node", {&c.inter_all_gather, &c.inter_all_reduce, &c.inter_all_to_all});
   return c;
 }
 
 Calibration load_calibration(const std::string& path, std::string* text) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw InputError(path + ": cannot read calibration file: is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read calibration file: {}", path, std::strerror(errno)));
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (text) *text = s.str();
-  return parse_calibration(s.str(), path);
+  const std::string yaml_text = read_input_file(path, "calibration file");
+  if (text) *text = yaml_text;
+  return parse_calibration(yaml_text, path);
 }
 
 std::string resolve_against_deck(const std::string& deck_path, const std::string& path) {

@@ -59,8 +59,12 @@ class Section {
   Section(const std::string& origin, const YAML::Node& node, std::string path, std::vector<std::string> keys);
 
   Section section(const std::string& key, std::vector<std::string> keys) const;
+  // As section, but the key is required and must hold a map (absent or empty is an error).
+  Section required_section(const std::string& key, std::vector<std::string> keys) const;
 
   void read_int(const std::string& key, int& out, int lo, int hi = std::numeric_limits<int>::max()) const;
+  void read_int(const std::string& key, long long& out, long long lo,
+                long long hi = std::numeric_limits<long long>::max()) const;
   // A non-negative integer that fits in 64 bits.
   void read_uint64(const std::string& key, std::uint64_t& out) const;
   void read_real(const std::string& key, double& out, const Range& range) const;
@@ -68,20 +72,29 @@ class Section {
   void read_float(const std::string& key, float& out, const Range& range) const;
   // A non-empty string (e.g. a file name).
   void read_string(const std::string& key, std::string& out) const;
+  // Any string, possibly empty (free text).
+  void read_text(const std::string& key, std::string& out) const;
   // One of a fixed set of words.
   void read_choice(const std::string& key, std::string& out, const std::vector<std::string>& choices) const;
   void read_bool(const std::string& key, bool& out) const;
   // A YAML list of integers in [lo, hi], e.g. [3, 1].
   void read_int_list(const std::string& key, std::vector<int>& out, int lo, int hi) const;
+  // A YAML list of numbers in `range`, e.g. [0.5, 2].
+  void read_real_list(const std::string& key, std::vector<double>& out, const Range& range) const;
   // Required: a name used in file names, non-empty, at most 128 characters of [A-Za-z0-9_.-].
   void read_name(const std::string& key, std::string& out) const;
 
   void require(const std::string& key) const;
+  bool has(const std::string& key) const { return child(key).IsDefined(); }
+  // The value at `key` (undefined when absent), for what the read_* members do not cover.
+  YAML::Node child(const std::string& key) const;
   std::string path_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  // Throws InputError "<origin>: <path.key> = <value at key>: <what>", e.g. for a rule across keys.
+  [[noreturn]] void fail_at(const std::string& key, const std::string& what) const;
 
  private:
-  YAML::Node child(const std::string& key) const;
-  [[noreturn]] void fail_at(const std::string& key, const std::string& what) const;
+  void read_integer(const std::string& key, long long& out, long long lo, long long hi, long long type_min,
+                    long long type_max, const char* type_name) const;
   std::string display_path() const { return path_.empty() ? "(top level)" : path_; }
   std::string where() const { return path_.empty() ? " at the top level" : " in " + path_; }
   std::string suggestion(const std::string& name) const;
