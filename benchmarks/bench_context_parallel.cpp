@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "minimllm/core/world.hpp"
 #include "minimllm/step/run_step.hpp"
 #include "mpi_benchmark_main.hpp"
 

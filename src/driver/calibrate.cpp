@@ -202,7 +202,6 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   set_blas_threads(config.runtime.blas_threads);
   const Sampler sampler(config);
   Model model(config.model, config.seed);
-  const World self = World::of(MPI_COMM_SELF);
   CommPool pool(MPI_COMM_SELF, 4, create_mpi_communicator);
 
   // The deck's sizes: sample lengths, image sides, and the rows and patches one rank handles per step.
