@@ -35,8 +35,8 @@ std::pair<double, double> llm_phase(const RunConfig& config, MPI_Comm comm, int 
   Model model(config.model, config.seed);
   CommPool pool(comm, 4, choose_collectives(comm, "auto").factory);
   const GlobalBatch batch = sampler.batch(0);
-  const PlannedStep planned = planned_step(batch, make_grouped_plan(batch, {world.size}), world.rank, world.size,
-                                           model.linear_weight_in_attention_pairs());
+  const PlannedStep planned = planned_step(batch, make_grouped_plan(batch, {world.size}), world.rank,
+                                           world.size, model.linear_weight_in_attention_pairs());
   std::vector<double> llm, kv;
   for (int r = 0; r <= reps; ++r) {
     StepOutcome o = run_step(sampler, model, pool, planned);

@@ -17,8 +17,8 @@
 #include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/cli.hpp"
-#include "minimllm/driver/simulator.hpp"
 #include "minimllm/driver/run_report.hpp"
+#include "minimllm/driver/simulator.hpp"
 #include "minimllm/plan/planner.hpp"
 
 namespace {

@@ -20,8 +20,8 @@
 
 namespace fs = std::filesystem;
 using minimllm::Hdf5RunWriter;
-using minimllm::StepRecord;
 using minimllm::Phase;
+using minimllm::StepRecord;
 
 namespace {
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <functional>
 
-#include "minimllm/step/run_step.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/plan/planner.hpp"
+#include "minimllm/step/run_step.hpp"
 #include "mpi_world.hpp"
 
 namespace minimllm {
@@ -52,7 +52,9 @@ Gradients run_step(const RunConfig& config, MPI_Comm comm,
   const GlobalBatch batch = sampler.batch(0);
   const StepPlan plan = plan_of(batch);
   validate_plan(plan, batch, world.size);
-  const StepOutcome outcome = minimllm::run_step(sampler, model, pool, planned_step(batch, plan, world.rank, world.size, model.linear_weight_in_attention_pairs()));
+  const StepOutcome outcome = minimllm::run_step(
+      sampler, model, pool,
+      planned_step(batch, plan, world.rank, world.size, model.linear_weight_in_attention_pairs()));
   auto grads = Kokkos::create_mirror_view_and_copy(HostSpace(), model.grads());
   return {outcome.loss_sum / batch.loss_targets(),
           std::vector<float>(grads.data(), grads.data() + grads.size())};
@@ -252,7 +254,9 @@ TEST(Layouts, NoHostDeviceTransfersInsideAStepOnTheDevicePath) {
     for (size_t i = 0; i < plan.image_owner.size(); ++i)
       plan.image_owner[i] = static_cast<int>((5 * i + step) % world.size);
     validate_plan(plan, batch, world.size);
-    const StepOutcome out = minimllm::run_step(sampler, model, pool, planned_step(batch, plan, world.rank, world.size, model.linear_weight_in_attention_pairs()));
+    const StepOutcome out = minimllm::run_step(
+        sampler, model, pool,
+        planned_step(batch, plan, world.rank, world.size, model.linear_weight_in_attention_pairs()));
     EXPECT_EQ(out.input_transfers.to_host, 0) << "packing inputs read something back";
     if (kMemSpaceIsHostAccessible) {
       EXPECT_EQ(out.input_transfers.to_device + out.input_transfers.bytes, 0);

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
-#include "minimllm/step/packing.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/model/model.hpp"
+#include "minimllm/step/packing.hpp"
 
 namespace minimllm {
 namespace {

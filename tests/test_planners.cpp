@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "minimllm/step/packing.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/plan/cost_model.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/rank_work.hpp"
+#include "minimllm/step/packing.hpp"
 
 namespace minimllm {
 namespace {

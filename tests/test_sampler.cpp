@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
-#include "minimllm/step/packing.hpp"
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/step/packing.hpp"
 
 namespace minimllm {
 namespace {

@@ -42,7 +42,7 @@ TEST(Simulator, ProjectsEveryPolicyAboveItsLowerBound) {
   hid_t space = H5Dget_space(dset);
   hsize_t dims[2] = {0, 0};
   H5Sget_simple_extent_dims(space, dims, nullptr);
-  EXPECT_EQ(dims[0], 3u);  // one row per step
+  EXPECT_EQ(dims[0], 3u);   // one row per step
   EXPECT_EQ(dims[1], 11u);  // makespan, lower bound, idle, comm, planning, encoder, boundary, llm, data,
                             // gradient all-reduce, optimizer
   H5Sclose(space), H5Dclose(dset), H5Fclose(file);

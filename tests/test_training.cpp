@@ -1,10 +1,10 @@
 // The project's backbone: the parallel layout changes where work runs, never the math. Training on
 // any number of ranks must give the single-rank loss curve up to float reassociation.
 #include <gtest/gtest.h>
-#include <Kokkos_Core.hpp>
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>

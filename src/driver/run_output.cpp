@@ -11,7 +11,8 @@
 
 namespace minimllm {
 
-RunOutput::RunOutput(const std::string& path, bool overwrite, const World& world) : policy_names_(policy_names()) {
+RunOutput::RunOutput(const std::string& path, bool overwrite, const World& world)
+    : policy_names_(policy_names()) {
   std::string error;
   int kind = 0;  // 0 ok, 1 input error, 2 runtime error
   if (world.is_root() && !path.empty()) {
@@ -34,7 +35,8 @@ RunOutput::RunOutput(const std::string& path, bool overwrite, const World& world
 }
 
 void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult& r, double parameters,
-                                     std::vector<RunAttribute> attributes, const std::string& calibration_text) {
+                                     std::vector<RunAttribute> attributes,
+                                     const std::string& calibration_text) {
   attributes.push_back({"gemm_backend", std::string(to_string(default_gemm_backend()))});
   attributes.push_back({"placement", config.parallel.placement});
   attributes.push_back({"policy", config.parallel.policy});
@@ -47,7 +49,8 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
   attributes.push_back({"collectives_reason", r.collectives_reason});
   writer_->set_run_attributes(attributes);
   writer_->set_run_attribute("cost_model_source", r.cost_model_source);
-  writer_->set_run_attribute("predicted_columns", "step_s, data_s, encoder_s, boundary_s, llm_s, grad_sync_s, optimizer_s");
+  writer_->set_run_attribute("predicted_columns",
+                             "step_s, data_s, encoder_s, boundary_s, llm_s, grad_sync_s, optimizer_s");
   if (!calibration_text.empty()) writer_->set_run_attribute("calibration", calibration_text);
 }
 
@@ -58,7 +61,8 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
 // a code into the attribute `names`. /predicted: the prediction's terms beside the measured phases.
 void RunOutput::append_step_tables(const StepMetrics& metrics, const PlannedStep& planned, int world_size) {
   const std::vector<std::string>& tables = rank_table_names();
-  for (size_t t = 0; t < tables.size(); ++t) writer_->append_row("/ranks/" + tables[t], metrics.rank_tables[t]);
+  for (size_t t = 0; t < tables.size(); ++t)
+    writer_->append_row("/ranks/" + tables[t], metrics.rank_tables[t]);
 
   const StepPlan& plan = planned.plan;
   std::vector<int> group_of_rank(world_size, -1), group_size(world_size, 0), group_samples(world_size, 0),
@@ -82,8 +86,8 @@ void RunOutput::append_step_tables(const StepMetrics& metrics, const PlannedStep
   }
 
   const PlanPrediction& p = planned.prediction;
-  writer_->append_row("/predicted",
-                      std::vector<double>{p.makespan, p.data, p.encoder, p.boundary, p.llm, p.grad_sync, p.optimizer});
+  writer_->append_row("/predicted", std::vector<double>{p.makespan, p.data, p.encoder, p.boundary, p.llm,
+                                                        p.grad_sync, p.optimizer});
 }
 
 }  // namespace minimllm

@@ -29,8 +29,7 @@ double median_after_warmup(const TrainResult& r, Field field) {
 }  // namespace
 
 void print_banner(std::ostream& log, const RunConfig& config, const World& world, const Model& model,
-                  const TrainResult& r, const PeakWork& peak,
-                  const std::vector<RunAttribute>& provenance) {
+                  const TrainResult& r, const PeakWork& peak, const std::vector<RunAttribute>& provenance) {
   const ModelConfig& m = config.model;
   log << fmt::format("minimllm {} | deck {} ({}) | {} MPI ranks | {} | BLAS threads/rank {}\n",
                      MINIMLLM_VERSION, config.name, config.deck_path, world.size, kokkos_description(),
@@ -87,8 +86,9 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
       100.0 * median(mfus));
   std::string phases;
   for (Phase phase : kPhases) {
-    phases += fmt::format("{}{} {:.2f}", phases.empty() ? "" : " | ", phase_name(phase),
-                          1e3 * median_after_warmup(r, [phase](const StepRecord& s) { return s.phase_seconds[phase]; }));
+    phases += fmt::format(
+        "{}{} {:.2f}", phases.empty() ? "" : " | ", phase_name(phase),
+        1e3 * median_after_warmup(r, [phase](const StepRecord& s) { return s.phase_seconds[phase]; }));
   }
   log << "phases (median ms, slowest rank): " << phases << "\n";
   if (!out_path.empty()) {

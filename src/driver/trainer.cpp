@@ -50,23 +50,27 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
       choose_cost_model(config, world, result.peak_gflops_per_rank, per_node, options.cost_model);
   result.cost_model_source = cost.source;
   const LayoutSource layouts(config, world.size, cost.model);
-  const StepPlanner planner(sampler, layouts, world.rank, world.size, model.linear_weight_in_attention_pairs());
+  const StepPlanner planner(sampler, layouts, world.rank, world.size,
+                            model.linear_weight_in_attention_pairs());
 
   // The first steps are planned before anything is written (a deck whose layout cannot fit this run fails
   // here, InputError, and leaves no output file); they size the memory estimate and the workspace, and
   // run as planned.
   std::deque<PlannedStep> planned_ahead;
-  for (int step = 0; step < std::min(config.steps, kEstimateSteps); ++step) planned_ahead.push_back(planner.plan(step));
+  for (int step = 0; step < std::min(config.steps, kEstimateSteps); ++step)
+    planned_ahead.push_back(planner.plan(step));
   const PeakWork peak = peak_work({planned_ahead.begin(), planned_ahead.end()}, world.comm);
   model.reserve_workspace(peak.llm_rows, peak.key_rows);
   RunOutput out(options.out_path, options.overwrite, world);
   AdamW optimizer(model, config.optimizer);
-  const double state_bytes = 2.0 * sizeof(float) * model.parameter_count() + optimizer.state_bytes();  // params, grads
+  const double state_bytes =
+      2.0 * sizeof(float) * model.parameter_count() + optimizer.state_bytes();  // params, grads
   result.memory_estimate_mib =
       (state_bytes + model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows)) / 1048576.0;
   const std::vector<RunAttribute> provenance = gather_provenance(config, world, options.command_line);
   if (log) print_banner(*log, config, world, model, result, peak, provenance);
-  if (out) out.write_run_attributes(config, result, model.parameter_count(), provenance, cost.calibration_text);
+  if (out)
+    out.write_run_attributes(config, result, model.parameter_count(), provenance, cost.calibration_text);
 
   CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
   const double t_loop = now_seconds();
@@ -88,8 +92,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
 
     // A step planned ahead paid for its planning before the loop: its wall time counts it all the same.
     const double step_seconds = now_seconds() - t_start + (was_ahead ? planned.planning_seconds : 0.0);
-    StepMetrics metrics = reduce_step_metrics(world.comm, planned, outcome, step_seconds,
-                                              pool_activity(pool.stats(), pool_before), result.peak_gflops_per_rank);
+    StepMetrics metrics =
+        reduce_step_metrics(world.comm, planned, outcome, step_seconds,
+                            pool_activity(pool.stats(), pool_before), result.peak_gflops_per_rank);
     // Rank 0's HDF5 output, timed: the per-rank, plan and prediction rows, then the /steps row and flush.
     StepRecord& s = metrics.record;
     const double t_output = now_seconds();
@@ -111,8 +116,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   result.peak_resident_mib = rss;
   if (out) {
     out.writer().set_run_attribute("peak_resident_mib", rss);
-    out.writer().set_run_attribute("peak_resident_scope",
-                                   own_peak ? "this run" : "the process so far (the peak could not be reset)");
+    out.writer().set_run_attribute(
+        "peak_resident_scope", own_peak ? "this run" : "the process so far (the peak could not be reset)");
   }
   if (log) print_summary(*log, result, world, options.out_path);
   return result;

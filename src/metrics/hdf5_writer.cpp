@@ -94,8 +94,8 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(output_seconds, "s"),
   };
   const std::vector<Field> phases = phase_fields();
-  const auto first_phase = std::find_if(fields.begin(), fields.end(),
-                                        [](const Field& f) { return f.name == "step_seconds"; }) + 1;
+  const auto first_phase =
+      std::find_if(fields.begin(), fields.end(), [](const Field& f) { return f.name == "step_seconds"; }) + 1;
   fields.insert(first_phase, phases.begin(), phases.end());
   return fields;
 }

@@ -386,8 +386,9 @@ double Model::rounded_operand_bytes(std::int64_t rows, bool llm) const {
   if (precision_ != GemmPrecision::bf16) return 0.0;
   const EncoderConfig& e = config_.encoder;
   const LlmConfig& c = config_.llm;
-  const double cols = llm ? std::max({c.vocab, c.mlp_ratio * c.width, 3 * c.width})
-                          : std::max({e.mlp_ratio * e.width, 3 * e.width, c.width, e.channels * e.patch * e.patch});
+  const double cols =
+      llm ? std::max({c.vocab, c.mlp_ratio * c.width, 3 * c.width})
+          : std::max({e.mlp_ratio * e.width, 3 * e.width, c.width, e.channels * e.patch * e.patch});
   const double weights = static_cast<double>(c.width) * std::max(c.vocab, c.mlp_ratio * c.width);
   return 2.0 * std::max(cols * rows, weights) * (kMemSpaceIsHostAccessible ? 4.0 : 2.0);
 }
@@ -412,8 +413,8 @@ double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std:
   // The boundary exchange's received rows and their gradient (about one per patch).
   const double boundary = 4.0 * c.width * patches;
   // The encoder's rounded operands reuse the LLM pass's workspace; only a larger need adds.
-  const double encoder_rounded =
-      std::max(0.0, rounded_operand_bytes(patches, /*llm=*/false) - rounded_operand_bytes(llm_rows, /*llm=*/true));
+  const double encoder_rounded = std::max(
+      0.0, rounded_operand_bytes(patches, /*llm=*/false) - rounded_operand_bytes(llm_rows, /*llm=*/true));
   return llm_pass_bytes(llm_rows, key_rows) + 4.0 * (enc_row * patches + boundary) + encoder_rounded;
 }
 

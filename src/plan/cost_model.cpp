@@ -85,7 +85,7 @@ CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_p
   const double params = pixels * ew + elayers * block_params(ew, ehidden) + ew + ew * w + w * w +  // encoder
                         vocab * w + layers * block_params(w, hidden) + w + w * vocab;              // LLM
   cost.step.grad_bytes = 4.0 * params;  // fp32 gradients
-  cost.fixed_bytes = 16.0 * params;  // parameters, gradients, two Adam moments (fp32)
+  cost.fixed_bytes = 16.0 * params;     // parameters, gradients, two Adam moments (fp32)
   cost.bytes_per_token = (16.0 * w + 2.0 * hidden) * 4.0 * layers + vocab * 4.0;
   cost.gathered_bytes_per_token = (layers + 1.0) * 2.0 * w * 4.0;
   cost.capacity_bytes = capacity_bytes;

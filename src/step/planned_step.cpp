@@ -16,7 +16,11 @@ PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_s
 
 StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, int rank, int world_size,
                          double linear_weight)
-    : sampler_(sampler), layouts_(layouts), rank_(rank), world_size_(world_size), linear_weight_(linear_weight) {}
+    : sampler_(sampler),
+      layouts_(layouts),
+      rank_(rank),
+      world_size_(world_size),
+      linear_weight_(linear_weight) {}
 
 PlannedStep StepPlanner::plan(int step) const {
   PhaseTimes times;

@@ -28,7 +28,8 @@ void StepExecutor::run_micro_batch(StepInputs& inputs, size_t m, const t_mat& re
                                    const t_mat& d_received, StepOutcome& out) {
   const LlmInput& llm = inputs.llm[m];
   // The loss sum comes back to the host: one counted 8-byte copy per micro-batch.
-  out.loss_sum += model_.llm_forward_backward(llm, received, inputs.grad_scale, d_received, inputs.kv[m].get());
+  out.loss_sum +=
+      model_.llm_forward_backward(llm, received, inputs.grad_scale, d_received, inputs.kv[m].get());
   if (inputs.kv[m]) {
     out.seconds[Phase::kv_exchange] += inputs.kv[m]->seconds();
     inputs.kv[m].reset();  // frees its staging buffers before the next micro-batch

@@ -18,8 +18,8 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
   if (planned.plan.placement == Placement::disaggregated) {
     for (size_t m = 0; m < work.stages.size(); ++m) {
       in.encoder.push_back(pack_encoder(sampler, batch, work.stages[m].images));
-      in.boundary.push_back(std::make_unique<BoundaryExchange>(comms.world, work.stages[m].route, width,
-                                                               static_cast<int>(m)));
+      in.boundary.push_back(
+          std::make_unique<BoundaryExchange>(comms.world, work.stages[m].route, width, static_cast<int>(m)));
     }
   } else {
     in.encoder.push_back(pack_encoder(sampler, batch, work.images));

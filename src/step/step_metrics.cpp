@@ -70,8 +70,9 @@ StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, cons
   for (double* x : maxima) values.push_back(*x);
   MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX, world);
   for (size_t i = 0; i < maxima.size(); ++i) *maxima[i] = values[i];
-  double sums[5] = {outcome.flops, static_cast<double>(outcome.boundary_bytes), static_cast<double>(pool.hits),
-                    static_cast<double>(pool.creations), static_cast<double>(pool.evictions)};
+  double sums[5] = {outcome.flops, static_cast<double>(outcome.boundary_bytes),
+                    static_cast<double>(pool.hits), static_cast<double>(pool.creations),
+                    static_cast<double>(pool.evictions)};
   MPI_Allreduce(MPI_IN_PLACE, sums, 5, MPI_DOUBLE, MPI_SUM, world);
   s.model_flops = sums[0];
   s.boundary_bytes = static_cast<std::int64_t>(sums[1]);

@@ -13,6 +13,7 @@ namespace minimllm {
 // The deck's value; else the datasheet dense peak of the precision when every rank's GPU is in the table
 // (the smallest, divided among the ranks that share one GPU); else this rank's measured GEMM rate,
 // averaged over ranks. Returns GFLOP/s per rank and where it came from. Collective over world.
-std::pair<double, std::string> choose_peak(const RunConfig& config, GemmPrecision precision, const World& world);
+std::pair<double, std::string> choose_peak(const RunConfig& config, GemmPrecision precision,
+                                           const World& world);
 
 }  // namespace minimllm

@@ -43,5 +43,4 @@ struct TrainResult {
 // exists without overwrite) before any step runs; std::runtime_error for runtime failures.
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options);
 
-
 }  // namespace minimllm

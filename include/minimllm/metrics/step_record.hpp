@@ -14,7 +14,7 @@ struct StepRecord {
   std::int64_t image_tokens = 0;  // image patches (encoder tokens) in the global batch
   std::int64_t loss_targets = 0;  // text positions that carry loss (normalisation denominator)
   int samples = 0;
-  double step_seconds = 0.0;         // wall time of the step, max over ranks
+  double step_seconds = 0.0;  // wall time of the step, max over ranks
   // Phase times (core/phase.hpp), max over ranks: columns data_seconds ... optimizer_seconds.
   PhaseTimes phase_seconds;
   double tokens_per_second = 0.0;    // (text + image tokens) / step_seconds

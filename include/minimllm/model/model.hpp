@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
-#include "minimllm/model/model_inputs.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/workspace.hpp"
+#include "minimllm/model/model_inputs.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"
 
 namespace minimllm {
