@@ -1,25 +1,10 @@
 #include "minimllm/parallel/kv_exchange.hpp"
 
-#include "minimllm/core/clock.hpp"
+#include "minimllm/core/phase.hpp"
 #include "minimllm/kernels/embedding.hpp"
 #include "minimllm/kernels/workspace.hpp"
 
 namespace minimllm {
-namespace {
-
-// Fenced wall-clock time of a scope, added to a total.
-class ScopedSeconds {
- public:
-  explicit ScopedSeconds(double& total) : total_(total), start_(now_seconds()) {}
-  ~ScopedSeconds() { total_ += now_seconds() - start_; }
-
- private:
-  double& total_;
-  double start_;
-};
-
-}  // namespace
-
 KvExchange::KvExchange(std::shared_ptr<Communicator> group, const MicroBatchWork& mb, int width)
     : group_(std::move(group)),
       width_(width),
@@ -38,7 +23,7 @@ KvExchange::Staging KvExchange::staging() const {
 }
 
 void KvExchange::gather(const t_mat_strided_const& kv_local, const t_mat& kv_full) {
-  const ScopedSeconds timer(seconds_);
+  const PhaseClock clock(times_, Phase::kv_exchange);
   const WorkspaceScope scope;  // the staging lives for this call (the collective is synchronous)
   const Staging s = staging();
   Kokkos::deep_copy(s.local, kv_local);
@@ -48,7 +33,7 @@ void KvExchange::gather(const t_mat_strided_const& kv_local, const t_mat& kv_ful
 }
 
 void KvExchange::reduce(const t_mat_const& d_kv_full, const t_mat_strided& kv_local_grad) {
-  const ScopedSeconds timer(seconds_);
+  const PhaseClock clock(times_, Phase::kv_exchange);
   const WorkspaceScope scope;
   const Staging s = staging();
   copy_rows(d_kv_full, identity_, s.rank_major, kv_order_);

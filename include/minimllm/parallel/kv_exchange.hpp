@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "minimllm/core/phase.hpp"
 #include "minimllm/kernels/attention.hpp"
 #include "minimllm/parallel/communicator.hpp"
 #include "minimllm/plan/rank_work.hpp"
@@ -25,7 +26,8 @@ class KvExchange {
   // kv_local_grad (overwritten) = sum over members of their d_kv_full rows that belong to this rank.
   void reduce(const t_mat_const& d_kv_full, const t_mat_strided& kv_local_grad);
 
-  double seconds() const { return seconds_; }  // spent in gather and reduce so far (fenced)
+  // Spent in gather and reduce so far (fenced; each call a Kokkos Tools region minimllm::kv_exchange).
+  double seconds() const { return times_[Phase::kv_exchange]; }
 
  private:
   struct Staging {
@@ -37,7 +39,7 @@ class KvExchange {
   int width_, full_rows_, local_rows_;
   std::vector<std::size_t> member_floats_;
   t_ivec kv_order_, identity_;  // sample-major row -> rank-major row, and 0..full_rows-1
-  double seconds_ = 0.0;
+  PhaseTimes times_;
 };
 
 }  // namespace minimllm
