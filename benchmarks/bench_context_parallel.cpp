@@ -34,12 +34,13 @@ std::pair<double, double> llm_phase(const RunConfig& config, MPI_Comm comm, int 
   const Sampler sampler(config);
   Model model(config.model, config.seed);
   CommPool pool(comm, 4, choose_collectives(comm, "auto").factory);
+  StepExecutor executor(model);
   const GlobalBatch batch = sampler.batch(0);
   const PlannedStep planned = planned_step(batch, make_grouped_plan(batch, {world.size}), world.rank,
                                            world.size, model.linear_weight_in_attention_pairs());
   std::vector<double> llm, kv;
   for (int r = 0; r <= reps; ++r) {
-    StepOutcome o = run_step(sampler, model, pool, planned);
+    StepOutcome o = run_step(sampler, executor, pool, planned);
     double t[2] = {o.seconds[Phase::llm], o.seconds[Phase::kv_exchange]};
     MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, comm);
     if (r > 0) llm.push_back(t[0]), kv.push_back(t[1]);  // the first step warms up

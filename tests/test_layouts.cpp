@@ -50,11 +50,12 @@ Gradients run_step(const RunConfig& config, MPI_Comm comm,
   const Sampler sampler(config);
   Model model(config.model, config.seed);
   CommPool pool(comm, pool_capacity, choose_collectives(comm, "auto").factory);
+  StepExecutor executor(model);
   const GlobalBatch batch = sampler.batch(0);
   const StepPlan plan = plan_of(batch);
   validate_plan(plan, batch, world.size);
   const StepOutcome outcome = minimllm::run_step(
-      sampler, model, pool,
+      sampler, executor, pool,
       planned_step(batch, plan, world.rank, world.size, model.linear_weight_in_attention_pairs()));
   auto grads = Kokkos::create_mirror_view_and_copy(HostSpace(), model.grads());
   return {outcome.loss_sum / batch.loss_targets(),
@@ -246,6 +247,7 @@ TEST(Layouts, NoHostDeviceTransfersInsideAStepOnTheDevicePath) {
   const Sampler sampler(config);
   Model model(config.model, config.seed);
   CommPool pool(world.comm, 8, collectives.factory);
+  StepExecutor executor(model);
   for (int step = 0; step < config.steps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step) + ", collectives " + collectives.backend);
     const GlobalBatch batch = sampler.batch(step);
@@ -256,7 +258,7 @@ TEST(Layouts, NoHostDeviceTransfersInsideAStepOnTheDevicePath) {
       plan.image_owner[i] = static_cast<int>((5 * i + step) % world.size);
     validate_plan(plan, batch, world.size);
     const StepOutcome out = minimllm::run_step(
-        sampler, model, pool,
+        sampler, executor, pool,
         planned_step(batch, plan, world.rank, world.size, model.linear_weight_in_attention_pairs()));
     EXPECT_EQ(out.input_transfers.to_host, 0) << "packing inputs read something back";
     if (kMemSpaceIsHostAccessible) {
@@ -289,12 +291,13 @@ TEST(Layouts, ContextParallelExchangeIsAKokkosToolsRegion) {
   const Sampler sampler(config);
   Model model(config.model, config.seed);
   CommPool pool(world.comm, 8, choose_collectives(world.comm, "auto").factory);
+  StepExecutor executor(model);
   const GlobalBatch batch = sampler.batch(0);
   std::vector<std::string> pushed;
   pushed_regions = &pushed;
   Kokkos::Tools::Experimental::set_push_region_callback(record_region);
   const StepOutcome out =
-      minimllm::run_step(sampler, model, pool,
+      minimllm::run_step(sampler, executor, pool,
                          planned_step(batch, make_grouped_plan(batch, {world.size}), world.rank, world.size,
                                       model.linear_weight_in_attention_pairs()));
   Kokkos::Tools::Experimental::set_push_region_callback(nullptr);

@@ -203,6 +203,7 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   const Sampler sampler(config);
   Model model(config.model, config.seed);
   CommPool pool(MPI_COMM_SELF, 4, create_mpi_communicator);
+  StepExecutor executor(model);
 
   // The deck's sizes: sample lengths, image sides, and the rows and patches one rank handles per step.
   int min_tokens = 1 << 30, max_tokens = 1, min_side = 1 << 30, max_side = 1;
@@ -264,7 +265,7 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   for (int pass = 0; pass <= options.repeats; ++pass) {
     for (Call& c : calls) {
       MPI_Barrier(world.comm);
-      const StepOutcome o = run_step(sampler, model, pool,
+      const StepOutcome o = run_step(sampler, executor, pool,
                                      planned_step(c.batch, make_static_plan(c.batch, 1), 0, 1,
                                                   model.linear_weight_in_attention_pairs()));
       if (pass == 0) continue;  // warm-up: first-touch allocations, BLAS buffers

@@ -73,6 +73,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     out.write_run_attributes(config, result, model.parameter_count(), provenance, cost.calibration_text);
 
   CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
+  StepExecutor executor(model);
   const double t_loop = now_seconds();
   double t_timed = t_loop;  // end of the warm-up step
   for (int step = 0; step < config.steps; ++step) {
@@ -83,7 +84,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     if (was_ahead) planned_ahead.pop_front();
     const CommPoolStats pool_before = pool.stats();
     // -> StepComms -> StepInputs -> StepOutcome -> synchronised gradients (run_step), -> AdamW.
-    StepOutcome outcome = run_step(sampler, model, pool, planned);
+    StepOutcome outcome = run_step(sampler, executor, pool, planned);
     outcome.seconds[Phase::planning] = planned.planning_seconds;
     {
       PhaseClock clock(outcome.seconds, Phase::optimizer);

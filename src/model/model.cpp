@@ -397,8 +397,10 @@ double Model::llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows) const
   const LlmConfig& c = config_.llm;
   const double llm_row = saved_per_row(c.width, c.mlp_ratio * c.width, c.heads, c.layers) + 3.0 * c.width +
                          c.vocab + 2.0 /* x_final, normed, d_normed, logits, rstd, loss */ + 2.0 /* ids */;
-  // Gathered K|V per layer, plus one d(K|V) scratch, under context parallelism.
-  const double kv = (c.layers + 1.0) * 2.0 * c.width * key_rows;
+  // Gathered K|V per layer, plus one d(K|V) scratch, under context parallelism; and the exchange's
+  // staging (this rank's K|V rows and the rank-major gathered rows, workspace scratch per call).
+  const double kv = (c.layers + 1.0) * 2.0 * c.width * key_rows +
+                    (key_rows > 0 ? 2.0 * c.width * (static_cast<double>(llm_rows) + key_rows) : 0.0);
   // Attention backward's temporaries: per-head copies of Q, dO and dQ over the local rows, of K, V and
   // transposed K, V over the key rows.
   const double attention = 3.0 * c.width * llm_rows + 4.0 * c.width * (key_rows > 0 ? key_rows : llm_rows);

@@ -6,14 +6,16 @@
 
 namespace minimllm {
 
-StepOutcome run_step(const Sampler& sampler, Model& model, CommPool& pool, const PlannedStep& planned) {
+StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& pool,
+                     const PlannedStep& planned) {
+  Model& model = executor.model();
   PhaseTimes data;
   PhaseClock clock(data, Phase::data);
   const StepComms comms = acquire_step_comms(pool, planned.plan);
   StepInputs inputs = upload_step_inputs(sampler, planned, comms, model.config().llm.width);
   clock.stop();
   const TransferCounts inputs_up = transfer_counts();
-  StepOutcome outcome = StepExecutor(model).run(planned.work, inputs, planned.plan.placement);
+  StepOutcome outcome = executor.run(planned.work, inputs, planned.plan.placement);
   synchronize_gradients(model, *comms.world, outcome);
   outcome.seconds += data;
   outcome.transfers = transfer_counts() - inputs_up;

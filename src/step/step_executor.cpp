@@ -32,7 +32,7 @@ void StepExecutor::run_micro_batch(StepInputs& inputs, size_t m, const t_mat& re
       model_.llm_forward_backward(llm, received, inputs.grad_scale, d_received, inputs.kv[m].get());
   if (inputs.kv[m]) {
     out.seconds[Phase::kv_exchange] += inputs.kv[m]->seconds();
-    inputs.kv[m].reset();  // frees its staging buffers before the next micro-batch
+    inputs.kv[m].reset();  // frees its row lists before the next micro-batch
   }
   out.flops += model_.llm_flops(llm);
   out.llm_rows += llm.tokens;
@@ -50,7 +50,10 @@ void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutc
 
   clock.enter(Phase::boundary);
   t_mat received("boundary::received", work.received_rows, width);
-  boundary.forward(enc_acts.embeddings, received);
+  {
+    const WorkspaceScope exchange_scope(exchange_workspace_);
+    boundary.forward(enc_acts.embeddings, received);
+  }
 
   clock.enter(Phase::llm);
   t_mat d_received("boundary::d_received", work.received_rows, width);
@@ -58,7 +61,10 @@ void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutc
 
   clock.enter(Phase::boundary);
   t_mat d_embeddings("boundary::d_embeddings", encoder_input.patches, width);
-  boundary.backward(d_received, d_embeddings);
+  {
+    const WorkspaceScope exchange_scope(exchange_workspace_);
+    boundary.backward(d_received, d_embeddings);
+  }
 
   clock.enter(Phase::encoder);
   model_.encoder_backward(encoder_input, enc_acts, d_embeddings);
@@ -79,6 +85,8 @@ void StepExecutor::run_pipeline(const RankWork& work, StepInputs& inputs, StepOu
   const int width = model_.config().llm.width;
   const int stages = static_cast<int>(work.stages.size());
   std::vector<std::unique_ptr<BoundaryExchange>>& exchanges = inputs.boundary;
+  // The exchanges' packed rows, from posting the receives to finishing the sends.
+  const WorkspaceScope exchange_scope(exchange_workspace_);
   PhaseClock clock(out.seconds, Phase::data);
   t_mat received("boundary::received", work.received_rows, width);
   t_mat d_received("boundary::d_received", work.received_rows, width);

@@ -1,6 +1,9 @@
 #include "minimllm/step/step_inputs.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <stdexcept>
 
 #include "minimllm/step/packing.hpp"
 
@@ -16,6 +19,13 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
   in.grad_scale = 1.0f / static_cast<float>(std::max<std::int64_t>(1, batch.loss_targets()));
   for (const MicroBatchWork& mb : work.micro_batches) in.llm.push_back(pack_llm(sampler, batch, mb));
   if (planned.plan.placement == Placement::disaggregated) {
+    // Each stage's two directions have their own message tag.
+    const long long stages = static_cast<long long>(work.stages.size());
+    if (2 * stages - 1 > comms.world->max_tag())
+      throw std::invalid_argument(fmt::format(
+          "disaggregated pipeline: {} stages need more message tags than MPI_TAG_UB = {}; use fewer "
+          "micro-batches per LLM group",
+          stages, comms.world->max_tag()));
     for (size_t m = 0; m < work.stages.size(); ++m) {
       in.encoder.push_back(pack_encoder(sampler, batch, work.stages[m].images));
       in.boundary.push_back(

@@ -4,16 +4,17 @@
 #pragma once
 
 #include "minimllm/data/sampler.hpp"
-#include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
 #include "minimllm/step/planned_step.hpp"
 #include "minimllm/step/step_executor.hpp"
 
 namespace minimllm {
 
-// Collective over the pool's world. Afterwards model.grads() and the outcome's loss_sum are the world's,
+// Collective over the pool's world. executor: kept from step to step (its exchange workspace); its model
+// is the one trained. Afterwards model.grads() and the outcome's loss_sum are the world's,
 // identical on every rank; outcome.seconds holds data, encoder, boundary, llm, kv_exchange and grad_sync;
 // outcome.transfers counts every host<->device copy after the inputs were up, the gradient sync included.
-StepOutcome run_step(const Sampler& sampler, Model& model, CommPool& pool, const PlannedStep& planned);
+StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& pool,
+                     const PlannedStep& planned);
 
 }  // namespace minimllm

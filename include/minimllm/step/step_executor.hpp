@@ -35,6 +35,8 @@ class StepExecutor {
  public:
   explicit StepExecutor(Model& model) : model_(model) {}
 
+  Model& model() { return model_; }
+
   // Computes this rank's share of the gradient of the global mean loss into model.grads() (zeroed
   // first). The inputs' exchanges are consumed. Collective over the ranks the plan makes exchange.
   StepOutcome run(const RankWork& work, StepInputs& inputs, Placement placement);
@@ -47,6 +49,9 @@ class StepExecutor {
                        StepOutcome& out);
 
   Model& model_;
+  // The boundary exchanges' packed rows (BoundaryExchange takes them from the active workspace), reused
+  // from step to step; the model's passes switch to the model's own workspace.
+  Workspace exchange_workspace_;
 };
 
 }  // namespace minimllm
