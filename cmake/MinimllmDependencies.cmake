@@ -40,7 +40,9 @@ if(NOT HDF5_IS_PARALLEL)
                       "Install libhdf5-mpich-dev (Debian/Ubuntu) or point HDF5_ROOT at an MPI build of HDF5.")
 endif()
 add_library(minimllm_hdf5 INTERFACE)
-target_include_directories(minimllm_hdf5 INTERFACE ${HDF5_C_INCLUDE_DIRS})
+# SYSTEM, like the imported targets' include directories (Kokkos, MPI, ...): warnings in third-party headers
+# are not minimllm's (MINIMLLM_WERROR).
+target_include_directories(minimllm_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS})
 target_link_libraries(minimllm_hdf5 INTERFACE ${HDF5_C_LIBRARIES})
 target_compile_definitions(minimllm_hdf5 INTERFACE ${HDF5_C_DEFINITIONS})
 
@@ -76,6 +78,9 @@ endif()
 # Flags every minimllm target shares.
 add_library(minimllm_flags INTERFACE)
 target_compile_options(minimllm_flags INTERFACE -Wall -Wextra)
+if(MINIMLLM_WERROR)
+  target_compile_options(minimllm_flags INTERFACE -Werror)
+endif()
 if(MINIMLLM_ENABLE_NATIVE AND NOT "CUDA" IN_LIST MINIMLLM_KOKKOS_BACKENDS)
   target_compile_options(minimllm_flags INTERFACE -march=native)
 endif()
