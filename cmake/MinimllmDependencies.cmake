@@ -30,6 +30,30 @@ foreach(_backend IN ITEMS SERIAL OPENMP CUDA HIP THREADS)
   endif()
 endforeach()
 message(STATUS "minimllm: Kokkos ${Kokkos_VERSION} backends: ${MINIMLLM_KOKKOS_BACKENDS}")
+# GCC 12.2-12.x with the Kokkos View of 4.6.99 and later (mdspan-based by default) leaves a
+# default-constructed View's tracker zeroed, so destroying or assigning it crashes (compiler bug behind
+# kokkos/kokkos#7464 and #8187, worked around in Kokkos by #8223; docs/PORTABILITY.md). Run the reproducer
+# once on that combination, so a broken Kokkos fails here with the remedies, not in 18 test programs.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 12.2
+   AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13 AND Kokkos_VERSION VERSION_GREATER_EQUAL 4.6.99
+   AND NOT CMAKE_CROSSCOMPILING)
+  try_run(_default_view_run _default_view_compiled ${CMAKE_BINARY_DIR}/kokkos_default_view_check
+          ${PROJECT_SOURCE_DIR}/tests/kokkos_repro/default_view.cpp
+          LINK_LIBRARIES Kokkos::kokkos CXX_STANDARD 17
+          COMPILE_OUTPUT_VARIABLE _default_view_compile_output RUN_OUTPUT_VARIABLE _default_view_output)
+  if(NOT _default_view_compiled)
+    message(WARNING "minimllm: could not build tests/kokkos_repro/default_view.cpp against Kokkos "
+                    "${Kokkos_VERSION}; default-constructed Views are unchecked:\n${_default_view_compile_output}")
+  elseif(NOT _default_view_run EQUAL 0)
+    message(FATAL_ERROR
+      "minimllm: Kokkos ${Kokkos_VERSION} compiled by GCC ${CMAKE_CXX_COMPILER_VERSION} crashes on a "
+      "default-constructed View (tests/kokkos_repro/default_view.cpp: run result '${_default_view_run}'; a GCC 12 "
+      "bug with Kokkos's mdspan-based View, kokkos/kokkos#8187). Use GCC >= 13 or clang, a Kokkos with "
+      "kokkos/kokkos#8223, or Kokkos configured with -DKokkos_ENABLE_IMPL_VIEW_LEGACY=ON. See docs/PORTABILITY.md.")
+  else()
+    message(STATUS "minimllm: default-constructed Views checked (GCC ${CMAKE_CXX_COMPILER_VERSION}, Kokkos ${Kokkos_VERSION})")
+  endif()
+endif()
 
 find_package(MPI REQUIRED COMPONENTS C CXX)
 
@@ -40,7 +64,9 @@ if(NOT HDF5_IS_PARALLEL)
                       "Install libhdf5-mpich-dev (Debian/Ubuntu) or point HDF5_ROOT at an MPI build of HDF5.")
 endif()
 add_library(minimllm_hdf5 INTERFACE)
-target_include_directories(minimllm_hdf5 INTERFACE ${HDF5_C_INCLUDE_DIRS})
+# SYSTEM, like the imported targets' include directories (Kokkos, MPI, ...): warnings in third-party headers
+# are not minimllm's (MINIMLLM_WERROR).
+target_include_directories(minimllm_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS})
 target_link_libraries(minimllm_hdf5 INTERFACE ${HDF5_C_LIBRARIES})
 target_compile_definitions(minimllm_hdf5 INTERFACE ${HDF5_C_DEFINITIONS})
 
@@ -76,6 +102,9 @@ endif()
 # Flags every minimllm target shares.
 add_library(minimllm_flags INTERFACE)
 target_compile_options(minimllm_flags INTERFACE -Wall -Wextra)
+if(MINIMLLM_WERROR)
+  target_compile_options(minimllm_flags INTERFACE -Werror)
+endif()
 if(MINIMLLM_ENABLE_NATIVE AND NOT "CUDA" IN_LIST MINIMLLM_KOKKOS_BACKENDS)
   target_compile_options(minimllm_flags INTERFACE -march=native)
 endif()

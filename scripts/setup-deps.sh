@@ -5,18 +5,27 @@
 #                                    Debian's trilinos source package into $MINIMLLM_DEPS/kokkos-openmp
 #   scripts/setup-deps.sh --cuda     also Kokkos 3.4.01 with the CUDA backend (sm_80, needs
 #                                    /usr/local/cuda; no GPU) into $MINIMLLM_DEPS/kokkos-cuda
+#   scripts/setup-deps.sh --kokkos4  also Kokkos 4.6.01 (Serial + OpenMP) from the vendored release
+#                                    tarball (../shared/vendor, sha256 checked) into $MINIMLLM_DEPS/kokkos-4.6.01
 set -euo pipefail
 
 deps_dir=${MINIMLLM_DEPS:-$HOME/.cache/minimllm}
-patch_dir="$(cd "$(dirname "$0")" && pwd)/patches"
+script_dir="$(cd "$(dirname "$0")" && pwd)"
+patch_dir="$script_dir/patches"
+# Third-party sources vendored next to the repository (<repo>/../shared/vendor; MINIMLLM_VENDOR overrides).
+vendor_dir=${MINIMLLM_VENDOR:-$script_dir/../../shared/vendor}
+kokkos4_tarball=kokkos-4.6.01.tar.gz
+kokkos4_sha256=b9d70e4653b87a06dbb48d63291bf248058c7c7db4bd91979676ad5609bb1a3a
 want_openmp=0
 want_cuda=0
+want_kokkos4=0
 for arg in "$@"; do
   case "$arg" in
     --openmp) want_openmp=1 ;;
     --cuda) want_cuda=1 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
-    *) echo "setup-deps.sh: unknown argument '$arg' (valid: --openmp, --cuda, --help)" >&2; exit 2 ;;
+    --kokkos4) want_kokkos4=1 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "setup-deps.sh: unknown argument '$arg' (valid: --openmp, --cuda, --kokkos4, --help)" >&2; exit 2 ;;
   esac
 done
 
@@ -59,22 +68,48 @@ extract_kokkos_source() {
   tar -xf "$tarball" -C "$dest" --strip-components=3 --wildcards '*/packages/kokkos/*'
 }
 
+# Extracts a Kokkos release tarball $1 (top directory stripped) into a fresh directory $2.
+extract_kokkos_tarball() {
+  local tarball=$1 dest=$2
+  rm -rf "$dest" && mkdir -p "$dest"
+  tar -xzf "$tarball" -C "$dest" --strip-components=1
+}
+
 # build_kokkos NAME DESCRIPTION PATCH|"" [cmake arguments...]: Kokkos into $deps_dir/kokkos-NAME,
-# skipped when already installed with the same patch and arguments (a stamp file records them, so a
-# changed patch rebuilds a cached Kokkos). "@SRC@" in an argument stands for the source directory.
+# skipped when already installed with the same source, patch and arguments (a stamp file records them, so
+# a changed patch or tarball rebuilds a cached Kokkos). "@SRC@" in an argument stands for the source
+# directory. The source is Kokkos 3.4.01 from Debian's trilinos package, or the tarball named by
+# KOKKOS_TARBALL (its sha256 in KOKKOS_TARBALL_SHA256, checked before use).
 build_kokkos() {
   local name=$1 description=$2 patch_file=$3
   shift 3
+  local tarball=${KOKKOS_TARBALL:-} version="3.4.01"
   local prefix="$deps_dir/kokkos-$name"
   local stamp="$prefix/minimllm-build.stamp" config
   config="$description | patch $([ -z "$patch_file" ] || sha256sum <"$patch_file" | cut -c1-16) | $*"
+  if [ -n "$tarball" ]; then
+    if [ ! -f "$tarball" ]; then
+      echo "setup-deps: $tarball not found (Kokkos $name is built from the vendored tarball in shared/vendor next to the repository; set MINIMLLM_VENDOR to its directory)" >&2
+      exit 1
+    fi
+    version=$(basename "$tarball" .tar.gz)
+    config="$config | source $version sha256 ${KOKKOS_TARBALL_SHA256:0:16}"
+  fi
   if [ -f "$prefix/lib/cmake/Kokkos/KokkosConfig.cmake" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$config" ]; then
     return 0
   fi
-  echo "setup-deps: building Kokkos 3.4.01 ($description) into $prefix"
+  if [ -n "$tarball" ] && ! echo "$KOKKOS_TARBALL_SHA256  $tarball" | sha256sum --check --status; then
+    echo "setup-deps: $tarball: sha256 differs from $KOKKOS_TARBALL_SHA256 (shared/vendor/README.md); refusing to build it" >&2
+    exit 1
+  fi
+  echo "setup-deps: building Kokkos ${version#kokkos-} ($description) into $prefix"
   rm -rf "$prefix"
   local src="$work/kokkos-src-$name" build="$work/kokkos-build-$name"
-  extract_kokkos_source "$src"
+  if [ -n "$tarball" ]; then
+    extract_kokkos_tarball "$tarball" "$src"
+  else
+    extract_kokkos_source "$src"
+  fi
   [ -z "$patch_file" ] || patch -s -p1 -d "$src" <"$patch_file"
   cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" \
     -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_CXX_STANDARD=17 "${@//@SRC@/$src}" >/dev/null
@@ -82,7 +117,7 @@ build_kokkos() {
   cmake --install "$build" >/dev/null
   rm -rf "$build" "$src"
   echo "$config" >"$stamp"
-  echo "setup-deps: Kokkos $description installed in $prefix"
+  echo "setup-deps: Kokkos ${version#kokkos-} ($description) installed in $prefix"
 }
 
 if ((want_openmp)); then
@@ -96,4 +131,10 @@ if ((want_cuda)); then
   PATH="/usr/local/cuda/bin:$PATH" build_kokkos cuda "CUDA + Serial, sm_80" \
     "$patch_dir/kokkos-3.4.01-cuda13.patch" -DCMAKE_CXX_COMPILER=@SRC@/bin/nvcc_wrapper \
     -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ARCH_AMPERE80=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
+fi
+if ((want_kokkos4)); then
+  # Kokkos 4.x, the versions users bring on clusters: static libraries, Release, no tests.
+  KOKKOS_TARBALL="$vendor_dir/$kokkos4_tarball" KOKKOS_TARBALL_SHA256=$kokkos4_sha256 \
+    build_kokkos 4.6.01 "OpenMP + Serial" "" -DKokkos_ENABLE_OPENMP=ON -DKokkos_ENABLE_SERIAL=ON \
+    -DKokkos_ENABLE_TESTS=OFF -DBUILD_SHARED_LIBS=OFF
 fi

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/core/device.hpp"
@@ -54,19 +55,52 @@ int train_and_judge(const minimllm::RunConfig& config, const minimllm::World& wo
   return verdict.valid ? 0 : 3;
 }
 
-int run(const minimllm::RunRequest& request, const minimllm::World& world, const std::string& command_line) {
-  minimllm::RunConfig config =
-      request.deck.empty()
-          ? minimllm::parse_run_config(minimllm::embedded_quickstart_deck(), "<embedded quickstart deck>")
-          : minimllm::load_run_config(request.deck);
+// What a subcommand reads from files and the command line, read and checked before Kokkos starts, so that
+// invalid input (exit 2, one line) is reported before Kokkos prints anything.
+struct Input {
+  minimllm::RunConfig config;
+  std::optional<minimllm::BenchmarkReference> reference;  // run
+  std::string out;                                        // calibrate
+};
+
+Input read_run_input(const minimllm::RunRequest& request) {
+  Input input;
+  minimllm::RunConfig& config = input.config;
+  config = request.deck.empty() ? minimllm::parse_run_config(minimllm::embedded_quickstart_deck(),
+                                                             "<embedded quickstart deck>")
+                                : minimllm::load_run_config(request.deck);
   if (request.steps) config.steps = *request.steps;
   if (request.global_batch) {
     config.data.global_batch = *request.global_batch;
     minimllm::check_run_config(config, config.deck_path + " with --global-batch");
   }
-  // Read before anything runs: a bad reference is invalid input (exit 2, no output file).
-  const std::optional<minimllm::BenchmarkReference> reference =
-      minimllm::find_benchmark_reference(config, request.reference);
+  // A bad reference is invalid input (exit 2, no output file).
+  input.reference = minimllm::find_benchmark_reference(config, request.reference);
+  return input;
+}
+
+Input read_simulate_input(const minimllm::SimulateRequest& request) {
+  Input input;
+  input.config = minimllm::load_run_config(request.deck);
+  if (request.steps) input.config.steps = *request.steps;
+  if (request.global_batch) input.config.data.global_batch = *request.global_batch;
+  return input;
+}
+
+Input read_calibrate_input(const minimllm::CalibrateRequest& request) {
+  Input input;
+  input.config = minimllm::load_run_config(request.deck);
+  input.out = request.out.empty() ? input.config.name + "-calibration.yaml" : request.out;
+  std::error_code ec;
+  if (!request.overwrite && std::filesystem::exists(input.out, ec))  // every rank sees the same answer
+    throw minimllm::InputError(input.out + ": output file exists; pass --overwrite to replace it");
+  return input;
+}
+
+int run(const minimllm::RunRequest& request, Input input, const minimllm::World& world,
+        const std::string& command_line) {
+  minimllm::RunConfig& config = input.config;
+  const std::optional<minimllm::BenchmarkReference>& reference = input.reference;
   if (request.calibrate) config.runtime.calibrate = true;
   minimllm::TrainOptions options;
   options.out_path = request.out.empty() ? default_output_name(config.name) : request.out;
@@ -93,10 +127,8 @@ int run(const minimllm::RunRequest& request, const minimllm::World& world, const
   return code;
 }
 
-int simulate(const minimllm::SimulateRequest& request, const minimllm::World& world) {
-  minimllm::RunConfig config = minimllm::load_run_config(request.deck);
-  if (request.steps) config.steps = *request.steps;
-  if (request.global_batch) config.data.global_batch = *request.global_batch;
+int simulate(const minimllm::SimulateRequest& request, const Input& input, const minimllm::World& world) {
+  const minimllm::RunConfig& config = input.config;
   minimllm::SimulateOptions options;
   options.ranks = request.ranks;
   options.ranks_per_node = request.ranks_per_node;
@@ -111,12 +143,9 @@ int simulate(const minimllm::SimulateRequest& request, const minimllm::World& wo
   return 0;
 }
 
-int calibrate(const minimllm::CalibrateRequest& request, const minimllm::World& world) {
-  const minimllm::RunConfig config = minimllm::load_run_config(request.deck);
-  const std::string out = request.out.empty() ? config.name + "-calibration.yaml" : request.out;
-  std::error_code ec;
-  if (!request.overwrite && std::filesystem::exists(out, ec))  // every rank sees the same answer
-    throw minimllm::InputError(out + ": output file exists; pass --overwrite to replace it");
+int calibrate(const minimllm::CalibrateRequest& request, const Input& input, const minimllm::World& world) {
+  const minimllm::RunConfig& config = input.config;
+  const std::string& out = input.out;
   minimllm::CalibrateOptions options;
   options.sizes = request.sizes;
   options.repeats = request.repeats;
@@ -143,9 +172,27 @@ int main(int argc, char** argv) {
 
   const minimllm::CliOutcome cli = minimllm::parse_command_line(argc, argv, out, err);
   int code = cli.exit_code;
-  if (cli.run || cli.simulate || cli.calibrate) {
+  std::optional<Input> input;
+  try {
+    // Every rank reads the same input and fails alike, so all return 2 without aborting.
+    if (cli.run)
+      input = read_run_input(*cli.run);
+    else if (cli.simulate)
+      input = read_simulate_input(*cli.simulate);
+    else if (cli.calibrate)
+      input = read_calibrate_input(*cli.calibrate);
+  } catch (const minimllm::InputError& e) {
+    err << "minimllm: error: " << e.what() << std::endl;
+    code = 2;
+  } catch (const std::exception& e) {
+    std::cerr << "minimllm: rank " << world.rank << ": runtime failure: " << e.what() << std::endl;
+    MPI_Abort(world.comm, 1);
+  }
+  if (input) {
     try {
-      minimllm::initialize_kokkos(world.comm);  // one GPU per rank on CUDA; Kokkos::initialize() on host
+      // One GPU per rank on CUDA; Kokkos::initialize() on host, with the defaults of
+      // minimllm::kokkos_environment_note() so Kokkos's warnings cannot break one-line errors.
+      minimllm::initialize_kokkos(world.comm);
     } catch (const std::exception& e) {
       // E.g. a CUDA build on a machine without a usable GPU or driver.
       std::cerr << "minimllm: rank " << world.rank << ": cannot start Kokkos ("
@@ -155,11 +202,11 @@ int main(int argc, char** argv) {
     try {
       std::string command_line;
       for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
-      code = cli.run        ? run(*cli.run, world, command_line)
-             : cli.simulate ? simulate(*cli.simulate, world)
-                            : calibrate(*cli.calibrate, world);
+      code = cli.run        ? run(*cli.run, std::move(*input), world, command_line)
+             : cli.simulate ? simulate(*cli.simulate, *input, world)
+                            : calibrate(*cli.calibrate, *input, world);
     } catch (const minimllm::InputError& e) {
-      // Every rank reads the same input and fails alike, so all return 2 without aborting.
+      // Input only a run can check (e.g. an existing output file, a calibration file): as above.
       err << "minimllm: error: " << e.what() << std::endl;
       code = 2;
     } catch (const std::exception& e) {

@@ -48,7 +48,33 @@ bool user_chose_device(int argc, char** argv) {
 }
 #endif
 
+std::string g_kokkos_environment_note;
+
+// Kokkos's environment defaults (kokkos_environment_note): set only what the user left unset.
+void set_kokkos_environment_defaults() {
+  std::string note;
+#ifdef KOKKOS_ENABLE_OPENMP
+  // Neither set: the OpenMP runtime, which read its environment when it loaded, pins no thread; say so
+  // explicitly, as Kokkos asks (binding is the launcher's or the user's choice, e.g. spread + threads
+  // with ranks bound to exclusive cores).
+  if (!std::getenv("OMP_PROC_BIND") && !std::getenv("OMP_PLACES")) {
+    setenv("OMP_PROC_BIND", "false", 0);
+    note = "OMP_PROC_BIND=false (threads not pinned; set OMP_PROC_BIND/OMP_PLACES to pin them)";
+  }
+#endif
+  // Kokkos prints multi-line warnings (OpenMP binding, oversubscription) on stderr at initialisation,
+  // which would break the one-line error contract of the command line.
+  if (!std::getenv("KOKKOS_DISABLE_WARNINGS")) {
+    setenv("KOKKOS_DISABLE_WARNINGS", "1", 0);  // "1": true for Kokkos 3.4 and 4.x alike
+    note += std::string(note.empty() ? "" : ", ") +
+            "KOKKOS_DISABLE_WARNINGS=1 (set it to 0 to see Kokkos's warnings)";
+  }
+  g_kokkos_environment_note = note.empty() ? note : "environment defaults: " + note;
+}
+
 }  // namespace
+
+const std::string& kokkos_environment_note() { return g_kokkos_environment_note; }
 
 int node_local_rank(MPI_Comm comm) {
   MPI_Comm node = node_comm(comm);
@@ -87,6 +113,7 @@ void initialize_kokkos(MPI_Comm comm, int& argc, char** argv) {
   if (device_id >= 0) args.push_back(&device_arg[0]);
   args.push_back(nullptr);
   int kokkos_argc = static_cast<int>(args.size()) - 1;
+  set_kokkos_environment_defaults();
   Kokkos::initialize(kokkos_argc, args.data());
   // What Kokkos left, less our own argument, goes back to the caller (never more than it gave).
   int kept = 0;

@@ -21,11 +21,19 @@ int launcher_local_rank();
 // node_local_rank % visible devices, since Kokkos 3.4 maps every MPICH rank to device 0; a device the
 // user chose is left to Kokkos (Kokkos 3.x: KOKKOS_DEVICE_ID, KOKKOS_NUM_DEVICES, KOKKOS_RAND_DEVICES,
 // --kokkos-device-id, --kokkos-num-devices; 4.x: KOKKOS_DEVICE_ID, KOKKOS_VISIBLE_DEVICES,
-// KOKKOS_MAP_DEVICE_ID_BY, --kokkos-device-id, --kokkos-map-device-id-by). Host backends get exactly
-// Kokkos::initialize(). The argc/argv form lets Kokkos take its own --kokkos-* arguments out of argv, as
-// Kokkos::initialize(argc, argv) does.
+// KOKKOS_MAP_DEVICE_ID_BY, --kokkos-device-id, --kokkos-map-device-id-by). Host backends get
+// Kokkos::initialize(). Before it, environment defaults are set where the user set nothing (see
+// kokkos_environment_note). The argc/argv form lets Kokkos take its own --kokkos-* arguments out of argv,
+// as Kokkos::initialize(argc, argv) does.
 void initialize_kokkos(MPI_Comm comm, int& argc, char** argv);
 void initialize_kokkos(MPI_Comm comm = MPI_COMM_WORLD);
+
+// One line for the run banner naming the environment defaults initialize_kokkos set because the user had
+// not: KOKKOS_DISABLE_WARNINGS=1 (Kokkos 3.4 and 4.x print multi-line warnings at initialisation, which
+// would break one-line error messages) and, on the OpenMP backend when neither OMP_PROC_BIND nor
+// OMP_PLACES is set, OMP_PROC_BIND=false (what the OpenMP runtime does then anyway: threads not pinned).
+// Empty when nothing was set or before initialize_kokkos.
+const std::string& kokkos_environment_note();
 
 // Name of the GPU Kokkos runs on, as cudaGetDeviceProperties reports it (e.g. "NVIDIA H100 80GB HBM3"),
 // or "host" on host backends. Call after initialize_kokkos.
