@@ -7,6 +7,7 @@
 #include <cmath>
 #include <ostream>
 
+#include "minimllm/core/device.hpp"
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/driver/provenance.hpp"
 
@@ -35,6 +36,7 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
                      MINIMLLM_VERSION, config.name, config.deck_path, world.size, kokkos_description(),
                      config.runtime.blas_threads);
   log << provenance_summary(provenance) << "\n";
+  if (!kokkos_environment_note().empty()) log << kokkos_environment_note() << "\n";
   log << fmt::format(
       "model: encoder {}x{} (heads {}, patch {}) -> LLM {}x{} (heads {}, vocab {}) | {:.3f} M parameters\n",
       m.encoder.layers, m.encoder.width, m.encoder.heads, m.encoder.patch, m.llm.layers, m.llm.width,
