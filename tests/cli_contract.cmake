@@ -176,6 +176,34 @@ expect(benchmark_dangling_deck_reference 2 "dangling.yaml: benchmark.reference =
        ${MINIMLLM} run dangling.yaml --out dangling.h5)
 expect_no_file(benchmark_dangling_no_output dangling.h5)
 
+# Memory feasibility: a global batch far beyond any rank's memory stops both ranks at start-up with exit 2,
+# one line naming the keys and what would fit, and no output file (not an allocation failure, exit 1).
+expect(run_memory_too_large 2 "memory: the run needs .* GiB per rank .*data.global_batch = 1000000.* would fit"
+       ${MPIEXEC} -n 2 ${MINIMLLM} run --global-batch 1000000 --out toobig.h5)
+expect_no_file(run_memory_too_large_no_output toobig.h5)
+
+# A run of 10^8 steps starts at once: the start-up estimate plans a bounded number of steps (kEstimateSteps),
+# and the banner and step lines are flushed as they are printed. The run is killed at the timeout.
+execute_process(COMMAND ${MINIMLLM} run --steps 100000000 --out long.h5 WORKING_DIRECTORY ${WORK_DIR}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 20)
+if(out MATCHES "global batch" AND out MATCHES "step +1/100000000")
+  message(STATUS "ok   run_many_steps_starts_promptly")
+else()
+  message(STATUS "FAIL run_many_steps_starts_promptly: no banner and step 1 within 20 s (${rc})\n"
+                 "--- stdout\n${out}\n--- stderr\n${err}")
+  math(EXPR failures "${failures} + 1")
+endif()
+
+# The stall watchdog: rank 1 of 2 stopped (SIGSTOP) with runtime.stall_timeout: 2 ends the run by itself.
+execute_process(COMMAND bash ${SOURCE_DIR}/tests/stall_watchdog.sh ${MPIEXEC} ${MINIMLLM} ${WORK_DIR}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 90)
+if(rc EQUAL 0)
+  message(STATUS "ok   stalled_rank_watchdog: ${out}")
+else()
+  message(STATUS "FAIL stalled_rank_watchdog: ${rc}\n${out}${err}")
+  math(EXPR failures "${failures} + 1")
+endif()
+
 if(failures GREATER 0)
   message(FATAL_ERROR "${failures} command-line contract check(s) failed")
 endif()

@@ -17,6 +17,7 @@
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/cli.hpp"
+#include "minimllm/driver/memory_check.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/plan/step_plan.hpp"
 #include "mpi_world.hpp"
@@ -328,6 +329,57 @@ TEST_F(BenchmarkVerdictTest, LossesThatDependOnTheLayoutAreInvalid) {
   EXPECT_NE(v.reason.find("layout invariance: policy dhp and static differ"), std::string::npos) << v.reason;
   tampered.steps[3].loss = std::nan("");  // a diverged run is never valid
   EXPECT_FALSE(judge_run(*config_, reference(), tampered, World::of(MPI_COMM_WORLD)).valid);
+}
+
+// Memory feasibility (driver/memory_check.hpp): one rank short of memory stops every rank with its line.
+TEST(Training, MemoryCheckStopsEveryRankWithTheFailingRanksLine) {
+  const RunConfig config = quickstart(1);
+  const World world = World::of(MPI_COMM_WORLD);
+  const int short_rank = world.size - 1;
+  MemoryBudget budget;
+  budget.sharing = 2;
+  budget.shared = world.rank == short_rank ? 2.0e9 : 2.0e12;
+  budget.bytes = budget.shared / 2;
+  MemoryNeed need;
+  need.state_bytes = 1.0e8;
+  need.activation_bytes = 1.8e9;  // 1.9e9 in all: over 1e9, the short rank's share
+  need.peak.llm_rows = 4096, need.peak.patches = 512, need.planned = true;
+  try {
+    check_memory_fits(config, world, budget, need);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("needs 1.77 GiB per rank"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank " + std::to_string(short_rank) + " has 0.93 GiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("divided among 2 ranks"), std::string::npos) << what;
+    EXPECT_NE(what.find("data.global_batch = " + std::to_string(config.data.global_batch)),
+              std::string::npos);
+    EXPECT_NE(what.find("model.llm.width"), std::string::npos) << what;
+    // (1e9 - 1e8) / 1.8e9 of the batch fits.
+    const int fits = static_cast<int>(config.data.global_batch * 0.5);
+    EXPECT_NE(what.find("about data.global_batch = " + std::to_string(fits) + " would fit"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos);
+  }
+  budget.bytes = 1.0e12;  // fits everywhere: nothing thrown
+  EXPECT_NO_THROW(check_memory_fits(config, world, budget, need));
+  budget.bytes = -1.0;  // unknown: not checked
+  EXPECT_NO_THROW(check_memory_fits(config, world, budget, need));
+}
+
+// A model whose parameters alone exceed the memory fails before Model allocates them, naming the model keys.
+TEST(Training, ModelTooLargeForMemoryFailsBeforeAllocating) {
+  RunConfig config = quickstart(1);
+  config.model.llm.width = 65536, config.model.llm.heads = 64, config.model.llm.layers = 4096;
+  try {
+    train(config, World::of(MPI_COMM_WORLD), {});
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("parameters, gradients and AdamW moments alone need"), std::string::npos) << what;
+    EXPECT_NE(what.find("model.llm.width/layers/vocab"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

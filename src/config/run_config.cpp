@@ -104,6 +104,7 @@ void read_runtime(const Section& s, RuntimeConfig& c) {
   s.read_choice("precision", c.precision, {"fp32", "bf16"});
   s.read_choice("collectives", c.collectives, {"auto", "mpi", "nccl"});
   s.read_bool("calibrate", c.calibrate);
+  s.read_real("stall_timeout", c.stall_timeout, at_least(0.0));
 }
 
 void read_parallel(const Section& s, ParallelConfig& c) {
@@ -233,8 +234,8 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   read_data(top.section("data", {"global_batch", "text", "images", "incoherence", "noise"}), cfg.data);
   read_optimizer(top.section("optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps"}),
                  cfg.optimizer);
-  read_runtime(top.section("runtime",
-                           {"peak_gflops_per_rank", "blas_threads", "precision", "collectives", "calibrate"}),
+  read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives",
+                                       "calibrate", "stall_timeout"}),
                cfg.runtime);
   read_parallel(top.section("parallel", {"policy", "ranks_per_node", "group_sizes", "rotate_groups",
                                          "micro_batches", "placement", "encoder_ranks", "encoder_layout",

@@ -5,6 +5,8 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -170,6 +172,25 @@ int ranks_sharing_device(MPI_Comm comm) {
   MPI_Comm_free(&node);
   if (id.empty()) return 1;
   return static_cast<int>(std::count(all.begin(), all.end(), mine));
+}
+
+AvailableMemory available_memory() {
+  AvailableMemory available;
+#ifdef KOKKOS_ENABLE_CUDA
+  if (std::is_same<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>::value) {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    available.device = true;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) available.bytes = double(free_bytes);
+    return available;
+  }
+#endif
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      available.bytes = std::stod(line.substr(13)) * 1024.0;  // kB
+      break;
+    }
+  return available;
 }
 
 }  // namespace minimllm

@@ -3,11 +3,13 @@
 #include <Kokkos_Core.hpp>
 
 #include "minimllm/core/clock.hpp"
+#include "minimllm/core/watchdog.hpp"
 
 namespace minimllm {
 
 void PhaseClock::enter(Phase phase) {
   stop();
+  heartbeat(phase_name(phase));  // progress, for the stall watchdog (core/watchdog.hpp)
   Kokkos::Profiling::pushRegion(std::string("minimllm::") + phase_name(phase));
   current_ = phase, running_ = true;
   started_ = now_seconds();

@@ -10,8 +10,10 @@
 #include "minimllm/core/clock.hpp"
 #include "minimllm/core/device.hpp"
 #include "minimllm/core/phase.hpp"
+#include "minimllm/core/watchdog.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/calibrate.hpp"
+#include "minimllm/driver/memory_check.hpp"
 #include "minimllm/driver/mfu_peak.hpp"
 #include "minimllm/driver/provenance.hpp"
 #include "minimllm/driver/run_output.hpp"
@@ -35,6 +37,12 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   set_blas_threads(config.runtime.blas_threads);
   const Sampler sampler(config);
   const GemmPrecision precision = gemm_precision_from_string(config.runtime.precision);
+  // Memory feasibility (driver/memory_check.hpp), before the model's parameters (and again, with the
+  // activations, before the workspace): a deck too large for this machine exits 2 here.
+  const MemoryBudget budget = memory_budget(world);
+  MemoryNeed need;
+  need.state_bytes = 4.0 * sizeof(float) * parameter_count(config.model);  // params, grads, AdamW m, v
+  check_memory_fits(config, world, budget, need);
   Model model(config.model, config.seed, precision);
   TrainResult result;
   result.precision = to_string(precision);
@@ -57,9 +65,19 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   // here, InputError, and leaves no output file); they size the memory estimate and the workspace, and
   // run as planned.
   std::deque<PlannedStep> planned_ahead;
-  for (int step = 0; step < std::min(config.steps, kEstimateSteps); ++step)
+  const auto check_activations = [&](const PeakWork& peak) {
+    need.peak = peak, need.planned = true;
+    need.activation_bytes = model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows);
+    check_memory_fits(config, world, budget, need);
+  };
+  for (int step = 0; step < std::min(config.steps, kEstimateSteps); ++step) {
     planned_ahead.push_back(planner.plan(step));
+    // Step 0's footprint is a lower bound of the peak: a batch far too large fails after one step's
+    // planning, not kEstimateSteps'.
+    if (step == 0) check_activations(peak_work({planned_ahead.front()}, world.comm));
+  }
   const PeakWork peak = peak_work({planned_ahead.begin(), planned_ahead.end()}, world.comm);
+  check_activations(peak);
   model.reserve_workspace(peak.llm_rows, peak.key_rows);
   RunOutput out(options.out_path, options.overwrite, world);
   AdamW optimizer(model, config.optimizer);
@@ -69,15 +87,19 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
       (state_bytes + model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows)) / 1048576.0;
   const std::vector<RunAttribute> provenance = gather_provenance(config, world, options.command_line);
   if (log) print_banner(*log, config, world, model, result, peak, provenance);
+  if (log) log->flush();  // seen at once in a batch job's log (a pipe or file buffers it otherwise)
   if (out)
     out.write_run_attributes(config, result, model.parameter_count(), provenance, cost.calibration_text);
 
   CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
   StepExecutor executor(model);
+  // Ends the run when no phase changes for runtime.stall_timeout seconds (core/watchdog.hpp).
+  Watchdog watchdog(world.rank, config.runtime.stall_timeout);
   const double t_loop = now_seconds();
   double t_timed = t_loop;  // end of the warm-up step
   for (int step = 0; step < config.steps; ++step) {
     const double t_start = now_seconds();
+    heartbeat_step(step, "planning");
     // GlobalBatch -> StepPlan -> RankWork (once per step; the first ones were planned ahead).
     const bool was_ahead = !planned_ahead.empty();
     PlannedStep planned = was_ahead ? std::move(planned_ahead.front()) : planner.plan(step);
@@ -93,11 +115,13 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
 
     // A step planned ahead paid for its planning before the loop: its wall time counts it all the same.
     const double step_seconds = now_seconds() - t_start + (was_ahead ? planned.planning_seconds : 0.0);
+    heartbeat("step metrics");
     StepMetrics metrics =
         reduce_step_metrics(world.comm, planned, outcome, step_seconds,
                             pool_activity(pool.stats(), pool_before), result.peak_gflops_per_rank);
     // Rank 0's HDF5 output, timed: the per-rank, plan and prediction rows, then the /steps row and flush.
     StepRecord& s = metrics.record;
+    heartbeat("output");
     const double t_output = now_seconds();
     if (out) out.append_step_tables(metrics, planned, world.size);
     s.output_seconds = now_seconds() - t_output;  // the row's own append and flush follow
@@ -106,8 +130,11 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     result.output_seconds.push_back(t_written - t_output);
     result.steps.push_back(s);
     if (log) print_step(*log, s, config.steps);
+    if (log) log->flush();
     if (step == 0) t_timed = t_written;
+    watchdog.step_finished(step_seconds);
   }
+  heartbeat("end of run");
   double loop[2] = {now_seconds() - t_loop, now_seconds() - t_timed};
   MPI_Allreduce(MPI_IN_PLACE, loop, 2, MPI_DOUBLE, MPI_MAX, world.comm);
   result.loop_seconds = loop[0];

@@ -227,6 +227,12 @@ double llm_linear_flops(double rows, const LlmConfig& llm) {
 
 }  // namespace
 
+std::size_t parameter_count(const ModelConfig& config) {
+  TensorBinder counter;
+  bind_tensors(config, counter);
+  return counter.matrix_elements() + counter.vector_elements();
+}
+
 Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision)
     : config_(config), precision_(precision) {
   TensorBinder counter;

@@ -193,6 +193,7 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
 
   void allreduce_sum(float* data, std::size_t count) override {
+    require_usable();
     if (count == 0) return;
     Kokkos::fence();  // kernels writing `data` run on Kokkos's stream, not ours
     // Host Kokkos backend: NCCL needs device memory, so reduce a device copy (in place otherwise).
@@ -209,6 +210,7 @@ class NcclCommunicator final : public Communicator {
   // is small because minimllm's shards are nearly balanced. Padding values are never read back.
   void allgatherv(const float* send, std::size_t send_count, float* recv,
                   const std::vector<std::size_t>& recv_counts) override {
+    require_usable();
     detail::check_allgatherv_args(send_count, recv_counts, rank_, size_);
     const std::size_t block = *std::max_element(recv_counts.begin(), recv_counts.end());
     if (block == 0) return;
@@ -227,6 +229,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   void reduce_scatterv(const float* send, float* recv, const std::vector<std::size_t>& counts) override {
+    require_usable();
     detail::check_reduce_scatterv_args(counts, size_);
     const std::size_t block = *std::max_element(counts.begin(), counts.end());
     if (block == 0) return;
@@ -250,6 +253,7 @@ class NcclCommunicator final : public Communicator {
                  const std::vector<std::size_t>& send_displs, float* recv,
                  const std::vector<std::size_t>& recv_counts,
                  const std::vector<std::size_t>& recv_displs) override {
+    require_usable();
     const detail::AlltoallvExtents extents =
         detail::check_alltoallv_args(send_counts, send_displs, recv_counts, recv_displs, rank_, size_);
     Kokkos::fence();
@@ -280,6 +284,16 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // After ncclCommAbort the handle is gone (nulled): every later call fails here, clearly, instead of
+  // handing NCCL a destroyed (or null) communicator.
+  void require_usable() const {
+    if (!comm_)
+      throw std::runtime_error(fmt::format(
+          "NCCL communicator of {} ranks (this rank {} of the group) was aborted after an earlier NCCL "
+          "failure and cannot be used again",
+          size_, rank_));
+  }
+
   // cudaMemcpyDefault infers the direction, so one path serves host (staged) and device data.
   void copy(float* dst, const float* src, std::size_t count) {
     if (dst == src || count == 0) return;
@@ -294,10 +308,14 @@ class NcclCommunicator final : public Communicator {
       if (rc == cudaSuccess) return;
       if (rc != cudaErrorNotReady) check_cuda(rc, "cudaStreamQuery");
       ncclResult_t async = ncclSuccess;
+      require_usable();
       check_nccl(nccl().get_async_error(comm_, &async), "ncclCommGetAsyncError");
       if (async != ncclSuccess) {
-        nccl().comm_abort(comm_);
+        // Aborted, the handle is released: nulled so that nothing (the destructor, a later collective)
+        // uses it again (require_usable).
+        ncclComm_t aborted = comm_;
         comm_ = nullptr;
+        nccl().comm_abort(aborted);
         check_nccl(async, "NCCL collective (communicator aborted)");
       }
       std::this_thread::yield();

@@ -82,6 +82,9 @@ struct RuntimeConfig {
   // runtime.calibrate: measure the cost model at start-up (minimllm calibrate, quick settings) unless
   // parallel.cost_model names a calibration file.
   bool calibrate = false;
+  // runtime.stall_timeout: seconds without progress (no phase change) after which the watchdog ends the
+  // run (exit 1); 0 = automatic: max(300 s, 10 x the slowest step so far).
+  double stall_timeout = 0.0;
 };
 
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).

@@ -48,4 +48,13 @@ std::string device_bus_id();
 // compared by device_bus_id). 1 on host backends, where every rank has its own cores.
 int ranks_sharing_device(MPI_Comm comm);
 
+// Memory this rank's allocations draw from, before dividing among the ranks that share it: the free
+// memory of the GPU (cudaMemGetInfo) on CUDA, else the node's MemAvailable (/proc/meminfo). bytes < 0
+// when it cannot be read. Call after initialize_kokkos. Not collective.
+struct AvailableMemory {
+  double bytes = -1.0;
+  bool device = false;  // a GPU's free memory (shared by ranks_sharing_device), else the node's RAM
+};
+AvailableMemory available_memory();
+
 }  // namespace minimllm

@@ -66,6 +66,10 @@ struct TensorRange {
   std::size_t offset, count;
 };
 
+// Parameters of a model of this configuration (what Model's constructor allocates, twice: parameters and
+// gradients), computed without allocating anything.
+std::size_t parameter_count(const ModelConfig& config);
+
 class Model {
  public:
   // precision: of every GEMM (runtime.precision); attention, norms and the rest are fp32 either way.
