@@ -22,7 +22,7 @@ constexpr double kSlowestStepFactor = 10.0;
 // Phases in which a rank waits for the others (collectives), so a stall there is usually another rank's.
 bool waits_for_others(const std::string& where) {
   return where == "grad_sync" || where == "kv_exchange" || where == "boundary" || where == "data" ||
-         where == "step metrics";
+         where == "step metrics" || where == "end of run";
 }
 }  // namespace
 
