@@ -20,6 +20,7 @@
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/plan/step_plan.hpp"
 #include "mpi_world.hpp"
+#include "region_recorder.hpp"
 
 namespace minimllm {
 namespace {
@@ -144,26 +145,19 @@ std::string read_string_attribute(hid_t object, const char* name) {
   return value;
 }
 
-// /plans tells, per step, the groups (sizes, members, samples), the encoder work and the policy; they must
-// describe the plans the run really executed, so they are checked against one another and the batch.
-// What a Kokkos Tools connector (space-time stack, NVTX) would be told: the regions a step pushes.
-std::vector<std::string>* pushed_regions = nullptr;
-void record_region(const char* name) { pushed_regions->push_back(name); }
-
+// Every phase of a step is a Kokkos Tools region (what a space-time stack or NVTX connector shows).
 TEST(Training, PhasesAreKokkosToolsRegions) {
-  std::vector<std::string> pushed;
-  pushed_regions = &pushed;
-  Kokkos::Tools::Experimental::set_push_region_callback(record_region);
+  testing_support::RegionRecorder regions;
   train(quickstart(2), World::of(MPI_COMM_WORLD), {});
-  Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
-  pushed_regions = nullptr;
   for (Phase phase : kPhases) {
     if (phase == Phase::kv_exchange) continue;  // only under context parallelism (tests/test_layouts.cpp)
     const std::string region = std::string("minimllm::") + phase_name(phase);
-    EXPECT_EQ(std::count(pushed.begin(), pushed.end(), region) > 0, true) << region << " was never pushed";
+    EXPECT_TRUE(regions.pushed(region)) << region << " was never pushed";
   }
 }
 
+// /plans tells, per step, the groups (sizes, members, samples), the encoder work and the policy; they must
+// describe the plans the run really executed, so they are checked against one another and the batch.
 TEST(Training, RunFileDescribesEveryStepsPlan) {
   RunConfig config = quickstart(4);
   config.parallel.policy = "dhp";

@@ -53,9 +53,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   const StepPlanner planner(sampler, layouts, world.rank, world.size,
                             model.linear_weight_in_attention_pairs());
 
-  // The first steps are planned before anything is written (a deck whose layout cannot fit this run fails
-  // here, InputError, and leaves no output file); they size the memory estimate and the workspace, and
-  // run as planned.
+  // The first kEstimateSteps steps are planned before anything is written (a deck whose layout cannot fit
+  // them fails here, InputError, and leaves no output file; a later step that cannot fails when planned);
+  // they size the memory estimate and the workspace, and run as planned.
   std::deque<PlannedStep> planned_ahead;
   for (int step = 0; step < std::min(config.steps, kEstimateSteps); ++step)
     planned_ahead.push_back(planner.plan(step));
@@ -75,13 +75,18 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
   StepExecutor executor(model);
   const double t_loop = now_seconds();
-  double t_timed = t_loop;  // end of the warm-up step
+  double t_timed = t_loop;                       // end of the warm-up step
+  double planned_ahead_seconds[2] = {0.0, 0.0};  // planning done before the loop: all steps, timed steps
   for (int step = 0; step < config.steps; ++step) {
     const double t_start = now_seconds();
     // GlobalBatch -> StepPlan -> RankWork (once per step; the first ones were planned ahead).
     const bool was_ahead = !planned_ahead.empty();
     PlannedStep planned = was_ahead ? std::move(planned_ahead.front()) : planner.plan(step);
-    if (was_ahead) planned_ahead.pop_front();
+    if (was_ahead) {
+      planned_ahead.pop_front();
+      planned_ahead_seconds[0] += planned.planning_seconds;
+      if (step > 0) planned_ahead_seconds[1] += planned.planning_seconds;
+    }
     const CommPoolStats pool_before = pool.stats();
     // -> StepComms -> StepInputs -> StepOutcome -> synchronised gradients (run_step), -> AdamW.
     StepOutcome outcome = run_step(sampler, executor, pool, planned);
@@ -108,7 +113,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     if (log) print_step(*log, s, config.steps);
     if (step == 0) t_timed = t_written;
   }
-  double loop[2] = {now_seconds() - t_loop, now_seconds() - t_timed};
+  // Steps planned before the loop paid for their planning there: their wall time counts it all the same.
+  double loop[2] = {now_seconds() - t_loop + planned_ahead_seconds[0],
+                    now_seconds() - t_timed + planned_ahead_seconds[1]};
   MPI_Allreduce(MPI_IN_PLACE, loop, 2, MPI_DOUBLE, MPI_MAX, world.comm);
   result.loop_seconds = loop[0];
   result.timed_seconds = config.steps > 1 ? loop[1] : loop[0];

@@ -38,7 +38,8 @@ class StepExecutor {
   Model& model() { return model_; }
 
   // Computes this rank's share of the gradient of the global mean loss into model.grads() (zeroed
-  // first). The inputs' exchanges are consumed. Collective over the ranks the plan makes exchange.
+  // first). The inputs' exchanges are consumed (a pipeline's are destroyed before it returns). Collective
+  // over the ranks the plan makes exchange. Counts no transfers itself (run_step does).
   StepOutcome run(const RankWork& work, StepInputs& inputs, Placement placement);
 
  private:
