@@ -1,6 +1,6 @@
 // minimllm entry point: MPI and Kokkos set-up, the command line, and exit codes
-// (0 success, 1 runtime failure, 2 invalid input with one line naming what is wrong, 3 a benchmark run
-// judged INVALID).
+// (0 success, 1 runtime failure, among them a non-finite loss or gradient with one line naming the step,
+// 2 invalid input with one line naming what is wrong, 3 a benchmark run judged INVALID).
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -21,6 +21,7 @@
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/driver/simulator.hpp"
 #include "minimllm/plan/planner.hpp"
+#include "minimllm/step/finite_check.hpp"
 
 namespace {
 
@@ -209,6 +210,11 @@ int main(int argc, char** argv) {
       // Input only a run can check (e.g. an existing output file, a calibration file): as above.
       err << "minimllm: error: " << e.what() << std::endl;
       code = 2;
+    } catch (const minimllm::NonFiniteError& e) {
+      // Every rank checked the same synchronised loss and gradient and stopped at the same step; the
+      // output file was closed on the way out. One line, exit 1, no abort.
+      err << "minimllm: " << e.what() << std::endl;
+      code = 1;
     } catch (const std::exception& e) {
       std::cerr << "minimllm: rank " << world.rank << ": runtime failure: " << e.what() << std::endl;
       MPI_Abort(world.comm, 1);

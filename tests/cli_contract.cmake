@@ -176,6 +176,33 @@ expect(benchmark_dangling_deck_reference 2 "dangling.yaml: benchmark.reference =
        ${MINIMLLM} run dangling.yaml --out dangling.h5)
 expect_no_file(benchmark_dangling_no_output dangling.h5)
 
+# A run whose loss or gradient turns non-finite (lr 1e6) stops at that step on every rank: exit 1, one line
+# naming the step and the tensor, the completed steps kept in a readable file; a benchmark run that
+# diverges likewise, with no verdict and no FOM line.
+file(READ ${SOURCE_DIR}/inputs/quickstart.yaml deck)
+string(REGEX REPLACE "lr: [0-9.e-]+" "lr: 1.0e6" deck "${deck}")
+file(WRITE ${WORK_DIR}/diverge.yaml "${deck}")
+set(non_finite_line "^minimllm: step [1-9][0-9]*: non-finite [^\n]*gradient in [a-z_0-9.]+\n$")
+expect(run_non_finite 1 "${non_finite_line}" ${MPIEXEC} -n 2 ${MINIMLLM} run diverge.yaml --out diverge.h5)
+check_match(run_non_finite_stops_at_the_step "${last_out}" "\nstep +0/40 [^\n]*\n$")
+if(H5DUMP)
+  execute_process(COMMAND ${H5DUMP} -a /run/stopped ${WORK_DIR}/diverge.h5 OUTPUT_VARIABLE dump)
+  check_match(run_non_finite_stopped_in_file "${dump}" "\"step [1-9][0-9]*: non-finite ")
+  execute_process(COMMAND ${H5DUMP} -H -d /steps ${WORK_DIR}/diverge.h5 OUTPUT_VARIABLE dump)
+  check_match(run_non_finite_rows_kept "${dump}" "SIMPLE { \\( 1 \\) / \\( H5S_UNLIMITED \\) }")
+endif()
+file(READ ${SOURCE_DIR}/inputs/reference/small.yaml deck)
+string(REGEX REPLACE "lr: [0-9.e-]+" "lr: 1.0e6" deck "${deck}")
+file(WRITE ${WORK_DIR}/small_diverge.yaml "${deck}")
+expect(benchmark_non_finite 1 "${non_finite_line}" ${MPIEXEC} -n 2 ${MINIMLLM} run small_diverge.yaml --reference
+       ${SOURCE_DIR}/inputs/reference/small.reference.yaml --out small_diverge.h5)
+if("${last_out}" MATCHES "minimllm FOM|VALID|PERFORMANCE")
+  message(STATUS "FAIL benchmark_non_finite_no_verdict: a verdict or FOM line was printed\n${last_out}")
+  math(EXPR failures "${failures} + 1")
+else()
+  message(STATUS "ok   benchmark_non_finite_no_verdict")
+endif()
+
 if(failures GREATER 0)
   message(FATAL_ERROR "${failures} command-line contract check(s) failed")
 endif()

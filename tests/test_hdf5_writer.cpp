@@ -48,6 +48,7 @@ StepRecord make_record(int i) {
   StepRecord r;
   r.step = i;
   r.loss = 4.25 - 0.5 * i;
+  r.grad_norm = 0.6875 + 3 * i;
   r.text_tokens = 1000 + i;
   r.image_tokens = (std::int64_t{1} << 40) + i;  // needs 64 bits
   r.loss_targets = 900 + i;
@@ -81,6 +82,7 @@ void expect_record_eq(const StepRecord& a, const StepRecord& b, std::size_t row)
   SCOPED_TRACE("row " + std::to_string(row));
   EXPECT_EQ(a.step, b.step);
   EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.grad_norm, b.grad_norm);
   EXPECT_EQ(a.text_tokens, b.text_tokens);
   EXPECT_EQ(a.image_tokens, b.image_tokens);
   EXPECT_EQ(a.loss_targets, b.loss_targets);
@@ -121,6 +123,7 @@ std::size_t phase_offset(Phase phase) {
 std::vector<Member> expected_members() {
   return {{"step", offsetof(StepRecord, step), H5T_NATIVE_INT32},
           {"loss", offsetof(StepRecord, loss), H5T_NATIVE_DOUBLE},
+          {"grad_norm", offsetof(StepRecord, grad_norm), H5T_NATIVE_DOUBLE},
           {"text_tokens", offsetof(StepRecord, text_tokens), H5T_NATIVE_INT64},
           {"image_tokens", offsetof(StepRecord, image_tokens), H5T_NATIVE_INT64},
           {"loss_targets", offsetof(StepRecord, loss_targets), H5T_NATIVE_INT64},

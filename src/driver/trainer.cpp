@@ -20,6 +20,7 @@
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
 #include "minimllm/plan/layout_source.hpp"
+#include "minimllm/step/finite_check.hpp"
 #include "minimllm/step/memory_estimate.hpp"
 #include "minimllm/step/optimizer.hpp"
 #include "minimllm/step/planned_step.hpp"
@@ -91,6 +92,16 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     // -> StepComms -> StepInputs -> StepOutcome -> synchronised gradients (run_step), -> AdamW.
     StepOutcome outcome = run_step(sampler, executor, pool, planned);
     outcome.seconds[Phase::planning] = planned.planning_seconds;
+    // -> a finite loss and gradient, or the run stops here, before AdamW spreads a NaN into every
+    // parameter (every rank alike: the values are the synchronised ones). The completed steps' rows stay in
+    // the file, which the unwinding closes; /run says why the run stopped.
+    try {
+      check_finite_step(model, step, outcome.loss_sum / std::max<double>(1.0, planned.batch.loss_targets()),
+                        outcome.grad_norm);
+    } catch (const NonFiniteError& e) {
+      if (out) out.writer().set_run_attribute("stopped", e.what());
+      throw;
+    }
     {
       PhaseClock clock(outcome.seconds, Phase::optimizer);
       optimizer.step(model, step);

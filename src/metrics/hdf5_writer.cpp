@@ -74,6 +74,7 @@ std::vector<Field> step_fields() {
   std::vector<Field> fields = {
       MINIMLLM_FIELD(step, "1"),
       MINIMLLM_FIELD(loss, "nat"),
+      MINIMLLM_FIELD(grad_norm, "nat"),
       MINIMLLM_FIELD(text_tokens, "token"),
       MINIMLLM_FIELD(image_tokens, "token"),
       MINIMLLM_FIELD(loss_targets, "token"),
