@@ -31,8 +31,9 @@ void check_output_path(const std::string& path, bool overwrite, const std::vecto
 
 class RunOutput {
  public:
-  // Collective: rank 0 opens `path` (none when empty); every rank learns whether that worked, so all
-  // fail alike: InputError (e.g. the file exists without overwrite) or std::runtime_error.
+  // Collective: rank 0 opens `path` (none when empty); every rank learns whether that worked
+  // (agree_on_error), so all fail alike: InputError (e.g. the file exists without overwrite, or a running
+  // minimllm writes it), else AgreedFailure.
   RunOutput(const std::string& path, bool overwrite, const World& world);
 
   explicit operator bool() const { return writer_ != nullptr; }
