@@ -117,11 +117,18 @@ Input read_run_input(const minimllm::RunRequest& request, const minimllm::World&
   return input;
 }
 
-Input read_simulate_input(const minimllm::SimulateRequest& request) {
+Input read_simulate_input(const minimllm::SimulateRequest& request, const minimllm::World& world) {
   Input input;
   input.config = minimllm::load_run_config(request.deck);
   if (request.steps) input.config.steps = *request.steps;
   if (request.global_batch) input.config.data.global_batch = *request.global_batch;
+  if (world.is_root() && !request.out.empty()) {  // only rank 0 simulates and writes
+    std::string cost_model = request.cost_model;
+    if (cost_model.empty() && !input.config.parallel.cost_model.empty())
+      cost_model = minimllm::resolve_against_deck(input.config.deck_path, input.config.parallel.cost_model);
+    minimllm::check_output_path(request.out, request.overwrite,
+                                {{"deck", request.deck}, {"calibration file", cost_model}});
+  }
   return input;
 }
 
@@ -261,7 +268,7 @@ int main(int argc, char** argv) {
       if (cli.run)
         input = read_run_input(*cli.run, world);
       else if (cli.simulate)
-        input = read_simulate_input(*cli.simulate);
+        input = read_simulate_input(*cli.simulate, world);
       else if (cli.calibrate)
         input = read_calibrate_input(*cli.calibrate);
     } catch (...) {
