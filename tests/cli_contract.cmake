@@ -252,21 +252,26 @@ expect(rank_local_missing_calibration 2 "cal.yaml: cannot read calibration file"
 expect_no_file(rank_local_missing_calibration_no_output rank_a/local.h5)
 set(expect_timeout 120)
 
-# A full disk (a 64 KiB tmpfs, where this process may mount one): exit 1, one line, no file left, no crash.
+# A full disk (a 64 KiB tmpfs, where this process may mount one), on 1 and 2 ranks: exit 1, one line, no
+# file left, no crash, no MPI_Abort.
 file(MAKE_DIRECTORY ${WORK_DIR}/full)
 execute_process(COMMAND mount -t tmpfs -o size=64k tmpfs ${WORK_DIR}/full RESULT_VARIABLE mounted
                 OUTPUT_QUIET ERROR_QUIET)
 if(mounted EQUAL 0)
-  execute_process(COMMAND ${MINIMLLM} run --steps 2 --out full/run.h5 WORKING_DIRECTORY ${WORK_DIR}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
-  string(STRIP "${err}" stripped)
-  if(rc STREQUAL "1" AND stripped MATCHES "^minimllm: rank 0: runtime failure: full/run.h5: [^\n]*$"
-     AND NOT EXISTS ${WORK_DIR}/full/run.h5)
-    message(STATUS "ok   disk_full")
-  else()
-    message(STATUS "FAIL disk_full: exit ${rc}, expected 1, one line and no file\n--- stderr\n${err}")
-    math(EXPR failures "${failures} + 1")
-  endif()
+  foreach(ranks 1 2)
+    execute_process(COMMAND ${MPIEXEC} -n ${ranks} ${MINIMLLM} run --steps 2 --out full/run.h5
+                    WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                    TIMEOUT 120)
+    string(STRIP "${err}" stripped)
+    # One line, no MPI_Abort (every rank agreed), no file left.
+    if(rc STREQUAL "1" AND stripped MATCHES "^minimllm: rank 0: runtime failure: full/run.h5: [^\n]*$"
+       AND NOT EXISTS ${WORK_DIR}/full/run.h5)
+      message(STATUS "ok   disk_full_np${ranks}")
+    else()
+      message(STATUS "FAIL disk_full_np${ranks}: exit ${rc}, expected 1, one line and no file\n--- stderr\n${err}")
+      math(EXPR failures "${failures} + 1")
+    endif()
+  endforeach()
   execute_process(COMMAND umount ${WORK_DIR}/full)
 else()
   message(STATUS "skip disk_full: cannot mount a tmpfs here")

@@ -74,6 +74,7 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
   if (!calibration_text.empty()) attributes.push_back({"calibration", calibration_text});
   try {
     writer_->set_run_attributes(attributes);  // flushed and fsynced
+    writer_->check_free_space();              // a disk too full for the first step fails set-up, agreed
   } catch (...) {
     writer_->discard();  // still set-up (e.g. a full disk): no half-made file is left
     writer_.reset();
