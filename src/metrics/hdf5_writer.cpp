@@ -216,8 +216,8 @@ Hdf5RunWriter::Lock::Lock(const std::string& path) : path_(lock_path(path)) {
     }
     // The holder before us may have removed the file between our open and our lock: then we hold a lock
     // on a file no one else can see, so start again with the file now at the path.
-    struct stat held {
-    }, named{};
+    struct stat held {};
+    struct stat named {};
     if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
         held.st_ino == named.st_ino)
       break;
