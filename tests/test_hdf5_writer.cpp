@@ -351,6 +351,70 @@ TEST_F(Hdf5WriterTest, RefusesExistingFileWithoutOverwriteAndReplacesWithIt) {
   EXPECT_EQ(read_steps(junk).size(), 0u);
 }
 
+// A second writer with overwrite on a file another writer holds (a running job) is refused before the
+// file is touched: the running writer keeps appending and its file stays readable (issue 13, item 1).
+TEST_F(Hdf5WriterTest, OverwriteOfAFileBeingWrittenIsRefused) {
+  const std::string path = file("running.h5");
+  Hdf5RunWriter running(path, false);
+  running.set_run_attribute("name", std::string("running"));
+  for (int i = 0; i < 3; ++i) running.append_step(make_record(i));
+  const std::string before = file_bytes(path);
+  ASSERT_TRUE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  for (bool overwrite : {true, false}) {
+    try {
+      Hdf5RunWriter second(path, overwrite);
+      FAIL() << "expected InputError (overwrite " << overwrite << ")";
+    } catch (const minimllm::InputError& e) {
+      const std::string msg = e.what();
+      if (overwrite) {
+        EXPECT_EQ(msg, path + " is being written by another running minimllm (pid " +
+                           std::to_string(::getpid()) + ")");
+      }
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+    EXPECT_EQ(file_bytes(path), before);  // not truncated
+  }
+  EXPECT_THROW(Hdf5RunWriter::check_not_busy(path), minimllm::InputError);
+  running.append_step(make_record(3));
+  running.close();  // fsynced; the lock file removed
+  EXPECT_FALSE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  EXPECT_EQ(read_steps(path).size(), 4u);
+  EXPECT_NO_THROW(Hdf5RunWriter::check_not_busy(path));
+  // Once the first writer has closed, overwrite replaces the file.
+  { Hdf5RunWriter again(path, true); }
+  EXPECT_EQ(read_steps(path).size(), 0u);
+}
+
+// A lock file left by a killed process holds no lock: it never blocks a later run, which removes it.
+TEST_F(Hdf5WriterTest, StaleLockFileDoesNotBlock) {
+  const std::string path = file("stale.h5");
+  std::ofstream(Hdf5RunWriter::lock_path(path)) << "999999\n";
+  EXPECT_NO_THROW(Hdf5RunWriter::check_not_busy(path));
+  {
+    Hdf5RunWriter w(path, false);
+    w.append_step(make_record(0));
+    w.close();
+  }
+  EXPECT_FALSE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  EXPECT_EQ(read_steps(path).size(), 1u);
+}
+
+// A writer destroyed by an exception before its first step row (set-up failed) leaves no file behind;
+// one destroyed in order keeps its file.
+TEST_F(Hdf5WriterTest, SetUpFailureLeavesNoFile) {
+  const std::string path = file("setup.h5");
+  try {
+    Hdf5RunWriter w(path, false);
+    w.set_run_attribute("name", std::string("set-up"));
+    throw std::runtime_error("set-up failed");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  { Hdf5RunWriter w(path, false); }
+  EXPECT_TRUE(fs::exists(path));
+}
+
 // Reads a whole 2-D table as doubles (HDF5 converts int32 on read).
 std::vector<double> read_table(const std::string& path, const std::string& name, hsize_t dims[2]) {
   hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);

@@ -100,7 +100,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     out->set_run_attribute("simulation_columns",
                            "makespan_s, lower_bound_s, idle_fraction, comm_fraction, planning_s, encoder_s, "
                            "boundary_s, llm_s, data_s, grad_sync_s, optimizer_s");
-    out->flush();
+    out->close();  // flushed, fsynced, the lock released
   }
   if (options.log) {
     std::ostream& log = *options.log;

@@ -11,6 +11,7 @@
 #include "minimllm/core/device.hpp"
 #include "minimllm/core/phase.hpp"
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/mfu_peak.hpp"
 #include "minimllm/driver/provenance.hpp"
@@ -47,8 +48,15 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   result.collectives_reason = collectives.reason;
   const int per_node =
       config.parallel.ranks_per_node > 0 ? config.parallel.ranks_per_node : ranks_per_node(world);
-  const CostModelChoice cost =
-      choose_cost_model(config, world, result.peak_gflops_per_rank, per_node, options.cost_model);
+  // The calibration file is read on every rank: one that only some ranks can read fails them all.
+  CostModelChoice cost;
+  std::exception_ptr error;
+  try {
+    cost = choose_cost_model(config, world, result.peak_gflops_per_rank, per_node, options.cost_model);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  agree_on_error(world.comm, error);
   result.cost_model_source = cost.source;
   const LayoutSource layouts(config, world.size, cost.model);
   const StepPlanner planner(sampler, layouts, world.rank, world.size,
@@ -70,8 +78,13 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
       (state_bytes + model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows)) / 1048576.0;
   const std::vector<RunAttribute> provenance = gather_provenance(config, world, options.command_line);
   if (log) print_banner(*log, config, world, model, result, peak, provenance);
-  if (out)
-    out.write_run_attributes(config, result, model.parameter_count(), provenance, cost.calibration_text);
+  try {
+    if (out)
+      out.write_run_attributes(config, result, model.parameter_count(), provenance, cost.calibration_text);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  agree_on_error(world.comm, error);  // rank 0's failure (e.g. a full disk) stops every rank here
 
   CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
   StepExecutor executor(model);
@@ -133,11 +146,18 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   double rss = peak_resident_mib();
   MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, world.comm);
   result.peak_resident_mib = rss;
-  if (out) {
-    out.writer().set_run_attribute("peak_resident_mib", rss);
-    out.writer().set_run_attribute(
-        "peak_resident_scope", own_peak ? "this run" : "the process so far (the peak could not be reset)");
+  try {
+    if (out) {
+      out.writer().set_run_attributes(
+          {{"peak_resident_mib", rss},
+           {"peak_resident_scope",
+            own_peak ? "this run" : "the process so far (the peak could not be reset)"}});
+      out.writer().close();  // fsynced, the lock released
+    }
+  } catch (...) {
+    error = std::current_exception();
   }
+  agree_on_error(world.comm, error);
   if (log) print_summary(*log, result, world, options.out_path);
   return result;
 }
