@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "minimllm/core/world.hpp"
 #include "minimllm/kernels/workspace.hpp"
 #include "minimllm/parallel/boundary_exchange.hpp"
 #include "mpi_benchmark_main.hpp"
@@ -79,9 +80,7 @@ void BM_BoundaryForward(benchmark::State& state, std::int64_t bytes_per_rank) {
   };
 
   // The exchange on an MPI wire, like the plain Alltoallv it is compared with.
-  std::vector<int> everyone(ranks);
-  for (int r = 0; r < ranks; ++r) everyone[r] = r;
-  BoundaryExchange bx(create_mpi_communicator(MPI_COMM_WORLD, everyone), route, kWidth);
+  BoundaryExchange bx(create_mpi_communicator(MPI_COMM_WORLD, consecutive_ranks(0, ranks)), route, kWidth);
   t_mat src("src", rows, kWidth), dst("dst", route.recv_rows.size(), kWidth);
   Kokkos::deep_copy(src, 1.0f);
   Workspace workspace;  // the packed rows come from it, as in a training step

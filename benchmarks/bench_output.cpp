@@ -20,6 +20,7 @@
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
+#include "minimllm/step/step_metrics.hpp"
 #include "mpi_benchmark_main.hpp"
 
 #ifndef MINIMLLM_SOURCE_DIR
@@ -71,16 +72,12 @@ void BM_OutputVsStep(benchmark::State& state, const char* deck) {
   std::vector<double> output_seconds;
   {
     Hdf5RunWriter writer(path, true);
-    const char* rank_fields[] = {"step_seconds",        "planning_seconds",  "data_seconds",
-                                 "encoder_seconds",     "boundary_seconds",  "llm_seconds",
-                                 "kv_exchange_seconds", "grad_sync_seconds", "optimizer_seconds",
-                                 "model_flops",         "llm_rows",          "encoder_rows"};
     std::vector<double> values(ranks, 0.25);
     std::vector<int> groups(ranks, 1);
     StepRecord record;
     for (auto _ : state) {
       const auto t0 = std::chrono::steady_clock::now();
-      for (const char* field : rank_fields) writer.append_row(std::string("/ranks/") + field, values);
+      for (const std::string& table : rank_table_names()) writer.append_row("/ranks/" + table, values);
       for (const char* table : {"/plans/llm_group_of_rank", "/plans/llm_group_size",
                                 "/plans/llm_group_samples", "/plans/encoder_images_of_rank"})
         writer.append_row(table, groups);

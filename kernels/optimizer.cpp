@@ -1,5 +1,6 @@
 #include "minimllm/kernels/optimizer.hpp"
 
+#include <cfloat>
 #include <cmath>
 #include <stdexcept>
 
@@ -28,6 +29,34 @@ void adamw_update(const t_vec& params, const t_vec_const& grads, const t_vec& m,
         v(i) = v_new;
         params(i) = params(i) * decay - step_size * m_new / (sqrtf(v_new) * inv_sqrt_bias2 + eps);
       });
+}
+
+double sum_of_squares(const t_vec_const& x) {
+  double sum = 0.0;
+  Kokkos::parallel_reduce(
+      "minimllm::optimizer::sum_of_squares",
+      Kokkos::RangePolicy<ExecSpace>(0, static_cast<int64_t>(x.extent(0))),
+      KOKKOS_LAMBDA(int64_t i, double& s) {
+        const double v = x(i);
+        s += v * v;
+      },
+      sum);
+  return sum;
+}
+
+std::int64_t first_non_finite(const t_vec_const& x) {
+  const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
+  std::int64_t first = n;
+  Kokkos::parallel_reduce(
+      "minimllm::optimizer::first_non_finite", Kokkos::RangePolicy<ExecSpace>(0, n),
+      KOKKOS_LAMBDA(int64_t i, std::int64_t & f) {
+        const float v = x(i);
+        // False for NaN (every comparison is) and for +-inf; no std::isfinite in device code.
+        const bool finite = v <= FLT_MAX && v >= -FLT_MAX;
+        if (!finite && i < f) f = i;
+      },
+      Kokkos::Min<std::int64_t>(first));
+  return first < n ? first : -1;
 }
 
 }  // namespace minimllm

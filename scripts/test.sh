@@ -16,6 +16,6 @@ echo "== OpenMP backend (Kokkos 3.4 from Debian's source, 2 threads, -Werror) ==
 scripts/build.sh build-openmp -DKokkos_ROOT="$deps/kokkos-openmp" -DMINIMLLM_TEST_THREADS=2 -DMINIMLLM_WERROR=ON
 (cd build-openmp && OMP_PROC_BIND=false ctest --output-on-failure --timeout 900)
 
-echo "== Kokkos 4.6.01 (vendored release, OpenMP backend, 2 threads, -Werror) =="
-scripts/build.sh build-kokkos4 -DKokkos_ROOT="$deps/kokkos-4.6.01" -DMINIMLLM_TEST_THREADS=2 -DMINIMLLM_WERROR=ON
+echo "== Kokkos 4.6.01 (vendored release, OpenMP backend, 2 threads, -Werror, every header compiled alone) =="
+scripts/build.sh build-kokkos4 -DKokkos_ROOT="$deps/kokkos-4.6.01" -DMINIMLLM_TEST_THREADS=2 -DMINIMLLM_WERROR=ON -DMINIMLLM_CHECK_HEADERS=ON
 (cd build-kokkos4 && ctest --output-on-failure --timeout 900)

@@ -1,6 +1,6 @@
 // minimllm entry point: MPI and Kokkos set-up, the command line, and exit codes
-// (0 success, 1 runtime failure, 2 invalid input with one line naming what is wrong, 3 a benchmark run
-// judged INVALID).
+// (0 success, 1 runtime failure, among them a non-finite loss or gradient with one line naming the step,
+// 2 invalid input with one line naming what is wrong, 3 a benchmark run judged INVALID).
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -14,13 +14,18 @@
 #include <utility>
 
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/core/agreement.hpp"
 #include "minimllm/core/device.hpp"
+#include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/cli.hpp"
+#include "minimllm/driver/run_output.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/driver/simulator.hpp"
+#include "minimllm/plan/calibration.hpp"
 #include "minimllm/plan/planner.hpp"
+#include "minimllm/step/finite_check.hpp"
 
 namespace {
 
@@ -46,12 +51,18 @@ int train_and_judge(const minimllm::RunConfig& config, const minimllm::World& wo
   result = minimllm::train(config, world, options);
   if (!reference) return 0;
   const minimllm::BenchmarkVerdict verdict = minimllm::judge_run(config, *reference, result, world);
-  if (world.is_root()) {
-    minimllm::print_verdict(std::cout, config, *reference, verdict, world.size);
-    minimllm::Hdf5RunWriter::update_run_attributes(options.out_path,
-                                                   minimllm::verdict_attributes(*reference, verdict));
-    if (!verdict.valid) std::cerr << "minimllm: INVALID: " << verdict.reason << std::endl;
+  std::exception_ptr error;
+  try {
+    if (world.is_root()) {
+      minimllm::print_verdict(std::cout, config, *reference, verdict, world.size);
+      minimllm::Hdf5RunWriter::update_run_attributes(options.out_path,
+                                                     minimllm::verdict_attributes(*reference, verdict));
+      if (!verdict.valid) std::cerr << "minimllm: INVALID: " << verdict.reason << std::endl;
+    }
+  } catch (...) {
+    error = std::current_exception();
   }
+  minimllm::agree_on_error(world.comm, error);
   return verdict.valid ? 0 : 3;
 }
 
@@ -60,10 +71,30 @@ int train_and_judge(const minimllm::RunConfig& config, const minimllm::World& wo
 struct Input {
   minimllm::RunConfig config;
   std::optional<minimllm::BenchmarkReference> reference;  // run
-  std::string out;                                        // calibrate
+  std::string out;                                        // run (before any policy suffix), calibrate
 };
 
-Input read_run_input(const minimllm::RunRequest& request) {
+// The output files of a run: one, or with --policy all one per policy (<out stem>-<policy>.h5).
+std::vector<std::string> run_output_paths(const minimllm::RunRequest& request, const std::string& out) {
+  if (request.policy != "all") return {out};
+  std::vector<std::string> paths;
+  for (const std::string& policy : minimllm::planner_names()) paths.push_back(with_suffix(out, policy));
+  return paths;
+}
+
+// The files a run reads, which its output may never replace.
+std::vector<minimllm::RunInputFile> run_input_files(const minimllm::RunRequest& request,
+                                                    const minimllm::RunConfig& config) {
+  std::string cost_model = request.cost_model;
+  if (cost_model.empty() && !config.parallel.cost_model.empty())
+    cost_model = minimllm::resolve_against_deck(config.deck_path, config.parallel.cost_model);
+  std::string reference = request.reference;
+  if (reference.empty() && !config.benchmark.reference.empty())
+    reference = minimllm::resolve_against_deck(config.deck_path, config.benchmark.reference);
+  return {{"deck", request.deck}, {"calibration file", cost_model}, {"benchmark reference", reference}};
+}
+
+Input read_run_input(const minimllm::RunRequest& request, const minimllm::World& world) {
   Input input;
   minimllm::RunConfig& config = input.config;
   config = request.deck.empty() ? minimllm::parse_run_config(minimllm::embedded_quickstart_deck(),
@@ -76,14 +107,29 @@ Input read_run_input(const minimllm::RunRequest& request) {
   }
   // A bad reference is invalid input (exit 2, no output file).
   input.reference = minimllm::find_benchmark_reference(config, request.reference);
+  input.out = request.out.empty() ? default_output_name(config.name) : request.out;
+  // Only rank 0 writes: its view of every output path (each policy's with --policy all) is checked
+  // before anything runs.
+  if (world.is_root()) {
+    const std::vector<minimllm::RunInputFile> inputs = run_input_files(request, config);
+    for (const std::string& path : run_output_paths(request, input.out))
+      minimllm::check_output_path(path, request.overwrite, inputs);
+  }
   return input;
 }
 
-Input read_simulate_input(const minimllm::SimulateRequest& request) {
+Input read_simulate_input(const minimllm::SimulateRequest& request, const minimllm::World& world) {
   Input input;
   input.config = minimllm::load_run_config(request.deck);
   if (request.steps) input.config.steps = *request.steps;
   if (request.global_batch) input.config.data.global_batch = *request.global_batch;
+  if (world.is_root() && !request.out.empty()) {  // only rank 0 simulates and writes
+    std::string cost_model = request.cost_model;
+    if (cost_model.empty() && !input.config.parallel.cost_model.empty())
+      cost_model = minimllm::resolve_against_deck(input.config.deck_path, input.config.parallel.cost_model);
+    minimllm::check_output_path(request.out, request.overwrite,
+                                {{"deck", request.deck}, {"calibration file", cost_model}});
+  }
   return input;
 }
 
@@ -91,8 +137,11 @@ Input read_calibrate_input(const minimllm::CalibrateRequest& request) {
   Input input;
   input.config = minimllm::load_run_config(request.deck);
   input.out = request.out.empty() ? input.config.name + "-calibration.yaml" : request.out;
+  if (minimllm::same_file(input.out, request.deck))
+    throw minimllm::InputError(input.out + ": the calibration file would replace the deck " + request.deck +
+                               "; choose another --out");
   std::error_code ec;
-  if (!request.overwrite && std::filesystem::exists(input.out, ec))  // every rank sees the same answer
+  if (!request.overwrite && std::filesystem::exists(input.out, ec))
     throw minimllm::InputError(input.out + ": output file exists; pass --overwrite to replace it");
   return input;
 }
@@ -103,7 +152,7 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
   const std::optional<minimllm::BenchmarkReference>& reference = input.reference;
   if (request.calibrate) config.runtime.calibrate = true;
   minimllm::TrainOptions options;
-  options.out_path = request.out.empty() ? default_output_name(config.name) : request.out;
+  options.out_path = input.out;
   options.overwrite = request.overwrite;
   options.log = &std::cout;
   options.command_line = command_line;
@@ -115,11 +164,12 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
   }
   // Every planner on the same data, one after the other, each from the same initial model.
   std::vector<std::pair<std::string, minimllm::TrainResult>> results;
-  const std::string out = options.out_path;
+  const std::vector<std::string> paths = run_output_paths(request, input.out);  // checked before any ran
   int code = 0;
-  for (const std::string& policy : minimllm::planner_names()) {
+  for (size_t p = 0; p < paths.size(); ++p) {
+    const std::string& policy = minimllm::planner_names()[p];
     config.parallel.policy = policy;
-    options.out_path = with_suffix(out, policy);
+    options.out_path = paths[p];
     code = std::max(code, train_and_judge(config, world, options, reference, result));
     results.emplace_back(policy, result);
   }
@@ -139,7 +189,13 @@ int simulate(const minimllm::SimulateRequest& request, const Input& input, const
   options.out_path = request.out;
   options.overwrite = request.overwrite;
   options.log = &std::cout;
-  if (world.is_root()) minimllm::simulate(config, options);  // serial: the virtual ranks need no real ones
+  std::exception_ptr error;
+  try {
+    if (world.is_root()) minimllm::simulate(config, options);  // serial: the virtual ranks need no real ones
+  } catch (...) {
+    error = std::current_exception();
+  }
+  minimllm::agree_on_error(world.comm, error);  // the other ranks learn rank 0's failure
   return 0;
 }
 
@@ -152,68 +208,125 @@ int calibrate(const minimllm::CalibrateRequest& request, const Input& input, con
   options.rows_per_call = request.rows;
   options.log = &std::cout;
   const minimllm::Calibration calibration = minimllm::calibrate(config, world, options);
-  if (world.is_root()) {
-    std::ofstream file(out, std::ios::binary | std::ios::trunc);
-    file << minimllm::calibration_to_yaml(calibration);
-    if (!file) throw std::runtime_error("cannot write " + out);
-    std::cout << "calibration written to " << out << "\n";
+  std::exception_ptr error;
+  try {
+    if (world.is_root()) {
+      std::ofstream file(out, std::ios::binary | std::ios::trunc);
+      file << minimllm::calibration_to_yaml(calibration);
+      file.close();
+      if (!file) throw std::runtime_error("cannot write " + out);
+      std::cout << "calibration written to " << out << "\n";
+    }
+  } catch (...) {
+    error = std::current_exception();
   }
+  minimllm::agree_on_error(world.comm, error);
   return 0;
+}
+
+// Prints an error every rank raised together (agree_on_error) once, on rank 0; returns its exit code.
+int report_agreed(std::exception_ptr error, std::ostream& err) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const minimllm::InputError& e) {
+    err << "minimllm: error: " << e.what() << std::endl;
+    return 2;
+  } catch (const minimllm::AgreedFailure& e) {
+    err << "minimllm: rank " << e.rank() << ": runtime failure: " << e.what() << std::endl;
+    return 1;
+  }
 }
 
 }  // namespace
 
+// Every input and start-up check ends in one agreement across ranks (driver/agreement.hpp): a failure on
+// any rank (a deck missing from one rank's working directory, an output file rank 0 cannot create) is
+// printed once and every rank returns its exit code in order. Only a failure in the middle of training,
+// when the other ranks wait in a collective, still ends in MPI_Abort, after the HDF5 file was closed.
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  MPI_Init(&argc, &argv);  // first: the checks below agree over MPI (MPI_Init prints nothing)
   const minimllm::World world = minimllm::World::of(MPI_COMM_WORLD);
   std::ostringstream discard;
   std::ostream& out = world.is_root() ? std::cout : discard;
   std::ostream& err = world.is_root() ? std::cerr : discard;
 
-  const minimllm::CliOutcome cli = minimllm::parse_command_line(argc, argv, out, err);
+  // The command line: its file checks (an existing deck) may pass on some ranks only.
+  std::ostringstream parse_errors;
+  const minimllm::CliOutcome cli = minimllm::parse_command_line(argc, argv, out, parse_errors);
   int code = cli.exit_code;
+  const minimllm::RankFailure parse_failure =
+      minimllm::agree_on_failure(world.comm, code == 0 ? 0 : 2, parse_errors.str());
+  if (parse_failure) {
+    err << parse_failure.message << std::flush;
+    MPI_Finalize();
+    return 2;
+  }
+
   std::optional<Input> input;
   try {
-    // Every rank reads the same input and fails alike, so all return 2 without aborting.
-    if (cli.run)
-      input = read_run_input(*cli.run);
-    else if (cli.simulate)
-      input = read_simulate_input(*cli.simulate);
-    else if (cli.calibrate)
-      input = read_calibrate_input(*cli.calibrate);
-  } catch (const minimllm::InputError& e) {
-    err << "minimllm: error: " << e.what() << std::endl;
-    code = 2;
-  } catch (const std::exception& e) {
-    std::cerr << "minimllm: rank " << world.rank << ": runtime failure: " << e.what() << std::endl;
-    MPI_Abort(world.comm, 1);
+    std::exception_ptr error;
+    try {
+      if (cli.run)
+        input = read_run_input(*cli.run, world);
+      else if (cli.simulate)
+        input = read_simulate_input(*cli.simulate, world);
+      else if (cli.calibrate)
+        input = read_calibrate_input(*cli.calibrate);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    minimllm::agree_on_error(world.comm, error);
+  } catch (...) {
+    code = report_agreed(std::current_exception(), err);
+    input.reset();
   }
   if (input) {
+    bool kokkos_started = false;
     try {
-      // One GPU per rank on CUDA; Kokkos::initialize() on host, with the defaults of
-      // minimllm::kokkos_environment_note() so Kokkos's warnings cannot break one-line errors.
-      minimllm::initialize_kokkos(world.comm);
-    } catch (const std::exception& e) {
-      // E.g. a CUDA build on a machine without a usable GPU or driver.
-      std::cerr << "minimllm: rank " << world.rank << ": cannot start Kokkos ("
-                << Kokkos::DefaultExecutionSpace::name() << "): " << e.what() << std::endl;
-      MPI_Abort(world.comm, 1);
+      std::exception_ptr error;
+      try {
+        // One GPU per rank on CUDA; Kokkos::initialize() on host, with the defaults of
+        // minimllm::kokkos_environment_note() so Kokkos's warnings cannot break one-line errors.
+        minimllm::initialize_kokkos(world.comm);
+        kokkos_started = true;
+      } catch (const std::exception& e) {
+        // E.g. a CUDA build on a machine without a usable GPU or driver.
+        error = std::make_exception_ptr(std::runtime_error(
+            std::string("cannot start Kokkos (") + Kokkos::DefaultExecutionSpace::name() + "): " + e.what()));
+      }
+      minimllm::agree_on_error(world.comm, error);
+    } catch (...) {
+      code = report_agreed(std::current_exception(), err);
+      input.reset();
     }
-    try {
-      std::string command_line;
-      for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
-      code = cli.run        ? run(*cli.run, std::move(*input), world, command_line)
-             : cli.simulate ? simulate(*cli.simulate, *input, world)
-                            : calibrate(*cli.calibrate, *input, world);
-    } catch (const minimllm::InputError& e) {
-      // Input only a run can check (e.g. an existing output file, a calibration file): as above.
-      err << "minimllm: error: " << e.what() << std::endl;
-      code = 2;
-    } catch (const std::exception& e) {
-      std::cerr << "minimllm: rank " << world.rank << ": runtime failure: " << e.what() << std::endl;
-      MPI_Abort(world.comm, 1);
+    if (input) {
+      try {
+        std::string command_line;
+        for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+        code = cli.run        ? run(*cli.run, std::move(*input), world, command_line)
+               : cli.simulate ? simulate(*cli.simulate, *input, world)
+                              : calibrate(*cli.calibrate, *input, world);
+      } catch (const minimllm::InputError& e) {
+        // Agreed input errors a run can check only once started (an output file, a calibration file).
+        err << "minimllm: error: " << e.what() << std::endl;
+        code = 2;
+      } catch (const minimllm::NonFiniteError& e) {
+        // Every rank checked the same synchronised loss and gradient and stopped at the same step; the
+        // output file was closed on the way out. One line, exit 1, no abort.
+        err << "minimllm: " << e.what() << std::endl;
+        code = 1;
+      } catch (const minimllm::AgreedFailure& e) {
+        err << "minimllm: rank " << e.rank() << ": runtime failure: " << e.what() << std::endl;
+        code = 1;
+      } catch (const std::exception& e) {
+        // A failure of this rank alone while the others may wait in a collective. The HDF5 file, held in
+        // train()'s scope, is closed by now (never MPI_Abort with a file open); one rank needs no abort.
+        std::cerr << "minimllm: rank " << world.rank << ": runtime failure: " << e.what() << std::endl;
+        if (world.size > 1) MPI_Abort(world.comm, 1);
+        code = 1;
+      }
     }
-    Kokkos::finalize();
+    if (kokkos_started) Kokkos::finalize();
   }
   MPI_Finalize();
   return code;

@@ -3,11 +3,12 @@
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(failures 0)
+set(expect_timeout 120)  # seconds a command of expect() may take
 
 # expect(NAME CODE STDERR_REGEX COMMAND...): runs COMMAND in WORK_DIR and checks exit code and stderr.
 function(expect name code stderr_regex)
   execute_process(COMMAND ${ARGN} WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err TIMEOUT 120)
+                  ERROR_VARIABLE err TIMEOUT ${expect_timeout})
   set(ok TRUE)
   if(NOT rc STREQUAL "${code}")
     set(ok FALSE)
@@ -175,6 +176,133 @@ file(WRITE ${WORK_DIR}/dangling.yaml "name: dangling\nbenchmark: {reference: not
 expect(benchmark_dangling_deck_reference 2 "dangling.yaml: benchmark.reference = nothere.reference.yaml: no such file"
        ${MINIMLLM} run dangling.yaml --out dangling.h5)
 expect_no_file(benchmark_dangling_no_output dangling.h5)
+
+# A run whose loss or gradient turns non-finite (lr 1e6) stops at that step on every rank: exit 1, one line
+# naming the step and the tensor, the completed steps kept in a readable file; a benchmark run that
+# diverges likewise, with no verdict and no FOM line.
+file(READ ${SOURCE_DIR}/inputs/quickstart.yaml deck)
+string(REGEX REPLACE "lr: [0-9.e-]+" "lr: 1.0e6" deck "${deck}")
+file(WRITE ${WORK_DIR}/diverge.yaml "${deck}")
+set(non_finite_line "^minimllm: step [1-9][0-9]*: non-finite [^\n]*gradient in [a-z_0-9.]+\n$")
+expect(run_non_finite 1 "${non_finite_line}" ${MPIEXEC} -n 2 ${MINIMLLM} run diverge.yaml --out diverge.h5)
+check_match(run_non_finite_stops_at_the_step "${last_out}" "\nstep +0/40 [^\n]*\n$")
+if(H5DUMP)
+  execute_process(COMMAND ${H5DUMP} -a /run/stopped ${WORK_DIR}/diverge.h5 OUTPUT_VARIABLE dump)
+  check_match(run_non_finite_stopped_in_file "${dump}" "\"step [1-9][0-9]*: non-finite ")
+  execute_process(COMMAND ${H5DUMP} -H -d /steps ${WORK_DIR}/diverge.h5 OUTPUT_VARIABLE dump)
+  check_match(run_non_finite_rows_kept "${dump}" "SIMPLE { \\( 1 \\) / \\( H5S_UNLIMITED \\) }")
+endif()
+file(READ ${SOURCE_DIR}/inputs/reference/small.yaml deck)
+string(REGEX REPLACE "lr: [0-9.e-]+" "lr: 1.0e6" deck "${deck}")
+file(WRITE ${WORK_DIR}/small_diverge.yaml "${deck}")
+expect(benchmark_non_finite 1 "${non_finite_line}" ${MPIEXEC} -n 2 ${MINIMLLM} run small_diverge.yaml --reference
+       ${SOURCE_DIR}/inputs/reference/small.reference.yaml --out small_diverge.h5)
+if("${last_out}" MATCHES "minimllm FOM|VALID|PERFORMANCE")
+  message(STATUS "FAIL benchmark_non_finite_no_verdict: a verdict or FOM line was printed\n${last_out}")
+  math(EXPR failures "${failures} + 1")
+else()
+  message(STATUS "ok   benchmark_non_finite_no_verdict")
+endif()
+
+# Output safety (docs/HDF5.md, "Output safety"; issue 13).
+# check_same(NAME FILE SHA): FILE still has the SHA256 it had.
+macro(check_same name path sha)
+  file(SHA256 ${path} same_sha)
+  check_match(${name} "${same_sha}" "^${sha}$")
+endmacro()
+
+# --out may never name the deck, the calibration or the reference, even with --overwrite.
+file(COPY ${SOURCE_DIR}/inputs/quickstart.yaml DESTINATION ${WORK_DIR})
+file(SHA256 ${WORK_DIR}/quickstart.yaml deck_sha)
+expect(out_is_deck 2 "quickstart.yaml: the output file would replace the deck" ${MINIMLLM} run quickstart.yaml
+       --steps 1 --out quickstart.yaml --overwrite)
+check_same(out_is_deck_untouched ${WORK_DIR}/quickstart.yaml ${deck_sha})
+expect(out_is_deck_other_spelling 2 "would replace the deck" ${MINIMLLM} run quickstart.yaml --steps 1
+       --out ./no-such-dir/../quickstart.yaml --overwrite)
+check_same(out_is_deck_other_spelling_untouched ${WORK_DIR}/quickstart.yaml ${deck_sha})
+file(SHA256 ${WORK_DIR}/cal.yaml cal_sha)
+expect(out_is_calibration 2 "cal.yaml: the output file would replace the calibration file" ${MINIMLLM} run
+       --steps 1 --cost-model cal.yaml --out cal.yaml --overwrite)
+check_same(out_is_calibration_untouched ${WORK_DIR}/cal.yaml ${cal_sha})
+file(COPY ${SOURCE_DIR}/inputs/reference/small.reference.yaml DESTINATION ${WORK_DIR})
+file(SHA256 ${WORK_DIR}/small.reference.yaml ref_sha)
+expect(out_is_reference 2 "would replace the benchmark reference" ${MINIMLLM} run
+       ${SOURCE_DIR}/inputs/reference/small.yaml --steps 1 --reference small.reference.yaml
+       --out small.reference.yaml --overwrite)
+check_same(out_is_reference_untouched ${WORK_DIR}/small.reference.yaml ${ref_sha})
+expect(calibrate_out_is_deck 2 "would replace the deck" ${MINIMLLM} calibrate quickstart.yaml
+       ${quick_calibration} --out quickstart.yaml --overwrite)
+check_same(calibrate_out_is_deck_untouched ${WORK_DIR}/quickstart.yaml ${deck_sha})
+
+# --policy all checks every policy's output before the first policy runs: nothing runs, nothing is written.
+file(WRITE ${WORK_DIR}/pall-disagg.h5 "an earlier run's file\n")
+expect(policy_all_existing_output 2 "pall-disagg.h5: output file exists" ${MINIMLLM} run --steps 1 --policy all
+       --out pall.h5)
+expect_no_file(policy_all_existing_output_nothing_run pall-static.h5)
+file(COPY ${WORK_DIR}/quickstart.yaml DESTINATION ${WORK_DIR}/pdeck)
+file(RENAME ${WORK_DIR}/pdeck/quickstart.yaml ${WORK_DIR}/pdeck-dhp.h5)
+expect(policy_all_output_names_the_deck 2 "pdeck-dhp.h5: the output file would replace the deck" ${MINIMLLM}
+       run pdeck-dhp.h5 --steps 1 --policy all --out pdeck.h5 --overwrite)
+expect_no_file(policy_all_output_names_the_deck_nothing_run pdeck-static.h5)
+
+# --overwrite of a file a running minimllm writes is refused and the file is kept: the running job is
+# stood in for by flock(1) holding the lock on first.h5.lock while the second run starts.
+find_program(FLOCK flock)
+if(FLOCK)
+  file(SHA256 ${WORK_DIR}/first.h5 first_sha)
+  expect(overwrite_running_output 2 "first.h5 is being written by another running minimllm" ${FLOCK}
+         first.h5.lock ${MINIMLLM} run --steps 1 --out first.h5 --overwrite)
+  check_same(overwrite_running_output_untouched ${WORK_DIR}/first.h5 ${first_sha})
+  expect(policy_all_running_output 2 "pall-orch.h5 is being written by another running minimllm" ${FLOCK}
+         pall-orch.h5.lock ${MINIMLLM} run --steps 1 --policy all --out pall.h5 --overwrite)
+  expect_no_file(policy_all_running_output_nothing_run pall-static.h5)
+  # A lock file left behind by a killed run holds no lock.
+  file(WRITE ${WORK_DIR}/first.h5.lock "12345\n")
+  expect(stale_lock_file 0 "" ${MINIMLLM} run --steps 1 --out first.h5 --overwrite)
+  expect_no_file(stale_lock_file_removed first.h5.lock)
+else()
+  message(STATUS "skip overwrite_running_output: no flock(1)")
+endif()
+
+# A file only one rank sees: every rank agrees, the failing rank's message is printed once (one line), exit
+# 2 in bounded time (it used to hang: a 60 s limit turns a regression into a failure).
+set(expect_timeout 60)
+file(MAKE_DIRECTORY ${WORK_DIR}/rank_a ${WORK_DIR}/rank_b)
+file(COPY ${SOURCE_DIR}/inputs/quickstart.yaml ${WORK_DIR}/cal.yaml DESTINATION ${WORK_DIR}/rank_a)
+expect(rank_local_missing_deck 2 "quickstart.yaml" ${MPIEXEC} -n 1 -wdir ${WORK_DIR}/rank_a ${MINIMLLM}
+               run quickstart.yaml --steps 1 --out local.h5 : -n 1 -wdir ${WORK_DIR}/rank_b ${MINIMLLM} run
+               quickstart.yaml --steps 1 --out local.h5)
+expect_no_file(rank_local_missing_deck_no_output rank_a/local.h5)
+expect(rank_local_missing_calibration 2 "cal.yaml: cannot read calibration file" ${MPIEXEC} -n 1 -wdir
+               ${WORK_DIR}/rank_a ${MINIMLLM} run --steps 1 --cost-model cal.yaml --out local.h5 : -n 1 -wdir
+               ${WORK_DIR}/rank_b ${MINIMLLM} run --steps 1 --cost-model cal.yaml --out local.h5)
+expect_no_file(rank_local_missing_calibration_no_output rank_a/local.h5)
+set(expect_timeout 120)
+
+# A full disk (a 64 KiB tmpfs, where this process may mount one), on 1 and 2 ranks: exit 1, one line, no
+# file left, no crash, no MPI_Abort.
+file(MAKE_DIRECTORY ${WORK_DIR}/full)
+execute_process(COMMAND mount -t tmpfs -o size=64k tmpfs ${WORK_DIR}/full RESULT_VARIABLE mounted
+                OUTPUT_QUIET ERROR_QUIET)
+if(mounted EQUAL 0)
+  foreach(ranks 1 2)
+    execute_process(COMMAND ${MPIEXEC} -n ${ranks} ${MINIMLLM} run --steps 2 --out full/run.h5
+                    WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                    TIMEOUT 120)
+    string(STRIP "${err}" stripped)
+    # One line, no MPI_Abort (every rank agreed), no file left.
+    if(rc STREQUAL "1" AND stripped MATCHES "^minimllm: rank 0: runtime failure: full/run.h5: [^\n]*$"
+       AND NOT EXISTS ${WORK_DIR}/full/run.h5)
+      message(STATUS "ok   disk_full_np${ranks}")
+    else()
+      message(STATUS "FAIL disk_full_np${ranks}: exit ${rc}, expected 1, one line and no file\n--- stderr\n${err}")
+      math(EXPR failures "${failures} + 1")
+    endif()
+  endforeach()
+  execute_process(COMMAND umount ${WORK_DIR}/full)
+else()
+  message(STATUS "skip disk_full: cannot mount a tmpfs here")
+endif()
 
 # Memory feasibility: a global batch far beyond any rank's memory stops both ranks at start-up with exit 2,
 # one line naming the keys and what would fit, and no output file (not an allocation failure, exit 1).

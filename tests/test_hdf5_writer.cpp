@@ -48,6 +48,7 @@ StepRecord make_record(int i) {
   StepRecord r;
   r.step = i;
   r.loss = 4.25 - 0.5 * i;
+  r.grad_norm = 0.6875 + 3 * i;
   r.text_tokens = 1000 + i;
   r.image_tokens = (std::int64_t{1} << 40) + i;  // needs 64 bits
   r.loss_targets = 900 + i;
@@ -81,6 +82,7 @@ void expect_record_eq(const StepRecord& a, const StepRecord& b, std::size_t row)
   SCOPED_TRACE("row " + std::to_string(row));
   EXPECT_EQ(a.step, b.step);
   EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.grad_norm, b.grad_norm);
   EXPECT_EQ(a.text_tokens, b.text_tokens);
   EXPECT_EQ(a.image_tokens, b.image_tokens);
   EXPECT_EQ(a.loss_targets, b.loss_targets);
@@ -121,6 +123,7 @@ std::size_t phase_offset(Phase phase) {
 std::vector<Member> expected_members() {
   return {{"step", offsetof(StepRecord, step), H5T_NATIVE_INT32},
           {"loss", offsetof(StepRecord, loss), H5T_NATIVE_DOUBLE},
+          {"grad_norm", offsetof(StepRecord, grad_norm), H5T_NATIVE_DOUBLE},
           {"text_tokens", offsetof(StepRecord, text_tokens), H5T_NATIVE_INT64},
           {"image_tokens", offsetof(StepRecord, image_tokens), H5T_NATIVE_INT64},
           {"loss_targets", offsetof(StepRecord, loss_targets), H5T_NATIVE_INT64},
@@ -346,6 +349,70 @@ TEST_F(Hdf5WriterTest, RefusesExistingFileWithoutOverwriteAndReplacesWithIt) {
   std::ofstream(junk) << "not an hdf5 file\n";
   { Hdf5RunWriter w(junk, true); }
   EXPECT_EQ(read_steps(junk).size(), 0u);
+}
+
+// A second writer with overwrite on a file another writer holds (a running job) is refused before the
+// file is touched: the running writer keeps appending and its file stays readable (issue 13, item 1).
+TEST_F(Hdf5WriterTest, OverwriteOfAFileBeingWrittenIsRefused) {
+  const std::string path = file("running.h5");
+  Hdf5RunWriter running(path, false);
+  running.set_run_attribute("name", std::string("running"));
+  for (int i = 0; i < 3; ++i) running.append_step(make_record(i));
+  const std::string before = file_bytes(path);
+  ASSERT_TRUE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  for (bool overwrite : {true, false}) {
+    try {
+      Hdf5RunWriter second(path, overwrite);
+      FAIL() << "expected InputError (overwrite " << overwrite << ")";
+    } catch (const minimllm::InputError& e) {
+      const std::string msg = e.what();
+      if (overwrite) {
+        EXPECT_EQ(msg, path + " is being written by another running minimllm (pid " +
+                           std::to_string(::getpid()) + ")");
+      }
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+    EXPECT_EQ(file_bytes(path), before);  // not truncated
+  }
+  EXPECT_THROW(Hdf5RunWriter::check_not_busy(path), minimllm::InputError);
+  running.append_step(make_record(3));
+  running.close();  // fsynced; the lock file removed
+  EXPECT_FALSE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  EXPECT_EQ(read_steps(path).size(), 4u);
+  EXPECT_NO_THROW(Hdf5RunWriter::check_not_busy(path));
+  // Once the first writer has closed, overwrite replaces the file.
+  { Hdf5RunWriter again(path, true); }
+  EXPECT_EQ(read_steps(path).size(), 0u);
+}
+
+// A lock file left by a killed process holds no lock: it never blocks a later run, which removes it.
+TEST_F(Hdf5WriterTest, StaleLockFileDoesNotBlock) {
+  const std::string path = file("stale.h5");
+  std::ofstream(Hdf5RunWriter::lock_path(path)) << "999999\n";
+  EXPECT_NO_THROW(Hdf5RunWriter::check_not_busy(path));
+  {
+    Hdf5RunWriter w(path, false);
+    w.append_step(make_record(0));
+    w.close();
+  }
+  EXPECT_FALSE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  EXPECT_EQ(read_steps(path).size(), 1u);
+}
+
+// A writer destroyed by an exception before its first step row (set-up failed) leaves no file behind;
+// one destroyed in order keeps its file.
+TEST_F(Hdf5WriterTest, SetUpFailureLeavesNoFile) {
+  const std::string path = file("setup.h5");
+  try {
+    Hdf5RunWriter w(path, false);
+    w.set_run_attribute("name", std::string("set-up"));
+    throw std::runtime_error("set-up failed");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  { Hdf5RunWriter w(path, false); }
+  EXPECT_TRUE(fs::exists(path));
 }
 
 // Reads a whole 2-D table as doubles (HDF5 converts int32 on read).

@@ -693,6 +693,35 @@ TEST(AdamW, RejectsStepZero) {
   EXPECT_THROW(adamw_update(x, x, x, x, AdamWHyper{}, 0), std::invalid_argument);
 }
 
+// ------------------------------------------------------------------------------ gradient check
+
+TEST(GradientCheck, SumOfSquaresIsNonFiniteExactlyWhenAnElementIs) {
+  const int n = 10001;
+  const t_vec v = random_vector(n, 22, -3.0f, 3.0f);
+  double expected = 0.0;
+  for (const double x : elements(v)) expected += x * x;
+  EXPECT_NEAR(sum_of_squares(v), expected, 1e-12 * expected);
+  EXPECT_EQ(first_non_finite(v), -1);
+  auto host = Kokkos::create_mirror_view(v);
+  Kokkos::deep_copy(host, v);
+  // The largest floats: their squares overflow float but not the double sum.
+  host(3) = std::numeric_limits<float>::max(), host(4) = -std::numeric_limits<float>::max();
+  Kokkos::deep_copy(v, host);
+  EXPECT_TRUE(std::isfinite(sum_of_squares(v)));
+  EXPECT_EQ(first_non_finite(v), -1);
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()}) {
+    SCOPED_TRACE(bad);
+    host(9000) = bad, host(7000) = bad;
+    Kokkos::deep_copy(v, host);
+    EXPECT_FALSE(std::isfinite(sum_of_squares(v)));
+    EXPECT_EQ(first_non_finite(v), 7000);
+    host(9000) = 1.0f, host(7000) = 1.0f;
+  }
+  EXPECT_EQ(first_non_finite(t_vec("empty", 0)), -1);
+  EXPECT_EQ(sum_of_squares(t_vec("empty", 0)), 0.0);
+}
+
 // ------------------------------------------------------------------------------------------- sum
 
 TEST(Sum, MatchesDoubleHostSum) {

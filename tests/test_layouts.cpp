@@ -11,6 +11,7 @@
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/step/run_step.hpp"
 #include "mpi_world.hpp"
+#include "region_recorder.hpp"
 
 namespace minimllm {
 namespace {
@@ -280,9 +281,6 @@ TEST(Layouts, NoHostDeviceTransfersInsideAStepOnTheDevicePath) {
   }
 }
 
-std::vector<std::string>* pushed_regions = nullptr;
-void record_region(const char* name) { pushed_regions->push_back(name); }
-
 // Under context parallelism the K/V exchange is a Kokkos Tools region of its own (inside the LLM's).
 TEST(Layouts, ContextParallelExchangeIsAKokkosToolsRegion) {
   if (world_size() < 2) GTEST_SKIP() << "context parallelism needs 2 or more ranks";
@@ -293,17 +291,13 @@ TEST(Layouts, ContextParallelExchangeIsAKokkosToolsRegion) {
   CommPool pool(world.comm, 8, choose_collectives(world.comm, "auto").factory);
   StepExecutor executor(model);
   const GlobalBatch batch = sampler.batch(0);
-  std::vector<std::string> pushed;
-  pushed_regions = &pushed;
-  Kokkos::Tools::Experimental::set_push_region_callback(record_region);
+  testing_support::RegionRecorder regions;
   const StepOutcome out =
       minimllm::run_step(sampler, executor, pool,
                          planned_step(batch, make_grouped_plan(batch, {world.size}), world.rank, world.size,
                                       model.linear_weight_in_attention_pairs()));
-  Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
-  pushed_regions = nullptr;
-  EXPECT_GT(std::count(pushed.begin(), pushed.end(), "minimllm::kv_exchange"), 0);
-  EXPECT_GT(std::count(pushed.begin(), pushed.end(), "minimllm::llm"), 0);
+  EXPECT_TRUE(regions.pushed("minimllm::kv_exchange"));
+  EXPECT_TRUE(regions.pushed("minimllm::llm"));
   EXPECT_GT(out.seconds[Phase::kv_exchange], 0.0);
   EXPECT_LE(out.seconds[Phase::kv_exchange], out.seconds[Phase::llm])
       << "the exchange is part of the LLM pass";

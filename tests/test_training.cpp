@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -19,8 +20,11 @@
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/memory_check.hpp"
 #include "minimllm/driver/trainer.hpp"
+#include "minimllm/model/model.hpp"
 #include "minimllm/plan/step_plan.hpp"
+#include "minimllm/step/finite_check.hpp"
 #include "mpi_world.hpp"
+#include "region_recorder.hpp"
 
 namespace minimllm {
 namespace {
@@ -145,26 +149,19 @@ std::string read_string_attribute(hid_t object, const char* name) {
   return value;
 }
 
-// /plans tells, per step, the groups (sizes, members, samples), the encoder work and the policy; they must
-// describe the plans the run really executed, so they are checked against one another and the batch.
-// What a Kokkos Tools connector (space-time stack, NVTX) would be told: the regions a step pushes.
-std::vector<std::string>* pushed_regions = nullptr;
-void record_region(const char* name) { pushed_regions->push_back(name); }
-
+// Every phase of a step is a Kokkos Tools region (what a space-time stack or NVTX connector shows).
 TEST(Training, PhasesAreKokkosToolsRegions) {
-  std::vector<std::string> pushed;
-  pushed_regions = &pushed;
-  Kokkos::Tools::Experimental::set_push_region_callback(record_region);
+  testing_support::RegionRecorder regions;
   train(quickstart(2), World::of(MPI_COMM_WORLD), {});
-  Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
-  pushed_regions = nullptr;
   for (Phase phase : kPhases) {
     if (phase == Phase::kv_exchange) continue;  // only under context parallelism (tests/test_layouts.cpp)
     const std::string region = std::string("minimllm::") + phase_name(phase);
-    EXPECT_EQ(std::count(pushed.begin(), pushed.end(), region) > 0, true) << region << " was never pushed";
+    EXPECT_TRUE(regions.pushed(region)) << region << " was never pushed";
   }
 }
 
+// /plans tells, per step, the groups (sizes, members, samples), the encoder work and the policy; they must
+// describe the plans the run really executed, so they are checked against one another and the batch.
 TEST(Training, RunFileDescribesEveryStepsPlan) {
   RunConfig config = quickstart(4);
   config.parallel.policy = "dhp";
@@ -221,6 +218,64 @@ TEST(Training, RunFileDescribesEveryStepsPlan) {
   H5Gclose(run);
   H5Fclose(file);
   std::filesystem::remove(options.out_path);
+}
+
+// A run whose gradient turns non-finite (lr 1e6: step 0's update blows the weights up) stops at that step
+// on every rank, before its optimizer step, naming the step and the first tensor; its file holds exactly
+// the completed steps, closed and readable, and says why the run stopped.
+TEST(Training, NonFiniteStepStopsTheRunNamingIt) {
+  RunConfig config = quickstart(10);
+  config.optimizer.lr = 1e6f;
+  TrainOptions options;
+  options.out_path = shared_temp_path("diverged.h5");
+  options.overwrite = true;
+  int stopped_at = -1;
+  std::string message;
+  try {
+    train(config, World::of(MPI_COMM_WORLD), options);
+  } catch (const NonFiniteError& e) {
+    stopped_at = e.step();
+    message = e.what();
+  }
+  ASSERT_GE(stopped_at, 1) << "the run did not stop at a non-finite step (step 0's loss is finite)";
+  ASSERT_LT(stopped_at, 10);
+  int steps[2] = {stopped_at, -stopped_at};  // every rank stopped, and at the same step
+  MPI_Allreduce(MPI_IN_PLACE, steps, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(steps[0], -steps[1]);
+  const std::string prefix = "step " + std::to_string(stopped_at) + ": non-finite ";
+  EXPECT_EQ(message.rfind(prefix, 0), 0u) << message;
+  EXPECT_NE(message.find("first non-finite gradient in "), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  const Model model(config.model, config.seed);
+  const std::string tensor = message.substr(message.rfind(' ') + 1);
+  EXPECT_TRUE(std::any_of(model.tensor_ranges().begin(), model.tensor_ranges().end(),
+                          [&](const TensorRange& t) { return t.name == tensor; }))
+      << tensor << " is not a tensor's name";
+  if (testing_support::world_rank() == 0) {
+    hid_t file = H5Fopen(options.out_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(file, 0) << "the stopped run's file is not readable";
+    hid_t dset = H5Dopen2(file, "/steps", H5P_DEFAULT);
+    ASSERT_GE(dset, 0);
+    hid_t space = H5Dget_space(dset);
+    hsize_t rows = 0;
+    H5Sget_simple_extent_dims(space, &rows, nullptr);
+    EXPECT_EQ(rows, static_cast<hsize_t>(stopped_at)) << "rows of /steps: the completed steps only";
+    // Their losses and gradient norms are finite.
+    for (const char* column : {"loss", "grad_norm"}) {
+      hid_t type = H5Tcreate(H5T_COMPOUND, sizeof(double));
+      H5Tinsert(type, column, 0, H5T_NATIVE_DOUBLE);
+      std::vector<double> values(rows);
+      EXPECT_GE(H5Dread(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0) << column;
+      for (double v : values) EXPECT_TRUE(std::isfinite(v) && v > 0.0) << column << " " << v;
+      H5Tclose(type);
+    }
+    H5Sclose(space), H5Dclose(dset);
+    hid_t run = H5Gopen2(file, "/run", H5P_DEFAULT);
+    EXPECT_EQ(read_string_attribute(run, "stopped"), message);
+    H5Gclose(run);
+    H5Fclose(file);
+    std::filesystem::remove(options.out_path);
+  }
 }
 
 // Every shipped reference problem names a reference file that belongs to it, at a step the deck reaches,
@@ -330,6 +385,24 @@ TEST_F(BenchmarkVerdictTest, LossesThatDependOnTheLayoutAreInvalid) {
   tampered.steps[3].loss = std::nan("");  // a diverged run is never valid
   EXPECT_FALSE(judge_run(*config_, reference(), tampered, World::of(MPI_COMM_WORLD)).valid);
 }
+
+TEST_F(BenchmarkVerdictTest, NonFiniteStepAfterTheReferenceStepIsInvalid) {
+  for (const StepRecord& s : result_->steps) EXPECT_TRUE(std::isfinite(s.grad_norm) && s.grad_norm > 0.0);
+  BenchmarkReference ref = reference();
+  ref.step = 2;  // steps 0-2 match the reference; step 3 comes after it
+  ref.loss = result_->steps[2].loss;
+  for (int column = 0; column < 2; ++column) {
+    TrainResult diverged = *result_;
+    if (column == 0) diverged.steps[3].loss = std::nan("");
+    if (column == 1) diverged.steps[3].grad_norm = std::numeric_limits<double>::infinity();
+    const BenchmarkVerdict v = judge_run(*config_, ref, diverged, World::of(MPI_COMM_WORLD));
+    EXPECT_FALSE(v.valid) << (column == 0 ? "NaN loss" : "infinite gradient norm");
+    EXPECT_TRUE(v.reached);
+    EXPECT_EQ(v.loss_relative_difference, 0.0);
+    EXPECT_NE(v.reason.find("non-finite loss or gradient at step 3"), std::string::npos) << v.reason;
+  }
+}
+
 
 // Memory feasibility (driver/memory_check.hpp): one rank short of memory stops every rank with its line.
 TEST(Training, MemoryCheckStopsEveryRankWithTheFailingRanksLine) {

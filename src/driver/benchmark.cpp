@@ -52,6 +52,15 @@ BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& re
   std::vector<std::string> failures;
   const std::vector<StepRecord>& steps = result.steps;
 
+  // A step with a non-finite loss or gradient invalidates the run wherever it falls, after the reference
+  // step too. The trainer stops at such a step; this judges results produced otherwise all the same.
+  const auto non_finite = std::find_if(steps.begin(), steps.end(), [](const StepRecord& s) {
+    return !std::isfinite(s.loss) || !std::isfinite(s.grad_norm);
+  });
+  if (non_finite != steps.end())
+    failures.push_back(fmt::format("non-finite loss or gradient at step {} (loss {}, gradient norm {})",
+                                   non_finite->step, non_finite->loss, non_finite->grad_norm));
+
   // (a) The loss at the reference step.
   v.reached = ref.step < static_cast<int>(steps.size());
   if (v.reached) {

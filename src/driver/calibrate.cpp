@@ -318,9 +318,8 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   // The optimizer over every parameter (the step's two ranges cost the same as one), and the gradient
   // all-reduce on the world, after a barrier (so waiting for a late rank is not counted).
   AdamW optimizer(model, config.optimizer);
-  std::vector<int> everyone(world.size);
-  std::iota(everyone.begin(), everyone.end(), 0);
-  const std::unique_ptr<Communicator> wire = create_mpi_communicator(world.comm, everyone);
+  const std::unique_ptr<Communicator> wire =
+      create_mpi_communicator(world.comm, consecutive_ranks(0, world.size));
   std::vector<double> opt, sync;
   for (int rep = -1; rep < 3 * options.repeats; ++rep) {
     MPI_Barrier(world.comm);

@@ -4,36 +4,11 @@
 
 #include <algorithm>
 
-#include "minimllm/core/clock.hpp"
 #include "minimllm/core/device.hpp"
-#include "minimllm/kernels/workspace.hpp"
+#include "minimllm/kernels/gemm_rate.hpp"
 #include "minimllm/metrics/device_peak.hpp"
 
 namespace minimllm {
-namespace {
-
-// Dense rate of this rank's GEMM in the run's precision, used as the MFU peak when the deck gives none
-// and the device is not in the datasheet table.
-double measure_gemm_gflops(GemmPrecision precision) {
-  const int n = 1024;
-  t_mat a("peak::a", n, n), b("peak::b", n, n), c("peak::c", n, n);
-  Kokkos::deep_copy(a, 1.0f), Kokkos::deep_copy(b, 1.0f);
-  Workspace workspace;  // bf16 rounds its operands into scratch: the arena fits them after the warm-up
-  const auto call = [&] {
-    const WorkspaceScope scope(workspace);
-    gemm(Trans::no, Trans::no, 1.0f, a, b, 0.0f, c, precision);
-  };
-  call();  // warm-up
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const double t0 = now_seconds();
-    call();
-    best = std::min(best, now_seconds() - t0);
-  }
-  return 2.0 * n * n * n / best * 1e-9;
-}
-
-}  // namespace
 
 std::pair<double, std::string> choose_peak(const RunConfig& config, GemmPrecision precision,
                                            const World& world) {

@@ -4,34 +4,55 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <stdexcept>
 
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/driver/agreement.hpp"
 #include "minimllm/kernels/gemm.hpp"
 
 namespace minimllm {
 
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec_a, ec_b;
+  if (fs::exists(a, ec_a) && fs::exists(b, ec_b)) {
+    std::error_code ec;
+    const bool same = fs::equivalent(a, b, ec);
+    if (!ec) return same;
+  }
+  std::error_code ec;
+  const fs::path pa = fs::weakly_canonical(fs::absolute(a, ec), ec);
+  if (ec) return fs::absolute(a).lexically_normal() == fs::absolute(b).lexically_normal();
+  const fs::path pb = fs::weakly_canonical(fs::absolute(b, ec), ec);
+  if (ec) return fs::absolute(a).lexically_normal() == fs::absolute(b).lexically_normal();
+  return pa == pb;
+}
+
+void check_output_path(const std::string& path, bool overwrite, const std::vector<RunInputFile>& inputs) {
+  for (const RunInputFile& input : inputs) {
+    if (!input.path.empty() && same_file(path, input.path))
+      throw InputError(fmt::format("{}: the output file would replace the {} {}; choose another --out", path,
+                                   input.what, input.path));
+  }
+  std::error_code ec;
+  if (!overwrite && std::filesystem::exists(path, ec))
+    throw InputError(
+        fmt::format("{}: output file exists; pass --overwrite to replace it or choose another --out", path));
+  Hdf5RunWriter::check_not_busy(path);
+}
+
 RunOutput::RunOutput(const std::string& path, bool overwrite, const World& world)
     : policy_names_(policy_names()) {
-  std::string error;
-  int kind = 0;  // 0 ok, 1 input error, 2 runtime error
+  std::exception_ptr error;
   if (world.is_root() && !path.empty()) {
     try {
       writer_ = std::make_unique<Hdf5RunWriter>(path, overwrite);
-    } catch (const InputError& e) {
-      kind = 1, error = e.what();
-    } catch (const std::exception& e) {
-      kind = 2, error = e.what();
+    } catch (...) {
+      error = std::current_exception();
     }
   }
-  MPI_Bcast(&kind, 1, MPI_INT, 0, world.comm);
-  if (kind == 0) return;
-  int length = static_cast<int>(error.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, world.comm);
-  error.resize(length);
-  MPI_Bcast(error.data(), length, MPI_CHAR, 0, world.comm);
-  if (kind == 1) throw InputError(error);
-  throw std::runtime_error(error);
+  agree_on_error(world.comm, error);  // every rank throws rank 0's error
 }
 
 void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult& r, double parameters,
@@ -47,11 +68,18 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
   attributes.push_back({"precision", r.precision});
   attributes.push_back({"collectives", r.collectives});
   attributes.push_back({"collectives_reason", r.collectives_reason});
-  writer_->set_run_attributes(attributes);
-  writer_->set_run_attribute("cost_model_source", r.cost_model_source);
-  writer_->set_run_attribute("predicted_columns",
-                             "step_s, data_s, encoder_s, boundary_s, llm_s, grad_sync_s, optimizer_s");
-  if (!calibration_text.empty()) writer_->set_run_attribute("calibration", calibration_text);
+  attributes.push_back({"cost_model_source", r.cost_model_source});
+  attributes.push_back(
+      {"predicted_columns", "step_s, data_s, encoder_s, boundary_s, llm_s, grad_sync_s, optimizer_s"});
+  if (!calibration_text.empty()) attributes.push_back({"calibration", calibration_text});
+  try {
+    writer_->set_run_attributes(attributes);  // flushed and fsynced
+    writer_->check_free_space();              // a disk too full for the first step fails set-up, agreed
+  } catch (...) {
+    writer_->discard();  // still set-up (e.g. a full disk): no half-made file is left
+    writer_.reset();
+    throw;
+  }
 }
 
 // /ranks/<table> [steps, ranks], so imbalance and idle time can be seen. /plans: the step's plan,
@@ -60,6 +88,7 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
 // (column g: group g; 0 past the last group), encoder_images_of_rank [steps, ranks], and policy [steps],
 // a code into the attribute `names`. /predicted: the prediction's terms beside the measured phases.
 void RunOutput::append_step_tables(const StepMetrics& metrics, const PlannedStep& planned, int world_size) {
+  writer_->check_free_space();
   const std::vector<std::string>& tables = rank_table_names();
   for (size_t t = 0; t < tables.size(); ++t)
     writer_->append_row("/ranks/" + tables[t], metrics.rank_tables[t]);

@@ -60,8 +60,9 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
   log << fmt::format("peak for MFU: {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank, r.peak_source);
   log << fmt::format(
       "memory estimate per rank: {:.1f} MiB (parameters, gradients, AdamW state; activations "
-      "for up to {} LLM rows, {} gathered key rows, {} patches)\n",
-      r.memory_estimate_mib, peak.llm_rows, peak.key_rows, peak.patches);
+      "for up to {} LLM rows, {} gathered key rows, {} patches: the largest of the first {} steps)\n",
+      r.memory_estimate_mib, peak.llm_rows, peak.key_rows, peak.patches,
+      std::min(config.steps, kEstimateSteps));
 }
 
 void print_step(std::ostream& log, const StepRecord& s, int steps) {

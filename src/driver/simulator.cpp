@@ -11,6 +11,7 @@
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/kernels/gemm.hpp"
+#include "minimllm/kernels/gemm_rate.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/step_prediction.hpp"
@@ -26,32 +27,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The rate the cost model assumes when neither the command line nor the deck gives one: this machine's
-// BLAS sgemm (best of 5 at 1024^3).
-double measured_sgemm_gflops(int blas_threads) {
-  set_blas_threads(blas_threads);
-  const int n = 1024;
-  t_mat a("a", n, n), b("b", n, n), c("c", n, n);
-  Kokkos::deep_copy(a, 1.0f), Kokkos::deep_copy(b, 1.0f);
-  gemm(Trans::no, Trans::no, 1.0f, a, b, 0.0f, c);
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    Kokkos::fence();
-    const auto t0 = std::chrono::steady_clock::now();
-    gemm(Trans::no, Trans::no, 1.0f, a, b, 0.0f, c);
-    Kokkos::fence();
-    best = std::min(best, seconds_since(t0));
-  }
-  return 2.0 * n * n * n / best * 1e-9;
-}
-
 }  // namespace
 
 std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptions& options) {
-  const double gflops = options.gflops_per_rank > 0.0 ? options.gflops_per_rank
-                        : config.runtime.peak_gflops_per_rank > 0.0
-                            ? config.runtime.peak_gflops_per_rank
-                            : measured_sgemm_gflops(config.runtime.blas_threads);
+  double gflops =
+      options.gflops_per_rank > 0.0 ? options.gflops_per_rank : config.runtime.peak_gflops_per_rank;
+  if (gflops <= 0.0) {  // neither given: this machine's sgemm rate
+    set_blas_threads(config.runtime.blas_threads);
+    gflops = measure_gemm_gflops(GemmPrecision::fp32);
+  }
   // A calibration (from --cost-model or the deck) replaces the FLOP-based compute and the links it
   // measured; links it could not measure (between nodes, calibrated on one) keep the nominal defaults.
   const CostModelChoice choice =
@@ -116,7 +100,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     out->set_run_attribute("simulation_columns",
                            "makespan_s, lower_bound_s, idle_fraction, comm_fraction, planning_s, encoder_s, "
                            "boundary_s, llm_s, data_s, grad_sync_s, optimizer_s");
-    out->flush();
+    out->close();  // flushed, fsynced, the lock released
   }
   if (options.log) {
     std::ostream& log = *options.log;

@@ -12,6 +12,7 @@
 #include "minimllm/core/phase.hpp"
 #include "minimllm/core/watchdog.hpp"
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/memory_check.hpp"
 #include "minimllm/driver/mfu_peak.hpp"
@@ -22,6 +23,7 @@
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
 #include "minimllm/plan/layout_source.hpp"
+#include "minimllm/step/finite_check.hpp"
 #include "minimllm/step/memory_estimate.hpp"
 #include "minimllm/step/optimizer.hpp"
 #include "minimllm/step/planned_step.hpp"
@@ -54,16 +56,23 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   result.collectives_reason = collectives.reason;
   const int per_node =
       config.parallel.ranks_per_node > 0 ? config.parallel.ranks_per_node : ranks_per_node(world);
-  const CostModelChoice cost =
-      choose_cost_model(config, world, result.peak_gflops_per_rank, per_node, options.cost_model);
+  // The calibration file is read on every rank: one that only some ranks can read fails them all.
+  CostModelChoice cost;
+  std::exception_ptr error;
+  try {
+    cost = choose_cost_model(config, world, result.peak_gflops_per_rank, per_node, options.cost_model);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  agree_on_error(world.comm, error);
   result.cost_model_source = cost.source;
   const LayoutSource layouts(config, world.size, cost.model);
   const StepPlanner planner(sampler, layouts, world.rank, world.size,
                             model.linear_weight_in_attention_pairs());
 
-  // The first steps are planned before anything is written (a deck whose layout cannot fit this run fails
-  // here, InputError, and leaves no output file); they size the memory estimate and the workspace, and
-  // run as planned.
+  // The first kEstimateSteps steps are planned before anything is written (a deck whose layout cannot fit
+  // them fails here, InputError, and leaves no output file; a later step that cannot fails when planned);
+  // they size the memory estimate and the workspace, and run as planned.
   std::deque<PlannedStep> planned_ahead;
   const auto check_activations = [&](const PeakWork& peak) {
     need.peak = peak, need.planned = true;
@@ -88,26 +97,46 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   const std::vector<RunAttribute> provenance = gather_provenance(config, world, options.command_line);
   if (log) print_banner(*log, config, world, model, result, peak, provenance);
   if (log) log->flush();  // seen at once in a batch job's log (a pipe or file buffers it otherwise)
-  if (out)
-    out.write_run_attributes(config, result, model.parameter_count(), provenance, cost.calibration_text);
+  try {
+    if (out)
+      out.write_run_attributes(config, result, model.parameter_count(), provenance, cost.calibration_text);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  agree_on_error(world.comm, error);  // rank 0's failure (e.g. a full disk) stops every rank here
 
   CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
   StepExecutor executor(model);
   // Ends the run when no phase changes for runtime.stall_timeout seconds (core/watchdog.hpp).
   Watchdog watchdog(world.rank, config.runtime.stall_timeout);
   const double t_loop = now_seconds();
-  double t_timed = t_loop;  // end of the warm-up step
+  double t_timed = t_loop;                       // end of the warm-up step
+  double planned_ahead_seconds[2] = {0.0, 0.0};  // planning done before the loop: all steps, timed steps
   for (int step = 0; step < config.steps; ++step) {
     const double t_start = now_seconds();
     heartbeat_step(step, "planning");
     // GlobalBatch -> StepPlan -> RankWork (once per step; the first ones were planned ahead).
     const bool was_ahead = !planned_ahead.empty();
     PlannedStep planned = was_ahead ? std::move(planned_ahead.front()) : planner.plan(step);
-    if (was_ahead) planned_ahead.pop_front();
+    if (was_ahead) {
+      planned_ahead.pop_front();
+      planned_ahead_seconds[0] += planned.planning_seconds;
+      if (step > 0) planned_ahead_seconds[1] += planned.planning_seconds;
+    }
     const CommPoolStats pool_before = pool.stats();
     // -> StepComms -> StepInputs -> StepOutcome -> synchronised gradients (run_step), -> AdamW.
     StepOutcome outcome = run_step(sampler, executor, pool, planned);
     outcome.seconds[Phase::planning] = planned.planning_seconds;
+    // -> a finite loss and gradient, or the run stops here, before AdamW spreads a NaN into every
+    // parameter (every rank alike: the values are the synchronised ones). The completed steps' rows stay in
+    // the file, which the unwinding closes; /run says why the run stopped.
+    try {
+      check_finite_step(model, step, outcome.loss_sum / std::max<double>(1.0, planned.batch.loss_targets()),
+                        outcome.grad_norm);
+    } catch (const NonFiniteError& e) {
+      if (out) out.writer().set_run_attribute("stopped", e.what());
+      throw;
+    }
     {
       PhaseClock clock(outcome.seconds, Phase::optimizer);
       optimizer.step(model, step);
@@ -135,18 +164,27 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     watchdog.step_finished(step_seconds);
   }
   heartbeat("end of run");
-  double loop[2] = {now_seconds() - t_loop, now_seconds() - t_timed};
+  // Steps planned before the loop paid for their planning there: their wall time counts it all the same.
+  double loop[2] = {now_seconds() - t_loop + planned_ahead_seconds[0],
+                    now_seconds() - t_timed + planned_ahead_seconds[1]};
   MPI_Allreduce(MPI_IN_PLACE, loop, 2, MPI_DOUBLE, MPI_MAX, world.comm);
   result.loop_seconds = loop[0];
   result.timed_seconds = config.steps > 1 ? loop[1] : loop[0];
   double rss = peak_resident_mib();
   MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, world.comm);
   result.peak_resident_mib = rss;
-  if (out) {
-    out.writer().set_run_attribute("peak_resident_mib", rss);
-    out.writer().set_run_attribute(
-        "peak_resident_scope", own_peak ? "this run" : "the process so far (the peak could not be reset)");
+  try {
+    if (out) {
+      out.writer().set_run_attributes(
+          {{"peak_resident_mib", rss},
+           {"peak_resident_scope",
+            own_peak ? "this run" : "the process so far (the peak could not be reset)"}});
+      out.writer().close();  // fsynced, the lock released
+    }
+  } catch (...) {
+    error = std::current_exception();
   }
+  agree_on_error(world.comm, error);
   if (log) print_summary(*log, result, world, options.out_path);
   return result;
 }

@@ -3,13 +3,22 @@
 // process leaves a readable file holding every appended row.
 #include "minimllm/metrics/hdf5_writer.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <hdf5.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <stdexcept>
@@ -30,6 +39,9 @@ constexpr hsize_t kRowsPerChunk = 64;
 // per table per step.
 constexpr hsize_t kTableChunkBytes = 64 * 1024;
 constexpr long long kSchemaVersion = 1;
+// Free space a step's output always leaves on the output's file system (check_free_space), so that a
+// filling disk stops the run with a readable file instead of a failed write in the middle of a flush.
+constexpr double kFreeSpaceReserve = 1 << 20;
 
 // The native HDF5 type of a StepRecord member, picked from its C++ type.
 template <typename T>
@@ -74,6 +86,7 @@ std::vector<Field> step_fields() {
   std::vector<Field> fields = {
       MINIMLLM_FIELD(step, "1"),
       MINIMLLM_FIELD(loss, "nat"),
+      MINIMLLM_FIELD(grad_norm, "nat"),
       MINIMLLM_FIELD(text_tokens, "token"),
       MINIMLLM_FIELD(image_tokens, "token"),
       MINIMLLM_FIELD(loss_targets, "token"),
@@ -109,10 +122,132 @@ std::string create_failure_reason(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return fmt::format("directory {} does not exist", dir.string());
   if (::access(dir.c_str(), W_OK) != 0) return fmt::format("directory {} is not writable", dir.string());
+  struct statvfs fs_stat {};
+  if (::statvfs(dir.c_str(), &fs_stat) == 0 && fs_stat.f_bavail == 0) return "no space left on the device";
   return "HDF5 could not create it";
 }
 
+// ": no space left on the device" when path's file system is full, else "": why a write failed.
+std::string full_disk_note(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  struct statvfs fs_stat {};
+  return ::statvfs(dir.c_str(), &fs_stat) == 0 && fs_stat.f_bavail == 0 ? ": no space left on the device"
+                                                                        : "";
+}
+
+// After a failed write (a full disk, an I/O error) HDF5 1.10 cannot close the file: H5Fclose fails half
+// way and the file's id is left half destroyed, and HDF5's own clean-up at MPI_Finalize, exit or
+// MPI_Abort then crashes on it (H5F__close_cb). So the writes HDF5 still has to make are sent elsewhere:
+// the file's descriptor is replaced by an anonymous in-memory file holding a copy of the file (up to
+// 64 MiB; beyond, an empty one), and the close succeeds. What is on disk stays as the last successful
+// flush left it.
+void redirect_writes(hid_t file) {
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || handle == nullptr) return;
+  const int fd = *static_cast<int*>(handle);
+#ifdef __linux__
+  const int scratch = ::memfd_create("minimllm-abandoned-writes", MFD_CLOEXEC);
+#else
+  FILE* tmp = std::tmpfile();
+  const int scratch = tmp ? ::dup(::fileno(tmp)) : -1;
+  if (tmp) std::fclose(tmp);
+#endif
+  if (scratch < 0) return;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size <= (64 << 20)) {
+    std::vector<char> buffer(1 << 16);
+    for (off_t at = 0; at < st.st_size;) {
+      const ssize_t n = ::pread(fd, buffer.data(), buffer.size(), at);
+      if (n <= 0 || ::pwrite(scratch, buffer.data(), static_cast<size_t>(n), at) != n) break;
+      at += n;
+    }
+  }
+  ::dup2(scratch, fd);  // fd now names the scratch file; HDF5 keeps using fd
+  ::close(scratch);
+}
+
+// Closes file and the ids opened in it (closes: in order, the objects, e.g. H5Dclose); a file whose flush
+// fails has its remaining writes redirected first (redirect_writes), so the close cannot fail half way.
+void close_file(hid_t file, const std::vector<std::pair<hid_t, herr_t (*)(hid_t)>>& objects) {
+  if (file >= 0 && H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) {
+    redirect_writes(file);
+    // HDF5 1.10 leaves a failed flush's error state behind: flush again (the first may fail, on the
+    // failed entries) so the close starts from a clean cache.
+    for (int attempt = 0; attempt < 3 && H5Fflush(file, H5F_SCOPE_GLOBAL) < 0; ++attempt) {
+    }
+  }
+  for (const auto& [id, close] : objects)
+    if (id >= 0) close(id);
+  if (file >= 0) H5Fclose(file);
+}
+
+// The pid a lock file holds (written by its holder), or "unknown".
+std::string lock_holder(int fd) {
+  char text[32] = {0};
+  const ssize_t n = ::pread(fd, text, sizeof(text) - 1, 0);
+  const std::string pid = n > 0 ? std::string(text, static_cast<size_t>(n)) : std::string();
+  const auto end = pid.find_first_not_of("0123456789");
+  return pid.substr(0, end).empty() ? "unknown" : pid.substr(0, end);
+}
+
+std::string busy_message(const std::string& path, int fd) {
+  return fmt::format("{} is being written by another running minimllm (pid {})", path, lock_holder(fd));
+}
+
 }  // namespace
+
+std::string Hdf5RunWriter::lock_path(const std::string& path) { return path + ".lock"; }
+
+// The exclusive lock on `<path>.lock` (flock, non-blocking). A lock file left by a killed process holds
+// no lock (the kernel drops it with the process), so it never blocks; the holder removes it at close.
+Hdf5RunWriter::Lock::Lock(const std::string& path) : path_(lock_path(path)) {
+  for (;;) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw std::runtime_error(
+          fmt::format("{}: cannot create HDF5 output file: {}", path, create_failure_reason(path)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) break;  // a file system without flock (e.g. NFS mounted nolock): unlocked
+      const std::string message = busy_message(path, fd_);
+      ::close(fd_);
+      fd_ = -1;
+      throw InputError(message);
+    }
+    // The holder before us may have removed the file between our open and our lock: then we hold a lock
+    // on a file no one else can see, so start again with the file now at the path.
+    struct stat held {};
+    struct stat named {};
+    if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino)
+      break;
+    ::close(fd_);
+    fd_ = -1;
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+    // The lock holds without the pid; the message of a refused run says "pid unknown".
+  }
+}
+
+Hdf5RunWriter::Lock::~Lock() { release(); }
+
+void Hdf5RunWriter::Lock::release() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());  // while still held, so no one locks the file being removed
+  ::close(fd_);
+  fd_ = -1;
+}
+
+void Hdf5RunWriter::check_not_busy(const std::string& path) {
+  const int fd = ::open(lock_path(path).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no lock file: no writer
+  const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  const std::string message = busy ? busy_message(path, fd) : std::string();
+  ::close(fd);  // releases a lock taken here
+  if (busy) throw InputError(message);
+}
 
 // Every id the writer owns; closed in reverse order of creation, also when the constructor throws.
 struct Hdf5RunWriter::Handles {
@@ -122,6 +257,7 @@ struct Hdf5RunWriter::Handles {
   hid_t mem_type = H5I_INVALID_HID;    // compound laid out like StepRecord
   hid_t steps_xfer = H5I_INVALID_HID;  // transfer properties of a /steps row: a small conversion buffer
   hsize_t rows = 0;
+  double last_size = 0, largest_growth = 0;  // bytes of the file at the last step, its largest growth
   struct Table {
     hid_t dataset = H5I_INVALID_HID;
     int rank = 2;  // 1: one value per row
@@ -130,12 +266,13 @@ struct Hdf5RunWriter::Handles {
   std::map<std::string, Table> tables;  // per-rank tables (/ranks/..., /plans/...), by path
 
   ~Handles() {
-    for (auto& [path, table] : tables) H5Dclose(table.dataset);
-    if (steps_xfer >= 0) H5Pclose(steps_xfer);
-    if (mem_type >= 0) H5Tclose(mem_type);
-    if (steps >= 0) H5Dclose(steps);
-    if (run >= 0) H5Gclose(run);
-    if (file >= 0) H5Fclose(file);
+    std::vector<std::pair<hid_t, herr_t (*)(hid_t)>> objects;
+    for (auto& [path, table] : tables) objects.emplace_back(table.dataset, H5Dclose);
+    objects.emplace_back(steps_xfer, H5Pclose);
+    objects.emplace_back(mem_type, H5Tclose);
+    objects.emplace_back(steps, H5Dclose);
+    objects.emplace_back(run, H5Gclose);
+    close_file(file, objects);
   }
 };
 
@@ -144,7 +281,8 @@ namespace {
 // Throws std::runtime_error naming the file and the operation when an HDF5 call failed.
 template <typename Id>
 Id check(Id result, const std::string& path, const char* what) {
-  if (result < 0) throw std::runtime_error(fmt::format("{}: HDF5 failed to {}", path, what));
+  if (result < 0)
+    throw std::runtime_error(fmt::format("{}: HDF5 failed to {}{}", path, what, full_disk_note(path)));
   return result;
 }
 
@@ -201,20 +339,44 @@ void write_run_attribute(hid_t run, const RunAttribute& a, const std::string& pa
 }  // namespace
 
 Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
-    : path_(path), h_(std::make_unique<Handles>()) {
+    : path_(path), h_(std::make_unique<Handles>()), uncaught_at_creation_(std::uncaught_exceptions()) {
+  const auto exists_message = [&] {
+    return fmt::format("{}: output file exists; pass --overwrite to replace it or choose another --out",
+                       path);
+  };
   std::error_code ec;
-  if (!overwrite && std::filesystem::exists(path, ec)) {
-    throw InputError(
-        fmt::format("{}: output file exists; pass --overwrite to replace it or choose another --out", path));
-  }
+  if (!overwrite && std::filesystem::exists(path, ec)) throw InputError(exists_message());
+  // Before the file is touched: a running writer of path holds this lock, and --overwrite respects it.
+  lock_ = std::make_unique<Lock>(path);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures surface only as our exceptions
 
-  // Default (serial) access: only rank 0 writes. EXCL closes the race with a file appearing now.
-  h_->file = H5Fcreate(path.c_str(), overwrite ? H5F_ACC_TRUNC : H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-  if (h_->file < 0) {
-    throw std::runtime_error(
-        fmt::format("{}: cannot create HDF5 output file: {}", path, create_failure_reason(path)));
+  // Without overwrite the path is claimed with O_CREAT | O_EXCL, so of two runs that both did not see
+  // the file only one creates it; under the lock the file is then ours to create over (TRUNC).
+  if (!overwrite) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) throw InputError(exists_message());
+    if (fd < 0)
+      throw std::runtime_error(
+          fmt::format("{}: cannot create HDF5 output file: {}", path, create_failure_reason(path)));
+    ::close(fd);
   }
+  // Default (serial) access: only rank 0 writes.
+  h_->file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (h_->file < 0) {
+    const std::string reason = create_failure_reason(path);
+    ::unlink(path.c_str());  // ours (claimed above, or replaced under the lock): no empty file is left
+    throw std::runtime_error(fmt::format("{}: cannot create HDF5 output file: {}", path, reason));
+  }
+  try {
+    create_layout();
+  } catch (...) {
+    discard();  // e.g. a full disk: no half-made file is left behind
+    throw;
+  }
+}
+
+void Hdf5RunWriter::create_layout() {
+  const std::string& path = path_;
   write_attribute(h_->file, "schema_version", H5T_STD_I64LE, H5T_NATIVE_LLONG, &kSchemaVersion, path);
   h_->run = check(H5Gcreate2(h_->file, "run", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path, "create /run");
 
@@ -247,7 +409,72 @@ Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
   check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path, "flush");
 }
 
-Hdf5RunWriter::~Hdf5RunWriter() = default;  // Handles closes every id
+namespace {
+
+// H5Fflush, then fsync of the file's own descriptor, so what was flushed survives a crash of the node.
+void flush_and_sync(hid_t file, const std::string& path) {
+  check(H5Fflush(file, H5F_SCOPE_GLOBAL), path, "flush");
+  void* handle = nullptr;
+  check(H5Fget_vfd_handle(file, H5P_DEFAULT, &handle), path, "fsync");
+  if (handle != nullptr && ::fsync(*static_cast<int*>(handle)) != 0 && errno != EINVAL)  // EINVAL: no sync
+    throw std::runtime_error(fmt::format("{}: fsync failed: {}", path, std::strerror(errno)));
+}
+
+}  // namespace
+
+Hdf5RunWriter::~Hdf5RunWriter() {
+  // Unwinding from an exception (e.g. a failed write): a file without a step row holds nothing a reader
+  // needs (and may be half written): it is removed. Else every id is closed quietly, then the lock file
+  // is removed.
+  if (h_ && h_->rows == 0 && std::uncaught_exceptions() > uncaught_at_creation_) {
+    discard();
+    return;
+  }
+  h_.reset();
+  lock_.reset();
+}
+
+void Hdf5RunWriter::check_free_space() {
+  struct stat st {};
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(h_->file, H5P_DEFAULT, &handle) < 0 || handle == nullptr ||
+      ::fstat(*static_cast<int*>(handle), &st) != 0)
+    return;
+  const double size = static_cast<double>(st.st_size);
+  if (h_->rows > 0) h_->largest_growth = std::max(h_->largest_growth, size - h_->last_size);
+  h_->last_size = size;
+  struct statvfs fs_stat {};
+  if (::fstatvfs(*static_cast<int*>(handle), &fs_stat) != 0) return;
+  const double free_bytes = static_cast<double>(fs_stat.f_bavail) * static_cast<double>(fs_stat.f_frsize);
+  const double reserve = kFreeSpaceReserve + 4.0 * h_->largest_growth;
+  if (free_bytes < reserve)
+    throw std::runtime_error(fmt::format(
+        "{}: stopped before writing step row {}: {:.0f} KiB free on its file system, less than the {:.0f} "
+        "KiB a step row may need ({})",
+        path_, h_->rows, free_bytes / 1024, reserve / 1024,
+        h_->rows == 0 ? std::string("no file is left")
+                      : fmt::format("the file keeps the {} rows written", h_->rows)));
+}
+
+void Hdf5RunWriter::discard() noexcept {
+  if (!h_ && !lock_) return;
+  h_.reset();
+  if (lock_) ::unlink(path_.c_str());  // still ours: the lock is held until released below
+  lock_.reset();
+}
+
+void Hdf5RunWriter::sync() { flush_and_sync(h_->file, path_); }
+
+void Hdf5RunWriter::close() {
+  if (!h_) return;
+  flush_and_sync(h_->file, path_);
+  const hid_t file = h_->file;
+  h_->file = H5I_INVALID_HID;
+  h_.reset();  // every other id
+  const herr_t closed = H5Fclose(file);
+  lock_.reset();
+  if (closed < 0) throw std::runtime_error(fmt::format("{}: HDF5 failed to close the file", path_));
+}
 
 void Hdf5RunWriter::set_run_attribute(const std::string& name, const std::string& value) {
   write_string_attribute(h_->run, name, value, path_);
@@ -266,20 +493,24 @@ void Hdf5RunWriter::set_run_attribute(const std::string& name, long long value) 
 
 void Hdf5RunWriter::set_run_attributes(const std::vector<RunAttribute>& attributes) {
   for (const RunAttribute& a : attributes) write_run_attribute(h_->run, a, path_);
-  check(H5Fflush(h_->file, H5F_SCOPE_GLOBAL), path_, "flush");
+  flush_and_sync(h_->file, path_);
 }
 
 void Hdf5RunWriter::update_run_attributes(const std::string& path,
                                           const std::vector<RunAttribute>& attributes) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  Scoped file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  const Lock lock(path);  // no other minimllm may be writing it
+  Scoped file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), [](hid_t id) -> herr_t {
+    close_file(id, {});
+    return 0;
+  });
   if (file.get() < 0)
     throw std::runtime_error(fmt::format("{}: cannot open the run file to update it", path));
   Scoped run(H5Gopen2(file.get(), "run", H5P_DEFAULT), H5Gclose);
   if (run.get() < 0)
     throw std::runtime_error(fmt::format("{}: not a minimllm run file (no /run group)", path));
   for (const RunAttribute& a : attributes) write_run_attribute(run.get(), a, path);
-  check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), path, "flush");
+  flush_and_sync(file.get(), path);
 }
 
 void Hdf5RunWriter::append_step(const StepRecord& record) {

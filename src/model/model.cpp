@@ -418,8 +418,9 @@ double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std:
   const LlmConfig& c = config_.llm;
   const double enc_row = saved_per_row(e.width, e.mlp_ratio * e.width, e.heads, e.layers) + 3.0 * e.width +
                          5.0 * c.width + e.channels * e.patch * e.patch + 1.0;
-  // The boundary exchange's received rows and their gradient (about one per patch).
-  const double boundary = 4.0 * c.width * patches;
+  // The boundary exchange's received rows and their gradient (about one per patch), and its packed rows
+  // to send and receive, both directions (the executor's exchange workspace).
+  const double boundary = 8.0 * c.width * patches;
   // The encoder's rounded operands reuse the LLM pass's workspace; only a larger need adds.
   const double encoder_rounded = std::max(
       0.0, rounded_operand_bytes(patches, /*llm=*/false) - rounded_operand_bytes(llm_rows, /*llm=*/true));

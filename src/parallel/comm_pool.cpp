@@ -11,6 +11,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "minimllm/core/world.hpp"
 #include "mpi_group.hpp"
 
 namespace minimllm {
@@ -33,9 +34,7 @@ CommPool::CommPool(MPI_Comm world, int capacity, Factory factory)
   detail::check_mpi(MPI_Comm_rank(world_, &world_rank_), "MPI_Comm_rank");
   int world_size = 0;
   detail::check_mpi(MPI_Comm_size(world_, &world_size), "MPI_Comm_size");
-  std::vector<int> all(world_size);
-  for (int r = 0; r < world_size; ++r) all[r] = r;
-  world_comm_ = factory_(world_, all);
+  world_comm_ = factory_(world_, consecutive_ranks(0, world_size));
 }
 
 CommPool::~CommPool() = default;

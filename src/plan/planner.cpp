@@ -12,6 +12,7 @@
 
 #include "assignment.hpp"
 #include "micro_batches.hpp"
+#include "minimllm/core/world.hpp"
 #include "minimllm/plan/step_prediction.hpp"
 #include "pipeline_stages.hpp"
 #include "placement.hpp"
@@ -22,12 +23,6 @@ namespace {
 
 using planning::BatchCosts;
 using planning::RankRange;
-
-std::vector<int> iota_ranks(int first, int count) {
-  std::vector<int> ranks(count);
-  std::iota(ranks.begin(), ranks.end(), first);
-  return ranks;
-}
 
 class PolicyBase : public Planner {
  public:
@@ -94,9 +89,9 @@ class OrchPlanner : public PolicyBase {
   const char* name() const override { return "orch"; }
   StepPlan plan(const GlobalBatch& batch, int world_size) const override {
     const BatchCosts costs = planning::batch_costs(batch, cost_);
-    return at_least_static(
-        lpt_singletons("orch", Placement::colocated, batch, costs, 0, world_size, iota_ranks(0, world_size)),
-        batch, costs, world_size);
+    return at_least_static(lpt_singletons("orch", Placement::colocated, batch, costs, 0, world_size,
+                                          consecutive_ranks(0, world_size)),
+                           batch, costs, world_size);
   }
 };
 
@@ -114,7 +109,8 @@ class TargetPlanner : public PolicyBase {
     planning::LayoutChoice choice = planning::best_target_layout(rules_, world_size, costs, cost_);
     return at_least_static(
         planning::assemble_plan(name_, Placement::colocated, choice.groups, std::move(choice.samples),
-                                iota_ranks(0, world_size), batch, costs, cost_, options_.locality_tolerance),
+                                consecutive_ranks(0, world_size), batch, costs, cost_,
+                                options_.locality_tolerance),
         batch, costs, world_size);
   }
 

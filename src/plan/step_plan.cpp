@@ -7,6 +7,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "minimllm/core/world.hpp"
+
 namespace minimllm {
 
 const char* to_string(Placement placement) {
@@ -114,22 +116,16 @@ StepPlan deal_in_order(const GlobalBatch& batch, const LayoutShape& shape, const
   return plan;
 }
 
-namespace {
-std::vector<int> iota_ranks(int first, int count) {
-  std::vector<int> ranks(count);
-  std::iota(ranks.begin(), ranks.end(), first);
-  return ranks;
-}
-}  // namespace
+namespace {}  // namespace
 
 StepPlan make_grouped_plan(const GlobalBatch& batch, const std::vector<int>& group_sizes) {
   LayoutShape shape;
   int rank = 0;
   for (int size : group_sizes) {
-    shape.llm_groups.push_back(iota_ranks(rank, size));
+    shape.llm_groups.push_back(consecutive_ranks(rank, size));
     rank += size;
   }
-  shape.encoder_ranks = iota_ranks(0, rank);
+  shape.encoder_ranks = consecutive_ranks(0, rank);
   return deal_in_order(batch, shape, "grouped");
 }
 
@@ -157,7 +153,7 @@ StepPlan make_deck_plan(const RunConfig& config, const GlobalBatch& batch, int w
                       "ranks on {} MPI ranks (the rest run the LLM)",
                       deck, encoders, world_size - 1, world_size));
   }
-  shape.encoder_ranks = iota_ranks(0, encoders);
+  shape.encoder_ranks = consecutive_ranks(0, encoders);
   const int first_llm = shape.placement == Placement::disaggregated ? encoders : 0;
   const int llm_ranks = world_size - first_llm;
   std::vector<int> sizes = p.group_sizes.empty() ? std::vector<int>(llm_ranks, 1) : p.group_sizes;

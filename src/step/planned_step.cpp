@@ -28,9 +28,9 @@ PlannedStep StepPlanner::plan(int step) const {
   GlobalBatch batch = sampler_.batch(step);
   StepPlan plan = layouts_.plan(batch);
   PlannedStep planned = planned_step(std::move(batch), std::move(plan), rank_, world_size_, linear_weight_);
+  planned.prediction = layouts_.predict(planned.plan, planned.batch);
   clock.stop();
   planned.planning_seconds = times[Phase::planning];
-  planned.prediction = layouts_.predict(planned.plan, planned.batch);
   return planned;
 }
 

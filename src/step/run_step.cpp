@@ -18,6 +18,7 @@ StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& p
   StepOutcome outcome = executor.run(planned.work, inputs, planned.plan.placement);
   synchronize_gradients(model, *comms.world, outcome);
   outcome.seconds += data;
+  outcome.input_transfers = inputs.transfers;
   outcome.transfers = transfer_counts() - inputs_up;
   return outcome;
 }

@@ -9,8 +9,6 @@ namespace minimllm {
 
 StepOutcome StepExecutor::run(const RankWork& work, StepInputs& inputs, Placement placement) {
   StepOutcome out;
-  const TransferCounts before = transfer_counts();
-  out.input_transfers = inputs.transfers;
   {
     PhaseClock clock(out.seconds, Phase::data);
     model_.zero_grads();
@@ -20,7 +18,6 @@ StepOutcome StepExecutor::run(const RankWork& work, StepInputs& inputs, Placemen
   } else {
     run_phases(work, inputs, out);
   }
-  out.transfers = transfer_counts() - before;
   return out;
 }
 
@@ -134,6 +131,7 @@ void StepExecutor::run_pipeline(const RankWork& work, StepInputs& inputs, StepOu
     exchanges[m]->finish_sends();
     out.boundary_bytes += 2 * exchanges[m]->bytes_sent();
   }
+  exchanges.clear();  // their packed rows live in exchange_scope, which closes on return
 }
 
 }  // namespace minimllm

@@ -85,6 +85,7 @@ StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, cons
   MPI_Comm_size(world, &ranks);
   s.step = planned.step;
   s.loss = outcome.loss_sum / static_cast<double>(std::max<std::int64_t>(1, batch.loss_targets()));
+  s.grad_norm = outcome.grad_norm;
   s.text_tokens = batch.text_tokens();
   s.image_tokens = batch.image_tokens();
   s.loss_targets = batch.loss_targets();

@@ -9,7 +9,8 @@
 namespace minimllm {
 
 // In /steps column order. kv_exchange is part of llm (the context-parallel K/V collectives inside the
-// LLM pass); planning includes generating the batch; data is communicator look-up and every upload.
+// LLM pass); planning includes generating the batch and predicting the plan's time; data is communicator
+// look-up, every upload and zeroing the gradients.
 enum class Phase { data, encoder, llm, kv_exchange, boundary, planning, grad_sync, optimizer };
 inline constexpr int kPhaseCount = 8;
 inline constexpr std::array<Phase, kPhaseCount> kPhases = {

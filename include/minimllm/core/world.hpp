@@ -3,7 +3,9 @@
 
 #include <mpi.h>
 
+#include <numeric>
 #include <string>
+#include <vector>
 
 namespace minimllm {
 
@@ -23,6 +25,13 @@ double peak_resident_mib();  // peak resident set size of this process (since th
 // Restarts the peak at the current resident size (Linux /proc/self/clear_refs), so that each training
 // run in one process (--policy all) reports its own peak; false where that is not possible.
 bool reset_peak_resident();
+// The ranks first, first + 1, ..., first + count - 1 (a block of consecutive ranks).
+inline std::vector<int> consecutive_ranks(int first, int count) {
+  std::vector<int> ranks(count);
+  std::iota(ranks.begin(), ranks.end(), first);
+  return ranks;
+}
+
 int ranks_per_node(const World& world);  // most ranks sharing a node (same value on every rank)
 
 }  // namespace minimllm

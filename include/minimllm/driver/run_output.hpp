@@ -14,10 +14,26 @@
 
 namespace minimllm {
 
+// A file a run reads (the deck, the calibration, the reference), which its output may never replace.
+struct RunInputFile {
+  std::string what;  // "deck", "calibration file (--cost-model)", ...
+  std::string path;  // empty: none
+};
+
+// Whether a and b name the same file: by filesystem identity when both exist, else by absolute,
+// normalised path (symbolic links of the existing part resolved).
+bool same_file(const std::string& a, const std::string& b);
+
+// Checks an output path before anything runs (rank 0's view; run it on rank 0, then agree): throws
+// InputError naming the path when it names one of inputs (even with overwrite), when it exists and
+// overwrite is false, or when a running minimllm holds its lock (Hdf5RunWriter::check_not_busy).
+void check_output_path(const std::string& path, bool overwrite, const std::vector<RunInputFile>& inputs);
+
 class RunOutput {
  public:
-  // Collective: rank 0 opens `path` (none when empty); every rank learns whether that worked, so all
-  // fail alike: InputError (e.g. the file exists without overwrite) or std::runtime_error.
+  // Collective: rank 0 opens `path` (none when empty); every rank learns whether that worked
+  // (agree_on_error), so all fail alike: InputError (e.g. the file exists without overwrite, or a running
+  // minimllm writes it), else AgreedFailure.
   RunOutput(const std::string& path, bool overwrite, const World& world);
 
   explicit operator bool() const { return writer_ != nullptr; }

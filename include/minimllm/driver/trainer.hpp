@@ -40,7 +40,9 @@ struct TrainResult {
 };
 
 // Trains for config.steps steps on world. Throws InputError for invalid input (e.g. the output file
-// exists without overwrite) before any step runs; std::runtime_error for runtime failures.
+// exists without overwrite) before any step runs; std::runtime_error for runtime failures; NonFiniteError
+// (step/finite_check.hpp) on every rank at the first step whose loss or gradient is NaN or infinite,
+// before its optimizer step, the file holding the completed steps (and /run `stopped`) closed.
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options);
 
 }  // namespace minimllm

@@ -20,9 +20,14 @@ struct RunAttribute {
 
 class Hdf5RunWriter {
  public:
-  // Creates path. Throws InputError if it exists and overwrite is false (nothing is touched then),
-  // std::runtime_error if HDF5 cannot create it.
+  // Creates path, holding the exclusive lock on `<path>.lock` until closed (docs/HDF5.md, "Output
+  // safety"). Throws InputError if it exists and overwrite is false, or if another process holds the lock
+  // ("<path> is being written by another running minimllm (pid N)"); nothing is touched then. Throws
+  // std::runtime_error if HDF5 cannot create it. Without overwrite the file is created with O_EXCL.
   Hdf5RunWriter(const std::string& path, bool overwrite);
+  // Closes every HDF5 id (no fsync, no exception) and removes the lock file; call close() at the end.
+  // A file destroyed by an exception before its first /steps row (a run that failed in set-up) is removed
+  // (discard()).
   ~Hdf5RunWriter();
   Hdf5RunWriter(const Hdf5RunWriter&) = delete;
   Hdf5RunWriter& operator=(const Hdf5RunWriter&) = delete;
@@ -50,17 +55,53 @@ class Hdf5RunWriter {
   // A string attribute on a table created by append_row or append_value (e.g. what its codes mean).
   void set_table_attribute(const std::string& table, const std::string& name, const std::string& value);
   void flush();
+  // Before a step's rows: throws std::runtime_error naming the path when its file system has less free
+  // space than 1 MiB plus 4 times the largest growth of the file in one step so far, so that a filling
+  // disk ends the run with every written row readable (a write failing half way may not).
+  void check_free_space();
+  // H5Fflush and fsync: what was written survives a crash of the node. set_run_attributes syncs too.
+  void sync();
+  // Flushes, fsyncs and closes the file, then removes the lock file; throws std::runtime_error when any
+  // of it fails (e.g. a full disk). The writer can do nothing after it.
+  void close();
+
+  // Closes every HDF5 id and removes the file and its lock file: a run that failed during set-up leaves
+  // no half-made file. The writer can do nothing after it.
+  void discard() noexcept;
+
+  // `<path>.lock`: the file a writer of path holds its lock on.
+  static std::string lock_path(const std::string& path);
+  // Throws InputError "<path> is being written by another running minimllm (pid N)" when a running
+  // writer holds path's lock; else returns (taking nothing).
+  static void check_not_busy(const std::string& path);
 
   struct Handles;  // HDF5 ids (defined in the .cpp)
 
   const std::string& path() const { return path_; }
 
  private:
+  void create_layout();  // schema_version, /run, /steps
   template <typename T>
   void append_row_impl(const std::string& name, const std::vector<T>& values, int rank);
 
+  // The exclusive flock on `<path>.lock`, the holder's pid in it; released and removed at destruction.
+  class Lock {
+   public:
+    explicit Lock(const std::string& path);
+    ~Lock();
+    Lock(const Lock&) = delete;
+    Lock& operator=(const Lock&) = delete;
+    void release();
+
+   private:
+    std::string path_;
+    int fd_ = -1;
+  };
+
   std::string path_;
+  std::unique_ptr<Lock> lock_;
   std::unique_ptr<Handles> h_;
+  int uncaught_at_creation_ = 0;  // std::uncaught_exceptions() when created: the destructor sees unwinding
 };
 
 }  // namespace minimllm

@@ -10,6 +10,7 @@ namespace minimllm {
 struct StepRecord {
   int step = 0;
   double loss = 0.0;              // mean cross-entropy per text target over the global batch
+  double grad_norm = 0.0;         // L2 norm of the synchronised gradient (of the mean loss), before AdamW
   std::int64_t text_tokens = 0;   // text tokens in the global batch
   std::int64_t image_tokens = 0;  // image patches (encoder tokens) in the global batch
   std::int64_t loss_targets = 0;  // text positions that carry loss (normalisation denominator)

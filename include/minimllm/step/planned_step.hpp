@@ -15,7 +15,8 @@ struct PlannedStep {
   StepPlan plan;
   RankWork work;
   PlanPrediction prediction;
-  double planning_seconds = 0.0;  // generating the batch, planning it and deriving this rank's work
+  // Generating the batch, planning it, deriving this rank's work and predicting the plan's time.
+  double planning_seconds = 0.0;
 };
 
 // A step with a given plan (tests, benchmarks, calibration): this rank's work derived from it, no

@@ -16,8 +16,9 @@
 namespace minimllm {
 
 struct StepOutcome {
-  double loss_sum = 0.0;  // sum of per-target losses: this rank's, then the world's once synchronised
-  double flops = 0.0;     // model FLOPs of this rank
+  double loss_sum = 0.0;   // sum of per-target losses: this rank's, then the world's once synchronised
+  double grad_norm = 0.0;  // L2 norm of the synchronised gradient (set by synchronize_gradients)
+  double flops = 0.0;      // model FLOPs of this rank
   // This rank's phase times (fenced). Pipelines: boundary includes waiting for rows or gradients.
   PhaseTimes seconds;
   std::int64_t boundary_bytes = 0;              // sent by this rank, both directions
@@ -38,7 +39,8 @@ class StepExecutor {
   Model& model() { return model_; }
 
   // Computes this rank's share of the gradient of the global mean loss into model.grads() (zeroed
-  // first). The inputs' exchanges are consumed. Collective over the ranks the plan makes exchange.
+  // first). The inputs' exchanges are consumed (a pipeline's are destroyed before it returns). Collective
+  // over the ranks the plan makes exchange. Counts no transfers itself (run_step does).
   StepOutcome run(const RankWork& work, StepInputs& inputs, Placement placement);
 
  private:
