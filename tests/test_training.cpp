@@ -403,7 +403,6 @@ TEST_F(BenchmarkVerdictTest, NonFiniteStepAfterTheReferenceStepIsInvalid) {
   }
 }
 
-
 // Memory feasibility (driver/memory_check.hpp): one rank short of memory stops every rank with its line.
 TEST(Training, MemoryCheckStopsEveryRankWithTheFailingRanksLine) {
   const RunConfig config = quickstart(1);
