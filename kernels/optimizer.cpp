@@ -32,13 +32,29 @@ void adamw_update(const t_vec& params, const t_vec_const& grads, const t_vec& m,
 }
 
 double sum_of_squares(const t_vec_const& x) {
+  // Blocks of 64 elements, each summed in 8 independent lanes: a plain running sum is one dependent
+  // chain of additions (about 1 ms per million parameters on a host core); lanes vectorise.
+  constexpr std::int64_t kBlock = 64, kLanes = 8;
+  const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   double sum = 0.0;
   Kokkos::parallel_reduce(
-      "minimllm::optimizer::sum_of_squares",
-      Kokkos::RangePolicy<ExecSpace>(0, static_cast<int64_t>(x.extent(0))),
-      KOKKOS_LAMBDA(int64_t i, double& s) {
-        const double v = x(i);
-        s += v * v;
+      "minimllm::optimizer::sum_of_squares", Kokkos::RangePolicy<ExecSpace>(0, (n + kBlock - 1) / kBlock),
+      KOKKOS_LAMBDA(std::int64_t b, double& s) {
+        const std::int64_t begin = b * kBlock, end = begin + kBlock < n ? begin + kBlock : n;
+        double lane[kLanes] = {};
+        std::int64_t i = begin;
+        for (; i + kLanes <= end; i += kLanes)
+          for (std::int64_t l = 0; l < kLanes; ++l) {
+            const double v = x(i + l);
+            lane[l] += v * v;
+          }
+        for (; i < end; ++i) {
+          const double v = x(i);
+          lane[0] += v * v;
+        }
+        double block = 0.0;
+        for (std::int64_t l = 0; l < kLanes; ++l) block += lane[l];
+        s += block;
       },
       sum);
   return sum;
