@@ -1,6 +1,7 @@
 // minimllm entry point: MPI and Kokkos set-up, the command line, and exit codes
 // (0 success, 1 runtime failure, among them a non-finite loss or gradient with one line naming the step,
-// 2 invalid input with one line naming what is wrong, 3 a benchmark run judged INVALID).
+// 2 invalid input with one line naming what is wrong, 3 a benchmark run judged INVALID, 75 a run stopped
+// by SIGUSR1 after writing its checkpoint).
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -19,6 +20,7 @@
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/calibrate.hpp"
+#include "minimllm/driver/checkpoint.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/run_output.hpp"
 #include "minimllm/driver/run_report.hpp"
@@ -42,6 +44,10 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
   return dot == std::string::npos ? path + "-" + suffix : path.substr(0, dot) + "-" + suffix + ".h5";
 }
 
+// A run stopped by SIGUSR1 after writing its checkpoint: EX_TEMPFAIL of sysexits.h, "try again later" (a
+// batch script requeues the job on it).
+constexpr int kStoppedOnRequest = 75;
+
 // Trains, then, for a benchmark run, judges it: the verdict is printed and added to the run's file.
 // Returns 3 for an INVALID run, else 0.
 int train_and_judge(const minimllm::RunConfig& config, const minimllm::World& world,
@@ -49,7 +55,7 @@ int train_and_judge(const minimllm::RunConfig& config, const minimllm::World& wo
                     const std::optional<minimllm::BenchmarkReference>& reference,
                     minimllm::TrainResult& result) {
   result = minimllm::train(config, world, options);
-  if (!reference) return 0;
+  if (!reference || result.stopped_on_request) return 0;  // an unfinished run is not judged
   const minimllm::BenchmarkVerdict verdict = minimllm::judge_run(config, *reference, result, world);
   std::exception_ptr error;
   try {
@@ -72,6 +78,7 @@ struct Input {
   minimllm::RunConfig config;
   std::optional<minimllm::BenchmarkReference> reference;  // run
   std::string out;                                        // run (before any policy suffix), calibrate
+  std::string checkpoint;                                 // run: the checkpoint file; empty: none
 };
 
 // The output files of a run: one, or with --policy all one per policy (<out stem>-<policy>.h5).
@@ -108,12 +115,34 @@ Input read_run_input(const minimllm::RunRequest& request, const minimllm::World&
   // A bad reference is invalid input (exit 2, no output file).
   input.reference = minimllm::find_benchmark_reference(config, request.reference);
   input.out = request.out.empty() ? default_output_name(config.name) : request.out;
-  // Only rank 0 writes: its view of every output path (each policy's with --policy all) is checked
-  // before anything runs.
+  const bool checkpointing = request.checkpoint_every > 0 || !request.checkpoint.empty();
+  if (checkpointing)
+    input.checkpoint =
+        request.checkpoint.empty() ? minimllm::default_checkpoint_path(input.out) : request.checkpoint;
+  if (request.policy == "all" && (checkpointing || !request.restart.empty()))
+    throw minimllm::InputError(
+        "--policy all: checkpoints and restarts are per run; give one policy with --checkpoint-every, "
+        "--checkpoint or --restart");
+  if (!request.restart.empty() && input.reference)
+    throw minimllm::InputError(
+        "--restart " + request.restart +
+        ": a benchmark run (benchmark.reference or --reference) cannot be restarted: its figure of merit "
+        "and checks need one uninterrupted run (docs/RUN_RULES.md)");
+  // Only rank 0 writes: its view of every output path (each policy's with --policy all, the checkpoint)
+  // is checked before anything runs.
   if (world.is_root()) {
-    const std::vector<minimllm::RunInputFile> inputs = run_input_files(request, config);
+    std::vector<minimllm::RunInputFile> inputs = run_input_files(request, config);
     for (const std::string& path : run_output_paths(request, input.out))
       minimllm::check_output_path(path, request.overwrite, inputs);
+    if (checkpointing) {
+      inputs.push_back({"output file", input.out});
+      // A run may go on writing the checkpoint it restarts from (a requeued job's chain); any other
+      // existing checkpoint is replaced only with --overwrite.
+      const bool continues_chain =
+          !request.restart.empty() && minimllm::same_file(input.checkpoint, request.restart);
+      minimllm::check_output_path(input.checkpoint, request.overwrite || continues_chain, inputs,
+                                  "--checkpoint");
+    }
   }
   return input;
 }
@@ -157,10 +186,14 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
   options.log = &std::cout;
   options.command_line = command_line;
   options.cost_model = request.cost_model;
+  options.checkpoint_path = input.checkpoint;
+  options.checkpoint_every = request.checkpoint_every;
+  options.restart_path = request.restart;
   minimllm::TrainResult result;
   if (request.policy != "all") {
     if (!request.policy.empty()) config.parallel.policy = request.policy;
-    return train_and_judge(config, world, options, reference, result);
+    const int code = train_and_judge(config, world, options, reference, result);
+    return result.stopped_on_request ? kStoppedOnRequest : code;
   }
   // Every planner on the same data, one after the other, each from the same initial model.
   std::vector<std::pair<std::string, minimllm::TrainResult>> results;

@@ -332,6 +332,41 @@ else()
   math(EXPR failures "${failures} + 1")
 endif()
 
+
+# Checkpoint and restart (docs/RUNNING.md): the file next to --out by default, a restart goes on from it;
+# a checkpoint that is missing, of another run or would replace a file is invalid input (exit 2, no output).
+expect(checkpoint_written 0 "" ${MPIEXEC} -n 2 ${MINIMLLM} run --steps 2 --checkpoint-every 2 --out ck.h5)
+if(NOT EXISTS ${WORK_DIR}/ck.ckpt.h5)
+  message(STATUS "FAIL checkpoint_default_path: ck.ckpt.h5 was not written")
+  math(EXPR failures "${failures} + 1")
+endif()
+expect(restart_runs_the_rest 0 "" ${MPIEXEC} -n 2 ${MINIMLLM} run --steps 4 --restart ck.ckpt.h5 --out ck_rest.h5)
+if(NOT last_out MATCHES "restart: from ck.ckpt.h5 \\(the state after 2 steps" OR NOT last_out MATCHES "step +3/4")
+  message(STATUS "FAIL restart_starts_at_the_checkpoint_step:\n${last_out}")
+  math(EXPR failures "${failures} + 1")
+endif()
+expect(restart_missing 2 "nope.ckpt.h5: no such checkpoint file" ${MINIMLLM} run --steps 4 --restart nope.ckpt.h5
+       --out nope.h5)
+expect_no_file(restart_missing_no_output nope.h5)
+expect(restart_not_a_checkpoint 2 "ck.h5: not a minimllm checkpoint" ${MINIMLLM} run --steps 4 --restart ck.h5
+       --out notck.h5)
+expect(restart_nothing_left 2 "nothing is left to run" ${MINIMLLM} run --steps 2 --restart ck.ckpt.h5 --out done.h5)
+expect_no_file(restart_nothing_left_no_output done.h5)
+expect(restart_other_deck 2 "another deck" ${MINIMLLM} run ${SOURCE_DIR}/inputs/text_longtail.yaml --steps 4
+       --restart ck.ckpt.h5 --out other.h5)
+expect(checkpoint_exists 2 "ck.ckpt.h5: file exists; pass --overwrite" ${MINIMLLM} run --steps 2 --checkpoint-every 1
+       --checkpoint ck.ckpt.h5 --out ck2.h5)
+expect_no_file(checkpoint_exists_no_output ck2.h5)
+expect(checkpoint_names_the_output 2 "would replace the output file" ${MINIMLLM} run --steps 2 --checkpoint-every 1
+       --checkpoint ck3.h5 --out ck3.h5)
+file(WRITE ${WORK_DIR}/ck_deck.yaml "name: ckdeck\n")
+expect(checkpoint_names_the_deck 2 "would replace the deck" ${MINIMLLM} run ck_deck.yaml --steps 2
+       --checkpoint ck_deck.yaml --out ck4.h5)
+expect(checkpoint_policy_all 2 "--policy all: checkpoints and restarts are per run" ${MINIMLLM} run --steps 2
+       --policy all --checkpoint-every 1 --out ck5.h5)
+expect(restart_benchmark 2 "cannot be restarted" ${MINIMLLM} run ${SOURCE_DIR}/inputs/reference/small.yaml
+       --restart ck.ckpt.h5 --out ck6.h5)
+
 if(failures GREATER 0)
   message(FATAL_ERROR "${failures} command-line contract check(s) failed")
 endif()

@@ -1,7 +1,12 @@
-// Rank and size of MPI_COMM_WORLD, for tests that adapt to the rank count they run at.
+// Rank and size of MPI_COMM_WORLD, for tests that adapt to the rank count they run at, and temporary
+// paths every rank agrees on.
 #pragma once
 
 #include <mpi.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
 
 namespace minimllm::testing_support {
 
@@ -15,6 +20,13 @@ inline int world_size() {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   return size;
+}
+
+// A path every rank agrees on (rank 0's process id), in the temporary directory.
+inline std::string shared_temp_path(const std::string& prefix, const std::string& leaf) {
+  int pid = static_cast<int>(::getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return (std::filesystem::temp_directory_path() / (prefix + std::to_string(pid) + "_" + leaf)).string();
 }
 
 }  // namespace minimllm::testing_support

@@ -16,9 +16,11 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/metrics/checkpoint_file.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 
 namespace fs = std::filesystem;
+using minimllm::FileLock;
 using minimllm::Hdf5RunWriter;
 using minimllm::Phase;
 using minimllm::StepRecord;
@@ -359,7 +361,7 @@ TEST_F(Hdf5WriterTest, OverwriteOfAFileBeingWrittenIsRefused) {
   running.set_run_attribute("name", std::string("running"));
   for (int i = 0; i < 3; ++i) running.append_step(make_record(i));
   const std::string before = file_bytes(path);
-  ASSERT_TRUE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  ASSERT_TRUE(fs::exists(FileLock::lock_path(path)));
   for (bool overwrite : {true, false}) {
     try {
       Hdf5RunWriter second(path, overwrite);
@@ -374,12 +376,12 @@ TEST_F(Hdf5WriterTest, OverwriteOfAFileBeingWrittenIsRefused) {
     }
     EXPECT_EQ(file_bytes(path), before);  // not truncated
   }
-  EXPECT_THROW(Hdf5RunWriter::check_not_busy(path), minimllm::InputError);
+  EXPECT_THROW(FileLock::check_not_busy(path), minimllm::InputError);
   running.append_step(make_record(3));
   running.close();  // fsynced; the lock file removed
-  EXPECT_FALSE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  EXPECT_FALSE(fs::exists(FileLock::lock_path(path)));
   EXPECT_EQ(read_steps(path).size(), 4u);
-  EXPECT_NO_THROW(Hdf5RunWriter::check_not_busy(path));
+  EXPECT_NO_THROW(FileLock::check_not_busy(path));
   // Once the first writer has closed, overwrite replaces the file.
   { Hdf5RunWriter again(path, true); }
   EXPECT_EQ(read_steps(path).size(), 0u);
@@ -388,14 +390,14 @@ TEST_F(Hdf5WriterTest, OverwriteOfAFileBeingWrittenIsRefused) {
 // A lock file left by a killed process holds no lock: it never blocks a later run, which removes it.
 TEST_F(Hdf5WriterTest, StaleLockFileDoesNotBlock) {
   const std::string path = file("stale.h5");
-  std::ofstream(Hdf5RunWriter::lock_path(path)) << "999999\n";
-  EXPECT_NO_THROW(Hdf5RunWriter::check_not_busy(path));
+  std::ofstream(FileLock::lock_path(path)) << "999999\n";
+  EXPECT_NO_THROW(FileLock::check_not_busy(path));
   {
     Hdf5RunWriter w(path, false);
     w.append_step(make_record(0));
     w.close();
   }
-  EXPECT_FALSE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  EXPECT_FALSE(fs::exists(FileLock::lock_path(path)));
   EXPECT_EQ(read_steps(path).size(), 1u);
 }
 
@@ -410,7 +412,7 @@ TEST_F(Hdf5WriterTest, SetUpFailureLeavesNoFile) {
   } catch (const std::runtime_error&) {
   }
   EXPECT_FALSE(fs::exists(path));
-  EXPECT_FALSE(fs::exists(Hdf5RunWriter::lock_path(path)));
+  EXPECT_FALSE(fs::exists(FileLock::lock_path(path)));
   { Hdf5RunWriter w(path, false); }
   EXPECT_TRUE(fs::exists(path));
 }
@@ -593,5 +595,47 @@ TEST_F(Hdf5WriterTest, SigkilledWriterLeavesEveryAppendedRowReadable) {
   if (have_h5dump()) {
     const std::string cmd = "h5dump '" + path + "' > /dev/null 2>&1";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+}
+
+TEST_F(Hdf5WriterTest, CheckpointFileRoundTripsAndReplacesThePreviousWhole) {
+  const std::string path = file("run.ckpt.h5");
+  minimllm::CheckpointContents first;
+  first.attributes = {
+      {"next_step", 10LL}, {"planning_gflops_per_rank", 2.5}, {"deck_name", std::string("q")}};
+  first.arrays = {{"params", {1.0f, -2.0f, 3.5f}}, {"adamw_m", {0.25f}}};
+  minimllm::write_checkpoint_file(path, first);
+  minimllm::CheckpointContents second = first;
+  second.attributes[0].value = 20LL;
+  second.arrays[0].second = {7.0f, 8.0f, 9.0f};
+  minimllm::write_checkpoint_file(path, second);  // replaces the first, through a renamed temporary
+  const minimllm::CheckpointContents read = minimllm::read_checkpoint_file(path);
+  EXPECT_EQ(read.integer("next_step", path), 20);
+  EXPECT_EQ(read.real("planning_gflops_per_rank", path), 2.5);
+  EXPECT_EQ(read.text("deck_name", path), "q");
+  EXPECT_EQ(read.array("params", path), (std::vector<float>{7.0f, 8.0f, 9.0f}));
+  EXPECT_EQ(read.array("adamw_m", path), (std::vector<float>{0.25f}));
+  EXPECT_THROW(read.integer("missing", path), minimllm::InputError);
+  EXPECT_THROW(read.text("next_step", path), minimllm::InputError);  // an integer, not a string
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir_)) ++files;
+  EXPECT_EQ(files, 1u);  // no temporary left beside it
+}
+
+TEST_F(Hdf5WriterTest, CheckpointFileFailuresNameTheFile) {
+  const std::string run = file("run.h5");
+  {
+    Hdf5RunWriter w(run, false);
+    w.append_step(make_record(0));
+    w.close();
+  }
+  EXPECT_THROW(minimllm::read_checkpoint_file(run), minimllm::InputError);  // a run file, not a checkpoint
+  EXPECT_THROW(minimllm::read_checkpoint_file(file("missing.ckpt.h5")), minimllm::InputError);
+  const std::string unwritable = file("no/such/dir/run.ckpt.h5");
+  try {
+    minimllm::write_checkpoint_file(unwritable, {});
+    ADD_FAILURE() << "wrote into a missing directory";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(unwritable), std::string::npos) << e.what();
   }
 }

@@ -112,12 +112,8 @@ TEST(Training, StepRecordsAreConsistent) {
   }
 }
 
-// A path every rank agrees on (rank 0's process id), in the temporary directory.
 std::string shared_temp_path(const std::string& leaf) {
-  int pid = static_cast<int>(::getpid());
-  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  return (std::filesystem::temp_directory_path() / ("minimllm_training_" + std::to_string(pid) + "_" + leaf))
-      .string();
+  return testing_support::shared_temp_path("minimllm_training_", leaf);
 }
 
 // A whole 2-D or 1-D int table.

@@ -418,4 +418,16 @@ CostModelChoice choose_cost_model(const RunConfig& config, const World& world, d
   return choice;
 }
 
+CostModelChoice restored_cost_model(const RunConfig& config, double gflops, int ranks_per_node,
+                                    const std::string& calibration_text, const std::string& source) {
+  CostModelChoice choice;
+  choice.model = default_cost_model(config, gflops, ranks_per_node);
+  if (!calibration_text.empty())
+    choice.model =
+        apply_calibration(choice.model, parse_calibration(calibration_text, source), config.model, source);
+  choice.source = source;
+  choice.calibration_text = calibration_text;
+  return choice;
+}
+
 }  // namespace minimllm

@@ -21,7 +21,7 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       "on heterogeneous batches, with per-step metrics in HDF5. Exit codes: 0 success, 1 runtime failure,\n"
       "2 invalid input (deck or command line), 3 a benchmark run finished INVALID (its results are kept; "
       "see\n"
-      "docs/RUN_RULES.md).",
+      "docs/RUN_RULES.md), 75 stopped by SIGUSR1 after a checkpoint (resume with run --restart).",
       "minimllm"};
   app.set_version_flag("--version", std::string("minimllm ") + MINIMLLM_VERSION);
   app.require_subcommand(1);
@@ -58,7 +58,19 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   run->add_flag("--calibrate", request.calibrate,
                 "Calibrate the cost model at start-up, as runtime.calibrate: true (with --policy all: before "
                 "each policy's steps)");
-  run->add_flag("--overwrite", request.overwrite, "Replace the output file if it exists");
+  run->add_flag("--overwrite", request.overwrite,
+                "Replace the output file (and checkpoint file) if it exists");
+  run->add_option("--checkpoint-every", request.checkpoint_every,
+                  "Write a checkpoint (model, AdamW state, step, sampler state) every N steps and after the "
+                  "last, atomically replacing the previous one (docs/RUNNING.md)")
+      ->check(CLI::Range(1, 1 << 30));
+  run->add_option("--checkpoint", request.checkpoint,
+                  "Checkpoint file (default: the --out path with .ckpt.h5 in place of .h5). Given alone, a "
+                  "checkpoint is written only when SIGUSR1 stops the run (exit 75)");
+  run->add_option("--restart", request.restart,
+                  "Continue the run a checkpoint holds (same deck) from its next step to --steps, writing "
+                  "these steps to --out; losses are bitwise those of an uninterrupted run on the same ranks "
+                  "and policy");
   run->add_option("--reference", request.reference,
                   "Benchmark reference to judge the run by (VALID or INVALID, exit code 3 when INVALID), "
                   "overriding the deck's benchmark.reference (docs/RUN_RULES.md)")

@@ -29,17 +29,19 @@ bool same_file(const std::string& a, const std::string& b) {
   return pa == pb;
 }
 
-void check_output_path(const std::string& path, bool overwrite, const std::vector<RunInputFile>& inputs) {
+void check_output_path(const std::string& path, bool overwrite, const std::vector<RunInputFile>& inputs,
+                       const std::string& flag) {
+  const std::string what = flag == "--out" ? "output file" : "file";
   for (const RunInputFile& input : inputs) {
     if (!input.path.empty() && same_file(path, input.path))
-      throw InputError(fmt::format("{}: the output file would replace the {} {}; choose another --out", path,
-                                   input.what, input.path));
+      throw InputError(fmt::format("{}: the {} would replace the {} {}; choose another {}", path, what,
+                                   input.what, input.path, flag));
   }
   std::error_code ec;
   if (!overwrite && std::filesystem::exists(path, ec))
     throw InputError(
-        fmt::format("{}: output file exists; pass --overwrite to replace it or choose another --out", path));
-  Hdf5RunWriter::check_not_busy(path);
+        fmt::format("{}: {} exists; pass --overwrite to replace it or choose another {}", path, what, flag));
+  FileLock::check_not_busy(path);
 }
 
 RunOutput::RunOutput(const std::string& path, bool overwrite, const World& world)

@@ -1,7 +1,11 @@
 #include "minimllm/driver/trainer.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <deque>
+#include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -10,16 +14,19 @@
 #include "minimllm/core/clock.hpp"
 #include "minimllm/core/device.hpp"
 #include "minimllm/core/phase.hpp"
+#include "minimllm/core/stop_request.hpp"
 #include "minimllm/core/watchdog.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/calibrate.hpp"
+#include "minimllm/driver/checkpoint.hpp"
 #include "minimllm/driver/memory_check.hpp"
 #include "minimllm/driver/mfu_peak.hpp"
 #include "minimllm/driver/provenance.hpp"
 #include "minimllm/driver/run_output.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/kernels/gemm.hpp"
+#include "minimllm/metrics/file_lock.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
 #include "minimllm/plan/layout_source.hpp"
@@ -45,6 +52,12 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   MemoryNeed need;
   need.state_bytes = 4.0 * sizeof(float) * parameter_count(config.model);  // params, grads, AdamW m, v
   check_memory_fits(config, world, budget, need);
+  // A restart's checkpoint is input: one that cannot be read or belongs to another run fails here (exit 2),
+  // before any output.
+  std::optional<RestartPoint> restart;
+  if (!options.restart_path.empty())
+    restart = read_restart_point(options.restart_path, config, world, parameter_count(config.model));
+  const int first_step = restart ? restart->next_step : 0;
   Model model(config.model, config.seed, precision);
   TrainResult result;
   result.precision = to_string(precision);
@@ -57,10 +70,16 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   const int per_node =
       config.parallel.ranks_per_node > 0 ? config.parallel.ranks_per_node : ranks_per_node(world);
   // The calibration file is read on every rank: one that only some ranks can read fails them all.
+  // A restart plans with what the checkpointed run planned with, so that its plans (and so its losses) are
+  // the uninterrupted run's.
   CostModelChoice cost;
   std::exception_ptr error;
   try {
-    cost = choose_cost_model(config, world, result.peak_gflops_per_rank, per_node, options.cost_model);
+    cost = restart
+               ? restored_cost_model(
+                     config, restart->planning.gflops_per_rank, per_node, restart->planning.calibration_text,
+                     "from checkpoint " + restart->path + " (" + restart->planning.cost_model_source + ")")
+               : choose_cost_model(config, world, result.peak_gflops_per_rank, per_node, options.cost_model);
   } catch (...) {
     error = std::current_exception();
   }
@@ -79,27 +98,51 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     need.activation_bytes = model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows);
     check_memory_fits(config, world, budget, need);
   };
-  for (int step = 0; step < std::min(config.steps, kEstimateSteps); ++step) {
+  for (int step = first_step; step < std::min(config.steps, first_step + kEstimateSteps); ++step) {
     planned_ahead.push_back(planner.plan(step));
-    // Step 0's footprint is a lower bound of the peak: a batch far too large fails after one step's
-    // planning, not kEstimateSteps'.
-    if (step == 0) check_activations(peak_work({planned_ahead.front()}, world.comm));
+    // The first step's footprint is a lower bound of the peak: a batch far too large fails after one
+    // step's planning, not kEstimateSteps'.
+    if (step == first_step) check_activations(peak_work({planned_ahead.front()}, world.comm));
   }
   const PeakWork peak = peak_work({planned_ahead.begin(), planned_ahead.end()}, world.comm);
   check_activations(peak);
   model.reserve_workspace(peak.llm_rows, peak.key_rows);
   RunOutput out(options.out_path, options.overwrite, world);
+  // No other run may write this run's checkpoint while it runs (rank 0 writes it).
+  std::unique_ptr<FileLock> checkpoint_lock;
+  if (!options.checkpoint_path.empty() && world.is_root()) {
+    try {
+      checkpoint_lock = std::make_unique<FileLock>(options.checkpoint_path, "checkpoint file");
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  agree_on_error(world.comm, error);
   AdamW optimizer(model, config.optimizer);
+  if (restart) {
+    restore_checkpoint(*restart, model, optimizer);
+    restart->params = restart->first_moment = restart->second_moment = {};  // on the device now
+  }
+  const PlanningBasis planning =
+      restart ? restart->planning
+              : PlanningBasis{result.peak_gflops_per_rank, cost.source, cost.calibration_text};
   const double state_bytes =
       2.0 * sizeof(float) * model.parameter_count() + optimizer.state_bytes();  // params, grads
   result.memory_estimate_mib =
       (state_bytes + model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows)) / 1048576.0;
   const std::vector<RunAttribute> provenance = gather_provenance(config, world, options.command_line);
   if (log) print_banner(*log, config, world, model, result, peak, provenance);
+  if (log && restart)
+    *log << fmt::format("restart: from {} (the state after {} steps; planned with {})\n", restart->path,
+                        first_step, cost.source);
   if (log) log->flush();  // seen at once in a batch job's log (a pipe or file buffers it otherwise)
   try {
-    if (out)
+    if (out) {
       out.write_run_attributes(config, result, model.parameter_count(), provenance, cost.calibration_text);
+      if (restart)
+        out.writer().set_run_attributes(
+            {{"restarted_from", restart->path}, {"restart_step", static_cast<long long>(first_step)}});
+    }
   } catch (...) {
     error = std::current_exception();
   }
@@ -109,10 +152,21 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   StepExecutor executor(model);
   // Ends the run when no phase changes for runtime.stall_timeout seconds (core/watchdog.hpp).
   Watchdog watchdog(world.rank, config.runtime.stall_timeout);
+  // SIGUSR1 (e.g. Slurm's --signal before the walltime) asks a checkpointing run to stop after the step.
+  const bool checkpointing = !options.checkpoint_path.empty();
+  if (checkpointing) install_stop_request_handler();
+  result.first_step = first_step;
+  const auto checkpoint = [&](int next_step) {
+    heartbeat("checkpoint");
+    const double t = now_seconds();
+    save_checkpoint(options.checkpoint_path, config, world, model, optimizer, next_step, planning);
+    result.checkpoint_seconds += now_seconds() - t;
+    ++result.checkpoints_written;
+  };
   const double t_loop = now_seconds();
   double t_timed = t_loop;                       // end of the warm-up step
   double planned_ahead_seconds[2] = {0.0, 0.0};  // planning done before the loop: all steps, timed steps
-  for (int step = 0; step < config.steps; ++step) {
+  for (int step = first_step; step < config.steps; ++step) {
     const double t_start = now_seconds();
     heartbeat_step(step, "planning");
     // GlobalBatch -> StepPlan -> RankWork (once per step; the first ones were planned ahead).
@@ -121,7 +175,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     if (was_ahead) {
       planned_ahead.pop_front();
       planned_ahead_seconds[0] += planned.planning_seconds;
-      if (step > 0) planned_ahead_seconds[1] += planned.planning_seconds;
+      if (step > first_step) planned_ahead_seconds[1] += planned.planning_seconds;
     }
     const CommPoolStats pool_before = pool.stats();
     // -> StepComms -> StepInputs -> StepOutcome -> synchronised gradients (run_step), -> AdamW.
@@ -160,16 +214,34 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     result.steps.push_back(s);
     if (log) print_step(*log, s, config.steps);
     if (log) log->flush();
-    if (step == 0) t_timed = t_written;
+    if (step == first_step) t_timed = t_written;
     watchdog.step_finished(step_seconds);
+    if (!checkpointing) continue;
+    const bool last = step + 1 == config.steps;
+    const bool due = options.checkpoint_every > 0 && ((step + 1) % options.checkpoint_every == 0 || last);
+    int stop = stop_requested() ? 1 : 0;  // the ranks may have seen the signal at different steps
+    MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, world.comm);
+    if (due || stop) checkpoint(step + 1);
+    if (stop && !last) {
+      result.stopped_on_request = true;
+      if (out)
+        out.writer().set_run_attribute(
+            "stopped",
+            fmt::format("SIGUSR1 after step {}: checkpoint {} holds the state after {} steps; resume "
+                        "with run --restart {}",
+                        step, options.checkpoint_path, step + 1, options.checkpoint_path));
+      break;
+    }
   }
+  if (checkpointing) remove_stop_request_handler();
   heartbeat("end of run");
   // Steps planned before the loop paid for their planning there: their wall time counts it all the same.
   double loop[2] = {now_seconds() - t_loop + planned_ahead_seconds[0],
                     now_seconds() - t_timed + planned_ahead_seconds[1]};
   MPI_Allreduce(MPI_IN_PLACE, loop, 2, MPI_DOUBLE, MPI_MAX, world.comm);
   result.loop_seconds = loop[0];
-  result.timed_seconds = config.steps > 1 ? loop[1] : loop[0];
+  result.timed_seconds = result.steps.size() > 1 ? loop[1] : loop[0];
+  MPI_Allreduce(MPI_IN_PLACE, &result.checkpoint_seconds, 1, MPI_DOUBLE, MPI_MAX, world.comm);
   double rss = peak_resident_mib();
   MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, world.comm);
   result.peak_resident_mib = rss;
@@ -178,7 +250,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
       out.writer().set_run_attributes(
           {{"peak_resident_mib", rss},
            {"peak_resident_scope",
-            own_peak ? "this run" : "the process so far (the peak could not be reset)"}});
+            own_peak ? "this run" : "the process so far (the peak could not be reset)"},
+           {"checkpoints_written", static_cast<long long>(result.checkpoints_written)},
+           {"checkpoint_seconds", result.checkpoint_seconds}});
       out.writer().close();  // fsynced, the lock released
     }
   } catch (...) {
@@ -186,6 +260,13 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   }
   agree_on_error(world.comm, error);
   if (log) print_summary(*log, result, world, options.out_path);
+  if (log && result.checkpoints_written > 0)
+    *log << fmt::format("checkpoints: {} written to {}, {:.3f} s in all ({:.2f}% of the run's wall time)\n",
+                        result.checkpoints_written, options.checkpoint_path, result.checkpoint_seconds,
+                        100.0 * result.checkpoint_seconds / result.loop_seconds);
+  if (log && result.stopped_on_request)
+    *log << fmt::format("stopped by SIGUSR1 after step {} of {}: resume with run --restart {}\n",
+                        result.steps.back().step, config.steps, options.checkpoint_path);
   return result;
 }
 

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <hdf5.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -28,9 +27,18 @@
 #include <variant>
 #include <vector>
 
+#include "hdf5_helpers.hpp"
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/metrics/file_lock.hpp"
 
 namespace minimllm {
+using hdf5::check;
+using hdf5::full_disk_note;
+using hdf5::Scoped;
+using hdf5::write_attribute;
+using hdf5::write_run_attribute;
+using hdf5::write_string_attribute;
+
 namespace {
 
 constexpr hsize_t kRowsPerChunk = 64;
@@ -114,29 +122,6 @@ std::vector<Field> step_fields() {
 }
 #undef MINIMLLM_FIELD
 
-// Why a file could not be created, judged from its directory (HDF5's own stack is silenced).
-std::string create_failure_reason(const std::string& path) {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return fmt::format("directory {} does not exist", dir.string());
-  if (::access(dir.c_str(), W_OK) != 0) return fmt::format("directory {} is not writable", dir.string());
-  struct statvfs fs_stat {};
-  if (::statvfs(dir.c_str(), &fs_stat) == 0 && fs_stat.f_bavail == 0) return "no space left on the device";
-  return "HDF5 could not create it";
-}
-
-// ": no space left on the device" when path's file system is full, else "": why a write failed.
-std::string full_disk_note(const std::string& path) {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  struct statvfs fs_stat {};
-  return ::statvfs(dir.c_str(), &fs_stat) == 0 && fs_stat.f_bavail == 0 ? ": no space left on the device"
-                                                                        : "";
-}
-
 // After a failed write (a full disk, an I/O error) HDF5 1.10 cannot close the file: H5Fclose fails half
 // way and the file's id is left half destroyed, and HDF5's own clean-up at MPI_Finalize, exit or
 // MPI_Abort then crashes on it (H5F__close_cb). So the writes HDF5 still has to make are sent elsewhere:
@@ -183,71 +168,7 @@ void close_file(hid_t file, const std::vector<std::pair<hid_t, herr_t (*)(hid_t)
   if (file >= 0) H5Fclose(file);
 }
 
-// The pid a lock file holds (written by its holder), or "unknown".
-std::string lock_holder(int fd) {
-  char text[32] = {0};
-  const ssize_t n = ::pread(fd, text, sizeof(text) - 1, 0);
-  const std::string pid = n > 0 ? std::string(text, static_cast<size_t>(n)) : std::string();
-  const auto end = pid.find_first_not_of("0123456789");
-  return pid.substr(0, end).empty() ? "unknown" : pid.substr(0, end);
-}
-
-std::string busy_message(const std::string& path, int fd) {
-  return fmt::format("{} is being written by another running minimllm (pid {})", path, lock_holder(fd));
-}
-
 }  // namespace
-
-std::string Hdf5RunWriter::lock_path(const std::string& path) { return path + ".lock"; }
-
-// The exclusive lock on `<path>.lock` (flock, non-blocking). A lock file left by a killed process holds
-// no lock (the kernel drops it with the process), so it never blocks; the holder removes it at close.
-Hdf5RunWriter::Lock::Lock(const std::string& path) : path_(lock_path(path)) {
-  for (;;) {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0)
-      throw std::runtime_error(
-          fmt::format("{}: cannot create HDF5 output file: {}", path, create_failure_reason(path)));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK) break;  // a file system without flock (e.g. NFS mounted nolock): unlocked
-      const std::string message = busy_message(path, fd_);
-      ::close(fd_);
-      fd_ = -1;
-      throw InputError(message);
-    }
-    // The holder before us may have removed the file between our open and our lock: then we hold a lock
-    // on a file no one else can see, so start again with the file now at the path.
-    struct stat held {};
-    struct stat named {};
-    if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
-        held.st_ino == named.st_ino)
-      break;
-    ::close(fd_);
-    fd_ = -1;
-  }
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
-    // The lock holds without the pid; the message of a refused run says "pid unknown".
-  }
-}
-
-Hdf5RunWriter::Lock::~Lock() { release(); }
-
-void Hdf5RunWriter::Lock::release() {
-  if (fd_ < 0) return;
-  ::unlink(path_.c_str());  // while still held, so no one locks the file being removed
-  ::close(fd_);
-  fd_ = -1;
-}
-
-void Hdf5RunWriter::check_not_busy(const std::string& path) {
-  const int fd = ::open(lock_path(path).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;  // no lock file: no writer
-  const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  const std::string message = busy ? busy_message(path, fd) : std::string();
-  ::close(fd);  // releases a lock taken here
-  if (busy) throw InputError(message);
-}
 
 // Every id the writer owns; closed in reverse order of creation, also when the constructor throws.
 struct Hdf5RunWriter::Handles {
@@ -276,68 +197,6 @@ struct Hdf5RunWriter::Handles {
   }
 };
 
-namespace {
-
-// Throws std::runtime_error naming the file and the operation when an HDF5 call failed.
-template <typename Id>
-Id check(Id result, const std::string& path, const char* what) {
-  if (result < 0)
-    throw std::runtime_error(fmt::format("{}: HDF5 failed to {}{}", path, what, full_disk_note(path)));
-  return result;
-}
-
-// Closes an HDF5 id with the matching function at the end of a scope.
-class Scoped {
- public:
-  Scoped(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~Scoped() {
-    if (id_ >= 0) close_(id_);
-  }
-  Scoped(const Scoped&) = delete;
-  Scoped& operator=(const Scoped&) = delete;
-  hid_t get() const { return id_; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
-// Writes a scalar attribute on obj, replacing an existing one of that name.
-void write_attribute(hid_t obj, const std::string& name, hid_t file_type, hid_t mem_type, const void* value,
-                     const std::string& path) {
-  const std::string what = fmt::format("write attribute '{}'", name);
-  if (check(H5Aexists(obj, name.c_str()), path, what.c_str()) > 0) {
-    check(H5Adelete(obj, name.c_str()), path, what.c_str());
-  }
-  Scoped space(check(H5Screate(H5S_SCALAR), path, what.c_str()), H5Sclose);
-  Scoped attr(check(H5Acreate2(obj, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), path,
-                    what.c_str()),
-              H5Aclose);
-  check(H5Awrite(attr.get(), mem_type, value), path, what.c_str());
-}
-
-void write_string_attribute(hid_t obj, const std::string& name, const std::string& value,
-                            const std::string& path) {
-  // Variable-length UTF-8: h5py returns it as str.
-  Scoped type(check(H5Tcopy(H5T_C_S1), path, "create a string type"), H5Tclose);
-  check(H5Tset_size(type.get(), H5T_VARIABLE), path, "create a string type");
-  check(H5Tset_cset(type.get(), H5T_CSET_UTF8), path, "create a string type");
-  const char* data = value.c_str();
-  write_attribute(obj, name, type.get(), type.get(), &data, path);
-}
-
-void write_run_attribute(hid_t run, const RunAttribute& a, const std::string& path) {
-  if (const auto* text = std::get_if<std::string>(&a.value)) {
-    write_string_attribute(run, a.name, *text, path);
-  } else if (const auto* real = std::get_if<double>(&a.value)) {
-    write_attribute(run, a.name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, real, path);
-  } else {
-    write_attribute(run, a.name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &std::get<long long>(a.value), path);
-  }
-}
-
-}  // namespace
-
 Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
     : path_(path), h_(std::make_unique<Handles>()), uncaught_at_creation_(std::uncaught_exceptions()) {
   const auto exists_message = [&] {
@@ -347,7 +206,7 @@ Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
   std::error_code ec;
   if (!overwrite && std::filesystem::exists(path, ec)) throw InputError(exists_message());
   // Before the file is touched: a running writer of path holds this lock, and --overwrite respects it.
-  lock_ = std::make_unique<Lock>(path);
+  lock_ = std::make_unique<FileLock>(path, "HDF5 output file");
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures surface only as our exceptions
 
   // Without overwrite the path is claimed with O_CREAT | O_EXCL, so of two runs that both did not see
@@ -356,14 +215,14 @@ Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 && errno == EEXIST) throw InputError(exists_message());
     if (fd < 0)
-      throw std::runtime_error(
-          fmt::format("{}: cannot create HDF5 output file: {}", path, create_failure_reason(path)));
+      throw std::runtime_error(fmt::format("{}: cannot create HDF5 output file: {}", path,
+                                           create_failure_reason(path, "HDF5 could not create it")));
     ::close(fd);
   }
   // Default (serial) access: only rank 0 writes.
   h_->file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (h_->file < 0) {
-    const std::string reason = create_failure_reason(path);
+    const std::string reason = create_failure_reason(path, "HDF5 could not create it");
     ::unlink(path.c_str());  // ours (claimed above, or replaced under the lock): no empty file is left
     throw std::runtime_error(fmt::format("{}: cannot create HDF5 output file: {}", path, reason));
   }
@@ -499,7 +358,7 @@ void Hdf5RunWriter::set_run_attributes(const std::vector<RunAttribute>& attribut
 void Hdf5RunWriter::update_run_attributes(const std::string& path,
                                           const std::vector<RunAttribute>& attributes) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  const Lock lock(path);  // no other minimllm may be writing it
+  const FileLock lock(path, "HDF5 output file");  // no other minimllm may be writing it
   Scoped file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), [](hid_t id) -> herr_t {
     close_file(id, {});
     return 0;

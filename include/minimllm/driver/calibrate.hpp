@@ -38,5 +38,9 @@ struct CostModelChoice {
 };
 CostModelChoice choose_cost_model(const RunConfig& config, const World& world, double gflops,
                                   int ranks_per_node, const std::string& path = "");
+// The cost model a checkpointed run planned with, for its restart to plan every step alike: the defaults
+// at gflops per rank, with calibration_text (a calibration's YAML) applied unless empty; source names it.
+CostModelChoice restored_cost_model(const RunConfig& config, double gflops, int ranks_per_node,
+                                    const std::string& calibration_text, const std::string& source);
 
 }  // namespace minimllm

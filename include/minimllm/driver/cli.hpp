@@ -1,5 +1,7 @@
 // The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--global-batch B] [--policy P]
-// [--cost-model FILE] [--calibrate] [--reference FILE] [--overwrite]`, `minimllm simulate DECK --ranks N
+// [--cost-model FILE] [--calibrate] [--reference FILE] [--overwrite] [--checkpoint-every N] [--checkpoint
+// FILE]
+// [--restart FILE]`, `minimllm simulate DECK --ranks N
 // [--ranks-per-node R] [--policy P|all] [--steps N] [--gflops G] [--cost-model FILE] [--out FILE]
 // [--overwrite]`, `minimllm calibrate DECK [--out FILE] [--sizes K] [--repeats R] [--rows N]
 // [--overwrite]`, --help, --version.
@@ -20,7 +22,10 @@ struct RunRequest {
   std::string cost_model;           // calibration file, overriding parallel.cost_model
   bool calibrate = false;           // calibrate at start-up (runtime.calibrate: true)
   bool overwrite = false;
-  std::string reference;  // benchmark reference file, overriding the deck's benchmark.reference
+  std::string reference;     // benchmark reference file, overriding the deck's benchmark.reference
+  int checkpoint_every = 0;  // 0: no periodic checkpoints
+  std::string checkpoint;    // empty: <out without .h5>.ckpt.h5 when checkpointing
+  std::string restart;       // a checkpoint to continue from; empty: a fresh start
 };
 
 struct SimulateRequest {

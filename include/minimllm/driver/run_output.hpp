@@ -26,8 +26,10 @@ bool same_file(const std::string& a, const std::string& b);
 
 // Checks an output path before anything runs (rank 0's view; run it on rank 0, then agree): throws
 // InputError naming the path when it names one of inputs (even with overwrite), when it exists and
-// overwrite is false, or when a running minimllm holds its lock (Hdf5RunWriter::check_not_busy).
-void check_output_path(const std::string& path, bool overwrite, const std::vector<RunInputFile>& inputs);
+// overwrite is false, or when a running minimllm holds its lock (FileLock::check_not_busy). flag is the
+// option that named path (--out, --checkpoint), for the messages.
+void check_output_path(const std::string& path, bool overwrite, const std::vector<RunInputFile>& inputs,
+                       const std::string& flag = "--out");
 
 class RunOutput {
  public:

@@ -19,6 +19,12 @@ struct TrainOptions {
   std::ostream* log = nullptr;  // progress lines on rank 0; null = silent
   std::string command_line;     // recorded in /run (provenance); empty when not run from the command line
   std::string cost_model;       // calibration file overriding the deck's parallel.cost_model; empty: none
+  // Checkpoints (driver/checkpoint.hpp): written to checkpoint_path every checkpoint_every steps and
+  // after the last step (0: only on a stop request), and, whenever checkpoint_path is set, when SIGUSR1
+  // asks the run to stop (core/stop_request.hpp). Empty: none.
+  std::string checkpoint_path;
+  int checkpoint_every = 0;
+  std::string restart_path;  // a checkpoint to continue from (its next step to config.steps); empty: none
 };
 
 struct TrainResult {
@@ -37,12 +43,20 @@ struct TrainResult {
   std::string precision;           // of the GEMMs: "fp32" or "bf16" (runtime.precision)
   std::string collectives;         // backend of every collective: "mpi" or "nccl"
   std::string collectives_reason;  // why that backend (choose_collectives)
+  int first_step = 0;              // the step the run began with (a restart's checkpoint step, else 0)
+  int checkpoints_written = 0;
+  double checkpoint_seconds = 0.0;  // writing them, max over ranks of the sum (in loop_seconds too)
+  // Set when SIGUSR1 stopped the run after a step: the checkpoint then written holds its state, and
+  // `run --restart` goes on from there.
+  bool stopped_on_request = false;
 };
 
 // Trains for config.steps steps on world. Throws InputError for invalid input (e.g. the output file
 // exists without overwrite) before any step runs; std::runtime_error for runtime failures; NonFiniteError
 // (step/finite_check.hpp) on every rank at the first step whose loss or gradient is NaN or infinite,
-// before its optimizer step, the file holding the completed steps (and /run `stopped`) closed.
+// before its optimizer step, the file holding the completed steps (and /run `stopped`) closed. With
+// options.restart_path, InputError on every rank when the checkpoint cannot be read or belongs to another
+// run (read_restart_point).
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options);
 
 }  // namespace minimllm

@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "minimllm/metrics/file_lock.hpp"
 #include "minimllm/metrics/step_record.hpp"
 
 namespace minimllm {
@@ -69,12 +70,6 @@ class Hdf5RunWriter {
   // no half-made file. The writer can do nothing after it.
   void discard() noexcept;
 
-  // `<path>.lock`: the file a writer of path holds its lock on.
-  static std::string lock_path(const std::string& path);
-  // Throws InputError "<path> is being written by another running minimllm (pid N)" when a running
-  // writer holds path's lock; else returns (taking nothing).
-  static void check_not_busy(const std::string& path);
-
   struct Handles;  // HDF5 ids (defined in the .cpp)
 
   const std::string& path() const { return path_; }
@@ -84,22 +79,8 @@ class Hdf5RunWriter {
   template <typename T>
   void append_row_impl(const std::string& name, const std::vector<T>& values, int rank);
 
-  // The exclusive flock on `<path>.lock`, the holder's pid in it; released and removed at destruction.
-  class Lock {
-   public:
-    explicit Lock(const std::string& path);
-    ~Lock();
-    Lock(const Lock&) = delete;
-    Lock& operator=(const Lock&) = delete;
-    void release();
-
-   private:
-    std::string path_;
-    int fd_ = -1;
-  };
-
   std::string path_;
-  std::unique_ptr<Lock> lock_;
+  std::unique_ptr<FileLock> lock_;  // on `<path>.lock`, held until closed
   std::unique_ptr<Handles> h_;
   int uncaught_at_creation_ = 0;  // std::uncaught_exceptions() when created: the destructor sees unwinding
 };

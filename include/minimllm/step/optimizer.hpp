@@ -16,6 +16,9 @@ class AdamW {
   void step(Model& model, int step);
 
   double state_bytes() const { return 2.0 * sizeof(float) * m_.extent(0); }
+  // The moment estimates, one per parameter: saved and restored by checkpoints (driver/checkpoint.hpp).
+  const t_vec& first_moment() const { return m_; }
+  const t_vec& second_moment() const { return v_; }
 
  private:
   OptimizerConfig config_;

@@ -1,0 +1,173 @@
+#include "minimllm/driver/checkpoint.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <climits>
+#include <ctime>
+#include <exception>
+
+#include "minimllm/config/input_error.hpp"
+#include "minimllm/core/transfer.hpp"
+#include "minimllm/driver/agreement.hpp"
+#include "minimllm/driver/provenance.hpp"
+#include "minimllm/metrics/checkpoint_file.hpp"
+
+#ifndef MINIMLLM_VERSION
+#define MINIMLLM_VERSION "unknown"
+#endif
+
+namespace minimllm {
+namespace {
+
+std::vector<float> to_host(const t_vec& values) {
+  const auto host = copy_to_host(values);
+  return std::vector<float>(host.data(), host.data() + host.extent(0));
+}
+
+void from_host(const std::vector<float>& values, const t_vec& target) {
+  const Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> host(values.data(),
+                                                                                    values.size());
+  transfer(target, host);
+}
+
+std::string utc_now() {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return stamp;
+}
+
+void broadcast(std::string& text, MPI_Comm comm) {
+  long long size = static_cast<long long>(text.size());
+  MPI_Bcast(&size, 1, MPI_LONG_LONG, 0, comm);
+  text.resize(static_cast<size_t>(size));
+  MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, comm);
+}
+
+void broadcast(std::vector<float>& values, MPI_Comm comm) {
+  long long size = static_cast<long long>(values.size());
+  MPI_Bcast(&size, 1, MPI_LONG_LONG, 0, comm);
+  values.resize(static_cast<size_t>(size));
+  MPI_Bcast(values.data(), static_cast<int>(size), MPI_FLOAT, 0, comm);
+}
+
+// Rank 0's reading of path, checked against this run.
+RestartPoint read_and_check(const std::string& path, const RunConfig& config, std::size_t parameter_count) {
+  const CheckpointContents c = read_checkpoint_file(path);
+  const std::string deck_sha256 = sha256_hex(config.deck_text);
+  if (c.text("deck_sha256", path) != deck_sha256)
+    throw InputError(fmt::format(
+        "{}: written by a run of another deck ({} sha256 {}); {} has sha256 {}: restart with the same deck",
+        path, c.text("deck_path", path), c.text("deck_sha256", path).substr(0, 12), config.deck_path,
+        deck_sha256.substr(0, 12)));
+  const auto same = [&](const char* name, long long here, const char* key) {
+    const long long there = c.integer(name, path);
+    if (there != here)
+      throw InputError(fmt::format("{}: written with {} = {}; this run has {}: restart with the same {}",
+                                   path, key, there, here, key));
+  };
+  same("seed", static_cast<long long>(config.seed), "seed");
+  same("global_batch", config.data.global_batch, "data.global_batch (--global-batch)");
+  same("parameter_count", static_cast<long long>(parameter_count), "model (parameter count)");
+  RestartPoint point;
+  point.path = path;
+  point.next_step = static_cast<int>(c.integer("next_step", path));
+  if (point.next_step >= config.steps)
+    throw InputError(
+        fmt::format("{}: holds the state after {} steps; this run has {} steps (--steps): nothing "
+                    "is left to run",
+                    path, point.next_step, config.steps));
+  point.planning.gflops_per_rank = c.real("planning_gflops_per_rank", path);
+  point.planning.cost_model_source = c.text("cost_model_source", path);
+  point.planning.calibration_text = c.text("calibration_text", path);
+  point.params = c.array("params", path);
+  point.first_moment = c.array("adamw_m", path);
+  point.second_moment = c.array("adamw_v", path);
+  for (const auto* values : {&point.params, &point.first_moment, &point.second_moment})
+    if (values->size() != parameter_count)
+      throw InputError(fmt::format("{}: an array of {} values for a model of {} parameters (damaged file)",
+                                   path, values->size(), parameter_count));
+  return point;
+}
+
+}  // namespace
+
+std::string default_checkpoint_path(const std::string& out) {
+  const std::string suffix = ".h5";
+  const bool h5 =
+      out.size() >= suffix.size() && out.compare(out.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return (h5 ? out.substr(0, out.size() - suffix.size()) : out) + ".ckpt.h5";
+}
+
+void save_checkpoint(const std::string& path, const RunConfig& config, const World& world, const Model& model,
+                     const AdamW& optimizer, int next_step, const PlanningBasis& planning) {
+  // Every rank holds the same synchronised parameters and moments: rank 0's are the run's.
+  std::exception_ptr error;
+  if (world.is_root()) {
+    try {
+      CheckpointContents c;
+      c.attributes = {
+          {"next_step", static_cast<long long>(next_step)},
+          {"sampler_seed", static_cast<long long>(config.seed)},
+          {"seed", static_cast<long long>(config.seed)},
+          {"steps", static_cast<long long>(config.steps)},
+          {"global_batch", static_cast<long long>(config.data.global_batch)},
+          {"parameter_count", static_cast<long long>(model.parameter_count())},
+          {"deck_name", config.name},
+          {"deck_path", config.deck_path},
+          {"deck_sha256", sha256_hex(config.deck_text)},
+          {"policy", config.parallel.policy},
+          {"world_size", static_cast<long long>(world.size)},
+          {"planning_gflops_per_rank", planning.gflops_per_rank},
+          {"cost_model_source", planning.cost_model_source},
+          {"calibration_text", planning.calibration_text},
+          {"minimllm_version", std::string(MINIMLLM_VERSION)},
+          {"written_utc", utc_now()},
+      };
+      c.arrays = {{"params", to_host(model.params())},
+                  {"adamw_m", to_host(optimizer.first_moment())},
+                  {"adamw_v", to_host(optimizer.second_moment())}};
+      write_checkpoint_file(path, c);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  agree_on_error(world.comm, error);
+}
+
+RestartPoint read_restart_point(const std::string& path, const RunConfig& config, const World& world,
+                                std::size_t parameter_count) {
+  if (parameter_count > static_cast<std::size_t>(INT_MAX))
+    throw std::runtime_error(fmt::format(
+        "{}: a model of {} parameters is too large to broadcast in one message", path, parameter_count));
+  RestartPoint point;
+  std::exception_ptr error;
+  if (world.is_root()) {
+    try {
+      point = read_and_check(path, config, parameter_count);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  agree_on_error(world.comm, error);
+  MPI_Bcast(&point.next_step, 1, MPI_INT, 0, world.comm);
+  MPI_Bcast(&point.planning.gflops_per_rank, 1, MPI_DOUBLE, 0, world.comm);
+  broadcast(point.path, world.comm);
+  broadcast(point.planning.cost_model_source, world.comm);
+  broadcast(point.planning.calibration_text, world.comm);
+  broadcast(point.params, world.comm);
+  broadcast(point.first_moment, world.comm);
+  broadcast(point.second_moment, world.comm);
+  return point;
+}
+
+void restore_checkpoint(const RestartPoint& point, Model& model, const AdamW& optimizer) {
+  from_host(point.params, model.params());
+  from_host(point.first_moment, optimizer.first_moment());
+  from_host(point.second_moment, optimizer.second_moment());
+  Kokkos::fence();
+}
+
+}  // namespace minimllm

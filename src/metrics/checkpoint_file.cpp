@@ -1,0 +1,219 @@
+#include "minimllm/metrics/checkpoint_file.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "hdf5_helpers.hpp"
+#include "minimllm/config/input_error.hpp"
+
+namespace minimllm {
+namespace {
+
+using hdf5::check;
+using hdf5::Scoped;
+
+constexpr const char* kFormat = "minimllm checkpoint";
+constexpr long long kFormatVersion = 1;
+
+// The HDF5 image of contents, built in memory (core driver, no backing store).
+std::vector<char> checkpoint_image(const std::string& path, const CheckpointContents& contents) {
+  Scoped fapl(check(H5Pcreate(H5P_FILE_ACCESS), path, "create file access properties"), H5Pclose);
+  check(H5Pset_fapl_core(fapl.get(), 1 << 20, 0), path, "select the in-memory driver");
+  Scoped file(
+      check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), path, "build the checkpoint"),
+      H5Fclose);
+  hdf5::write_string_attribute(file.get(), "format", kFormat, path);
+  hdf5::write_attribute(file.get(), "format_version", H5T_STD_I64LE, H5T_NATIVE_LLONG, &kFormatVersion, path);
+  Scoped group(check(H5Gcreate2(file.get(), "checkpoint", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path,
+                     "create /checkpoint"),
+               H5Gclose);
+  for (const RunAttribute& a : contents.attributes) hdf5::write_run_attribute(group.get(), a, path);
+  Scoped state(
+      check(H5Gcreate2(file.get(), "state", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path, "create /state"),
+      H5Gclose);
+  for (const auto& [name, values] : contents.arrays) {
+    const std::string what = "write /state/" + name;
+    const hsize_t dims[1] = {values.size()};
+    Scoped space(check(H5Screate_simple(1, dims, nullptr), path, what.c_str()), H5Sclose);
+    Scoped data(check(H5Dcreate2(state.get(), name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                                 H5P_DEFAULT, H5P_DEFAULT),
+                      path, what.c_str()),
+                H5Dclose);
+    check(H5Dwrite(data.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), path,
+          what.c_str());
+  }
+  check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), path, "build the checkpoint");
+  const ssize_t size = check(H5Fget_file_image(file.get(), nullptr, 0), path, "build the checkpoint");
+  std::vector<char> image(static_cast<size_t>(size));
+  check(H5Fget_file_image(file.get(), image.data(), image.size()), path, "build the checkpoint");
+  return image;
+}
+
+[[noreturn]] void fail_write(const std::string& path, const std::string& temporary, const char* what) {
+  const std::string reason = std::strerror(errno);
+  ::unlink(temporary.c_str());
+  throw std::runtime_error(
+      fmt::format("{}: cannot write the checkpoint ({} {}: {}); the previous checkpoint, "
+                  "if any, is kept",
+                  path, what, temporary, reason));
+}
+
+// The /checkpoint attribute of attr's type: a string, a float64 or an int64.
+herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t*, void* out) {
+  auto& attributes = *static_cast<std::vector<RunAttribute>*>(out);
+  const hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
+  if (attr < 0) return -1;
+  Scoped closing(attr, H5Aclose);
+  Scoped type(H5Aget_type(attr), H5Tclose);
+  switch (H5Tget_class(type.get())) {
+    case H5T_STRING: {
+      if (H5Tis_variable_str(type.get()) <= 0) return -1;
+      char* text = nullptr;
+      if (H5Aread(attr, type.get(), &text) < 0) return -1;
+      attributes.push_back({name, std::string(text ? text : "")});
+      H5free_memory(text);
+      return 0;
+    }
+    case H5T_FLOAT: {
+      double value = 0.0;
+      if (H5Aread(attr, H5T_NATIVE_DOUBLE, &value) < 0) return -1;
+      attributes.push_back({name, value});
+      return 0;
+    }
+    case H5T_INTEGER: {
+      long long value = 0;
+      if (H5Aread(attr, H5T_NATIVE_LLONG, &value) < 0) return -1;
+      attributes.push_back({name, value});
+      return 0;
+    }
+    default:
+      return -1;
+  }
+}
+
+herr_t read_array(hid_t group, const char* name, const H5L_info_t*, void* out) {
+  auto& arrays = *static_cast<std::vector<std::pair<std::string, std::vector<float>>>*>(out);
+  const hid_t data = H5Dopen2(group, name, H5P_DEFAULT);
+  if (data < 0) return -1;
+  Scoped closing(data, H5Dclose);
+  Scoped space(H5Dget_space(data), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 0) return -1;
+  std::vector<float> values(static_cast<size_t>(n));
+  if (H5Dread(data, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0) return -1;
+  arrays.emplace_back(name, std::move(values));
+  return 0;
+}
+
+const RunAttribute& find_attribute(const CheckpointContents& c, const std::string& name,
+                                   const std::string& path) {
+  for (const RunAttribute& a : c.attributes)
+    if (a.name == name) return a;
+  throw InputError(
+      fmt::format("{}: not a complete minimllm checkpoint (no /checkpoint attribute '{}')", path, name));
+}
+
+template <typename T>
+const T& typed(const CheckpointContents& c, const std::string& name, const std::string& path) {
+  const T* value = std::get_if<T>(&find_attribute(c, name, path).value);
+  if (!value) throw InputError(fmt::format("{}: /checkpoint attribute '{}' has the wrong type", path, name));
+  return *value;
+}
+
+}  // namespace
+
+const std::string& CheckpointContents::text(const std::string& name, const std::string& path) const {
+  return typed<std::string>(*this, name, path);
+}
+long long CheckpointContents::integer(const std::string& name, const std::string& path) const {
+  return typed<long long>(*this, name, path);
+}
+double CheckpointContents::real(const std::string& name, const std::string& path) const {
+  return typed<double>(*this, name, path);
+}
+const std::vector<float>& CheckpointContents::array(const std::string& name, const std::string& path) const {
+  for (const auto& [n, values] : arrays)
+    if (n == name) return values;
+  throw InputError(fmt::format("{}: not a complete minimllm checkpoint (no /state/{})", path, name));
+}
+
+void write_checkpoint_file(const std::string& path, const CheckpointContents& contents) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures surface only as our exceptions
+  const std::vector<char> image = checkpoint_image(path, contents);
+  const std::string temporary = fmt::format("{}.tmp.{}", path, ::getpid());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail_write(path, temporary, "creating");
+  for (size_t done = 0; done < image.size();) {
+    const ssize_t n = ::write(fd, image.data() + done, image.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = ENOSPC;
+      const int saved = errno;
+      ::close(fd);
+      errno = saved;
+      fail_write(path, temporary, "writing");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 && errno != EINVAL) {
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+    fail_write(path, temporary, "syncing");
+  }
+  if (::close(fd) != 0) fail_write(path, temporary, "closing");
+  if (::rename(temporary.c_str(), path.c_str()) != 0) fail_write(path, temporary, "renaming");
+  // The rename itself survives a crash of the node once the directory is synced.
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+}
+
+CheckpointContents read_checkpoint_file(const std::string& path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw InputError(fmt::format("{}: no such checkpoint file (written by run --checkpoint-every)", path));
+  Scoped file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (file.get() < 0) throw InputError(fmt::format("{}: not an HDF5 file (not a minimllm checkpoint)", path));
+  std::vector<RunAttribute> root;
+  H5Aiterate2(file.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, read_attribute, &root);
+  CheckpointContents format{root, {}};
+  const bool is_checkpoint = [&] {
+    for (const RunAttribute& a : root)
+      if (a.name == "format") {
+        const std::string* text = std::get_if<std::string>(&a.value);
+        return text && *text == kFormat;
+      }
+    return false;
+  }();
+  if (!is_checkpoint)
+    throw InputError(fmt::format("{}: not a minimllm checkpoint (no format attribute '{}')", path, kFormat));
+  const long long version = format.integer("format_version", path);
+  if (version != kFormatVersion)
+    throw InputError(fmt::format("{}: checkpoint format version {}; this minimllm reads version {}", path,
+                                 version, kFormatVersion));
+  CheckpointContents contents;
+  Scoped group(H5Gopen2(file.get(), "checkpoint", H5P_DEFAULT), H5Gclose);
+  Scoped state(H5Gopen2(file.get(), "state", H5P_DEFAULT), H5Gclose);
+  if (group.get() < 0 || state.get() < 0 ||
+      H5Aiterate2(group.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, read_attribute, &contents.attributes) <
+          0 ||
+      H5Literate(state.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, read_array, &contents.arrays) < 0)
+    throw InputError(
+        fmt::format("{}: cannot read the checkpoint (damaged, or not written by minimllm)", path));
+  return contents;
+}
+
+}  // namespace minimllm

@@ -1,0 +1,210 @@
+// Checkpoint and restart: a run continued from a checkpoint gives the uninterrupted run's losses bit for
+// bit on the same ranks and policy (and within the invariance bound on another rank count or policy);
+// a stop request (SIGUSR1) seen by one rank stops every rank after the same step with a checkpoint; a
+// checkpoint of another run is refused on every rank.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "minimllm/config/input_error.hpp"
+#include "minimllm/driver/cli.hpp"
+#include "minimllm/driver/trainer.hpp"
+#include "mpi_world.hpp"
+
+namespace minimllm {
+namespace {
+
+using testing_support::world_rank;
+using testing_support::world_size;
+
+RunConfig quickstart(int steps, const std::string& policy) {
+  RunConfig config = parse_run_config(embedded_quickstart_deck(), "<embedded quickstart deck>");
+  config.steps = steps;
+  config.parallel.policy = policy;
+  config.runtime.peak_gflops_per_rank = 100.0;  // skip the start-up sgemm measurement
+  return config;
+}
+
+std::string temp_path(const std::string& leaf) {
+  return testing_support::shared_temp_path("minimllm_ckpt_", leaf);
+}
+
+// Removes a test's files on rank 0 once every rank is done with them.
+struct RemoveAtEnd {
+  std::string path;
+  ~RemoveAtEnd() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) std::remove(path.c_str());
+  }
+};
+
+// Steps [0, stop) with a checkpoint after the last, then a restart to `steps`: the second run's records.
+TrainResult run_in_two_parts(RunConfig config, int stop, const std::string& checkpoint, const World& first,
+                             const World& second, const std::string& restart_policy = "") {
+  const int steps = config.steps;
+  config.steps = stop;
+  TrainOptions save;
+  save.checkpoint_path = checkpoint;
+  save.checkpoint_every = stop;
+  const TrainResult part = train(config, first, save);
+  EXPECT_EQ(part.checkpoints_written, 1);
+  config.steps = steps;
+  if (!restart_policy.empty()) config.parallel.policy = restart_policy;
+  TrainOptions resume;
+  resume.restart_path = checkpoint;
+  return train(config, second, resume);
+}
+
+class RestartIsBitwise : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RestartIsBitwise, TwentyStepsEqualTenThenTen) {
+  const RemoveAtEnd file{temp_path(std::string(GetParam()) + ".ckpt.h5")};
+  const World world = World::of(MPI_COMM_WORLD);
+  const RunConfig config = quickstart(20, GetParam());
+  const TrainResult straight = train(config, world, {});
+  const TrainResult resumed = run_in_two_parts(config, 10, file.path, world, world);
+  ASSERT_EQ(resumed.first_step, 10);
+  ASSERT_EQ(resumed.steps.size(), 10u);
+  for (size_t i = 0; i < resumed.steps.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(10 + i));
+    EXPECT_EQ(resumed.steps[i].step, static_cast<int>(10 + i));
+    EXPECT_EQ(resumed.steps[i].loss, straight.steps[10 + i].loss);  // bit for bit
+    EXPECT_EQ(resumed.steps[i].grad_norm, straight.steps[10 + i].grad_norm);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, RestartIsBitwise, ::testing::Values("static", "dhp"));
+
+TEST(Restart, PlansWithTheCheckpointedRunsCostModel) {
+  // dhp's plans depend on the cost model's rate: a restart on a machine that measures another rate still
+  // plans as the checkpointed run did, so the losses stay bitwise.
+  const RemoveAtEnd file{temp_path("rate.ckpt.h5")};
+  const World world = World::of(MPI_COMM_WORLD);
+  RunConfig config = quickstart(12, "dhp");
+  const TrainResult straight = train(config, world, {});
+  config.steps = 6;
+  TrainOptions save;
+  save.checkpoint_path = file.path;
+  save.checkpoint_every = 6;
+  train(config, world, save);
+  config.steps = 12;
+  config.runtime.peak_gflops_per_rank = 3.0;  // what this "other machine" would plan with
+  TrainOptions resume;
+  resume.restart_path = file.path;
+  const TrainResult resumed = train(config, world, resume);
+  ASSERT_EQ(resumed.steps.size(), 6u);
+  for (size_t i = 0; i < resumed.steps.size(); ++i)
+    EXPECT_EQ(resumed.steps[i].loss, straight.steps[6 + i].loss);
+}
+
+TEST(Restart, OnOneRankOrAnotherPolicyKeepsTheLossWithinTheInvarianceBound) {
+  const RemoveAtEnd file{temp_path("other.ckpt.h5")};
+  const World world = World::of(MPI_COMM_WORLD);
+  const RunConfig config = quickstart(16, "static");
+  const TrainResult straight = train(config, world, {});
+  // Checkpointed on every rank, continued on each rank alone under another policy: the same path, read by
+  // rank 0 of each one-rank world in turn.
+  TrainResult resumed;
+  {
+    RunConfig first = config;
+    first.steps = 8;
+    TrainOptions save;
+    save.checkpoint_path = file.path;
+    save.checkpoint_every = 8;
+    train(first, world, save);
+  }
+  TrainOptions resume;
+  resume.restart_path = file.path;
+  RunConfig second = config;
+  second.parallel.policy = "orch";
+  resumed = train(second, World::of(MPI_COMM_SELF), resume);
+  ASSERT_EQ(resumed.steps.size(), 8u);
+  for (size_t i = 0; i < resumed.steps.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(8 + i));
+    // The bound of Training.SameLossOnAnyRankCount: fp32 reassociation, kept small by AdamW.
+    EXPECT_NEAR(resumed.steps[i].loss, straight.steps[8 + i].loss, 1e-5 * straight.steps[8 + i].loss);
+  }
+}
+
+// Raises SIGUSR1 in the last rank only, when the optimizer of its `at`-th step begins: a stop request
+// the other ranks never see themselves.
+struct SignalAtOptimizerStep {
+  static int& remaining() {
+    static int n = 0;
+    return n;
+  }
+  static void on_region(const char* name) {
+    if (std::string(name) == "minimllm::optimizer" && --remaining() == 0) std::raise(SIGUSR1);
+  }
+  explicit SignalAtOptimizerStep(int at) {
+    remaining() = world_rank() == world_size() - 1 ? at : -1;
+    Kokkos::Tools::Experimental::set_push_region_callback(on_region);
+  }
+  ~SignalAtOptimizerStep() { Kokkos::Tools::Experimental::set_push_region_callback(nullptr); }
+};
+
+TEST(StopRequest, OneRanksSignalStopsEveryRankAfterTheSameStepWithACheckpoint) {
+  const RemoveAtEnd file{temp_path("stop.ckpt.h5")};
+  const World world = World::of(MPI_COMM_WORLD);
+  const RunConfig config = quickstart(12, "dhp");
+  const TrainResult straight = train(config, world, {});
+  TrainOptions options;
+  options.checkpoint_path = file.path;  // no periodic checkpoints: only the one the stop writes
+  TrainResult stopped;
+  {
+    const SignalAtOptimizerStep signal(4);
+    stopped = train(config, world, options);
+  }
+  EXPECT_TRUE(stopped.stopped_on_request);
+  ASSERT_EQ(stopped.steps.size(), 4u);  // steps 0-3 on every rank
+  EXPECT_EQ(stopped.checkpoints_written, 1);
+  TrainOptions resume;
+  resume.restart_path = file.path;
+  const TrainResult resumed = train(config, world, resume);
+  EXPECT_FALSE(resumed.stopped_on_request);
+  ASSERT_EQ(resumed.steps.size(), 8u);
+  for (size_t i = 0; i < resumed.steps.size(); ++i)
+    EXPECT_EQ(resumed.steps[i].loss, straight.steps[4 + i].loss);
+}
+
+TEST(Restart, RefusesACheckpointOfAnotherRunOnEveryRank) {
+  const RemoveAtEnd file{temp_path("refuse.ckpt.h5")};
+  const World world = World::of(MPI_COMM_WORLD);
+  RunConfig config = quickstart(4, "static");
+  TrainOptions save;
+  save.checkpoint_path = file.path;
+  save.checkpoint_every = 2;
+  train(config, world, save);
+  TrainOptions resume;
+  resume.restart_path = file.path;
+  const auto refused = [&](RunConfig other, const std::string& says) {
+    try {
+      train(other, world, resume);
+      ADD_FAILURE() << "restart accepted; expected: " << says;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  RunConfig longer = config;
+  longer.steps = 8;
+  RunConfig seed = longer;
+  seed.seed += 1;
+  refused(seed, "restart with the same seed");
+  RunConfig batch = longer;
+  batch.data.global_batch += 1;
+  refused(batch, "data.global_batch");
+  RunConfig deck = longer;
+  deck.deck_text += "\n# edited\n";
+  refused(deck, "another deck");
+  refused(config, "nothing is left to run");  // the checkpoint holds all 4 steps
+  TrainOptions missing;
+  missing.restart_path = file.path + ".missing";
+  EXPECT_THROW(train(longer, world, missing), InputError);
+  EXPECT_NO_THROW(train(longer, world, resume));
+}
+
+}  // namespace
+}  // namespace minimllm
