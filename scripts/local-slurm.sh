@@ -125,6 +125,9 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
+# A requeued job may start again after the credential lifetime (default 120 s): short here, so that the
+# requeue test of scripts/test-slurm.sh does not wait two minutes.
+AuthInfo=cred_expire=10
 SlurmctldPort=6817
 SlurmdPort=6818
 StateSaveLocation=$BASE/state

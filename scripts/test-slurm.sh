@@ -15,6 +15,8 @@
 #     equal to the job id, /run slurm_environment holding SLURM_JOB_ID=<id>;
 #   - the reports: report.md with a row per run and the efficiency table, non-empty PNGs;
 #   - the multi-node mode of slurm/sweep.sh on its one node (--nodes 1 --ranks-per-node 2, policy dhp);
+#   - a job past its walltime (-t 1, --signal=USR1@50, --checkpoint-every): checkpointed on SIGUSR1,
+#     requeued, continued from the checkpoint with losses bitwise those of an uninterrupted run;
 #   - failures are caught: a sweep whose jobs fail (bad --policy) makes `collect` exit 1; sizes the
 #     cluster cannot hold (8 ranks, 2 nodes) are refused before anything is submitted (exit 1); held
 #     jobs hit the deadline (exit 1); bad sweep arguments exit 2.
@@ -230,6 +232,46 @@ check "single-run report: report.md lists both runs" \
 check "single-run report: step-breakdown.png" png_ok "$work/single/report/step-breakdown.png"
 rc=0; scripts/report.sh "$work/single/no-such.h5" --out "$work/single/report2" 2>"$work/report-bad.err" || rc=$?
 check "report on a missing file exits 2 naming it" test "$rc" = 2 -a -n "$(grep 'no-such.h5' "$work/report-bad.err")"
+
+echo "== walltime: SIGUSR1 before the limit, checkpoint, requeue, restart ($(elapsed))"
+# A 1-minute job far too long for its limit: Slurm signals the ranks 50 s before the limit (--signal; its
+# timer ticks every ~30 s, so at 10-40 s), minimllm checkpoints after its step and exits 75, the script
+# requeues the job, which runs again from the checkpoint. Cancelled once the restarted run has steps.
+mkdir -p "$work/requeue"
+rq=$(sbatch --parsable -J mllm-requeue -N 1 -n 2 -t 1 --signal=USR1@50 --open-mode=append \
+  -o "$work/requeue/%x-%j.out" \
+  slurm/minimllm.sbatch --steps 1000000 --policy static --checkpoint-every 100000 --out-dir "$work/requeue" \
+  --bin "$bin")
+first=$work/requeue/mllm-requeue-$rq.h5
+second=$work/requeue/mllm-requeue-$rq-restart1.h5
+rows() { "$python" -c 'import sys, h5py; print(len(h5py.File(sys.argv[1], "r")["steps"]))' "$1" 2>/dev/null || echo 0; }
+end=$(($(date +%s) + 240))
+while [ "$(date +%s)" -lt "$end" ] && [ "$(rows "$second")" -lt 3 ]; do sleep 2; done
+restarts=$(scontrol show job -o "$rq" | sed -n 's/.*\bRestarts=\([0-9]*\).*/\1/p')
+scancel "$rq"; wait_jobs 60 "$rq" || true
+log=$work/requeue/mllm-requeue-$rq.out
+check "requeue: the job was requeued (Restarts=${restarts:-?})" test "${restarts:-0}" -ge 1
+k=$(rows "$first")
+check "requeue: the first run stopped on SIGUSR1 after its last step ($((k - 1))) with its checkpoint" \
+  grep -q "stopped by SIGUSR1 after step $((k - 1)) of" "$log"
+check "requeue: the script requeued the job on exit 75" grep -q "exit code 75 .*" "$log"
+check "requeue: the requeued run continued from the checkpoint after $k steps" \
+  grep -q "restart: from .*mllm-requeue-$rq.ckpt.h5 (the state after $k steps" "$log"
+# The restarted run's first steps against an uninterrupted run of as many steps: bitwise equal losses.
+rc=0; (cd "$work/requeue" && mpiexec -n 2 "$bin" run "$repo/inputs/quickstart.yaml" --policy static \
+  --steps $((k + 3)) --out reference.h5 >reference.log 2>&1) || rc=$?
+verdict=$("$python" - "$first" "$second" "$work/requeue/reference.h5" <<'EOF'
+import sys, h5py
+first, second, ref = (h5py.File(p, "r")["steps"][:] for p in sys.argv[1:])
+k = len(first)
+if list(first["step"]) != list(range(k)): print(f"first run's steps are not 0..{k - 1}"); sys.exit()
+if list(second["step"][:3]) != [k, k + 1, k + 2]: print(f"restart begins at {second['step'][0]}, not {k}"); sys.exit()
+diff = [i for i in range(3) if second["loss"][i] != ref["loss"][k + i]]
+print("bitwise" if not diff else f"losses differ at steps {[k + i for i in diff]}")
+EOF
+)
+check "requeue: the restart's losses equal an uninterrupted run's bit for bit (reference exit $rc: $verdict)" \
+  test "$rc" = 0 -a "$verdict" = bitwise
 
 echo "== $failures failure(s); $(elapsed) in all; files in $work"
 if ((provenance_only)); then
