@@ -496,7 +496,8 @@ TEST(Baselines, StaticRejectsASampleLongerThanItsBinAndADegreeThatDoesNotDivide)
 
 // megatron_dcp: every group a power of two (or the whole world, once widened) and at least the next
 // power of two of each of its samples' tokens / budget; groups are contiguous rank blocks in order,
-// covering the world; micro-batches are bins of at most group x budget tokens (or one sample).
+// aligned to their size, covering the world; micro-batches are bins of at most group x budget tokens (or
+// one sample).
 TEST(Baselines, MegatronDcpGroupsArePowersOfTwoContiguousAndLargeEnough) {
   for (const Case& c : cases()) {
     const CostModel cost = default_cost_model(c.config, kGflops, kRanksPerNode);
@@ -522,6 +523,8 @@ TEST(Baselines, MegatronDcpGroupsArePowersOfTwoContiguousAndLargeEnough) {
           EXPECT_EQ(g.ranks, consecutive_ranks(next, size));
           next += size;
           EXPECT_TRUE((size & (size - 1)) == 0 || size == world) << "group of " << size;
+          // Aligned: one of the groups Megatron-LM creates up front (create_hybrid_dp_cp_groups).
+          EXPECT_EQ(g.ranks.front() % size, 0) << "group of " << size << " from rank " << g.ranks.front();
           for (int s : g.samples) {
             int need = 1;
             while (need * budget < batch.samples[s].tokens()) need *= 2;

@@ -14,7 +14,8 @@ StepPlan LayoutSource::plan(const GlobalBatch& batch) const {
   StepPlan plan;
   try {
     plan = planner_ ? planner_->plan(batch, world_size_) : make_deck_plan(config_, batch, world_size_);
-  } catch (const InputError& e) {  // a planner's (parallel.cp, a sample its budget cannot hold): name the deck
+  } catch (const InputError& e) {
+    // A planner's (parallel.cp, a sample its token budget cannot hold): name the deck.
     if (!planner_) throw;
     throw InputError(config_.deck_path + ": " + e.what());
   }
