@@ -134,10 +134,12 @@ StepPlan megatron_dcp_plan(const GlobalBatch& batch, const BatchCosts& costs, co
   for (int s = 0; s < n; ++s) {
     const long long ranks = (static_cast<long long>(costs.tokens[s]) + budget - 1) / budget;
     if (ranks > world_size)
-      throw InputError(fmt::format(
-          "megatron_dcp: sample {} of step {} has {} tokens: at parallel.tokens_per_rank = {} it needs a "
-          "context-parallel group of {} ranks, more than the {} ranks; raise parallel.tokens_per_rank",
-          s, batch.step, costs.tokens[s], budget, ranks, world_size));
+      throw InputError(
+          fmt::format("megatron_dcp: sample {} of step {} has {} tokens: at {} tokens per rank "
+                      "(parallel.tokens_per_rank, or if 0 the longest sample / parallel.cp) it needs a "
+                      "context-parallel group of {} ranks, more than the {} ranks; raise "
+                      "parallel.tokens_per_rank or lower parallel.cp",
+                      s, batch.step, costs.tokens[s], budget, ranks, world_size));
     // The next power of two, or the whole world (Megatron-LM's largest hybrid group).
     need[s] = static_cast<int>(std::min<long long>(next_power_of_two(ranks), world_size));
     work[s] = costs.tokens[s] * costs.tokens[s] / need[s];
