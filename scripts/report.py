@@ -52,7 +52,14 @@ REQUIRED_FIELDS = ("step", "loss", "samples", "step_seconds", "tokens_per_second
 # The phases of a step, as /ranks/<name>_seconds tables. kv_exchange is part of llm_seconds, so the
 # breakdown shows llm - kv_exchange as "llm (compute)" and does not count it twice.
 PHASES = ("data", "planning", "encoder", "boundary", "llm (compute)", "kv_exchange", "grad_sync", "optimizer")
-POLICY_ORDER = ("static", "orch", "dhp", "flexsp", "disagg", "deck")
+POLICY_ORDER = ("static", "naive", "megatron_dcp", "orch", "dhp", "flexsp", "disagg", "deck")
+
+
+def baseline_label(policy, runs):
+    """How the base of speed-ups is named: static with its context-parallel degree (/run cp), as the
+    program prints it."""
+    cps = sorted({str(r.attrs["cp"]) for r in runs if "cp" in r.attrs})
+    return f"{policy} (cp {', '.join(cps)})" if policy == "static" and cps else policy
 PHASE_COLORS = ("#9e9e9e", "#c7a0e0", "#4c9be8", "#f2b134", "#2e7d32", "#8bc34a", "#e4572e", "#6d4c41")
 
 
@@ -467,6 +474,7 @@ def plot_policies(sets, path):
             ax.bar(x, med, 0.6, color=color, label="measured (median over runs, min-max)")
             ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="none", ecolor="black", capsize=4, lw=1)
             if metric == "tokens_per_second":  # speed-up over the base policy, as the program prints it
+                ax.set_xlabel(f"speed-up over {baseline_label(base, by_policy[base])}", fontsize=8)
                 for xi, m, h in zip(x, med, hi):
                     ax.annotate(f"{m / med[policies.index(base)]:.2f}x", (xi, h), xytext=(0, 4),
                                 textcoords="offset points", ha="center", fontsize=8)
@@ -588,7 +596,7 @@ def write_report(runs, studies, problems, out):
             for policy, group in by_policy.items():
                 rate = np.median([r.median("tokens_per_second") for r in group])
                 md.append(f"| {description} | {policy} | {len(group)} | {np.median([r.step_ms() for r in group]):.1f} "
-                          f"| {rate:.0f} | {rate / base_rate:.2f}x vs {base} "
+                          f"| {rate:.0f} | {rate / base_rate:.2f}x vs {baseline_label(base, by_policy[base])} "
                           f"| {1e3 * np.median([r.median('predicted_seconds') for r in group]):.1f} "
                           f"| {', '.join(format(r.steps['loss'][-1], '.5f') for r in group)} |")
         md += ["", "![policies](policies.png)", ""]

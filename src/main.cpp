@@ -152,6 +152,11 @@ Input read_simulate_input(const minimllm::SimulateRequest& request, const miniml
   input.config = minimllm::load_run_config(request.deck);
   if (request.steps) input.config.steps = *request.steps;
   if (request.global_batch) input.config.data.global_batch = *request.global_batch;
+  if (request.tokens_per_rank) input.config.parallel.tokens_per_rank = *request.tokens_per_rank;
+  if (request.cp != "best" && request.ranks % std::stoi(request.cp) != 0)
+    throw minimllm::InputError("--cp " + request.cp + " must divide --ranks " +
+                               std::to_string(request.ranks) +
+                               " (static forms ranks / cp data-parallel replicas of cp ranks); or --cp best");
   if (world.is_root() && !request.out.empty()) {  // only rank 0 simulates and writes
     std::string cost_model = request.cost_model;
     if (cost_model.empty() && !input.config.parallel.cost_model.empty())
@@ -206,7 +211,7 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
     code = std::max(code, train_and_judge(config, world, options, reference, result));
     results.emplace_back(policy, result);
   }
-  if (world.is_root()) minimllm::print_policy_comparison(std::cout, results);
+  if (world.is_root()) minimllm::print_policy_comparison(std::cout, results, config.parallel.cp);
   return code;
 }
 
@@ -216,6 +221,7 @@ int simulate(const minimllm::SimulateRequest& request, const Input& input, const
   options.ranks = request.ranks;
   options.ranks_per_node = request.ranks_per_node;
   options.gflops_per_rank = request.gflops;
+  options.cp = request.cp == "best" ? 0 : std::stoi(request.cp);
   options.policies =
       request.policy == "all" ? minimllm::planner_names() : std::vector<std::string>{request.policy};
   options.cost_model = request.cost_model;

@@ -89,6 +89,15 @@ endif()
 expect(simulate_no_ranks 2 "--ranks" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml)
 expect(simulate_bad_policy 2 "--policy" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4
        --policy deck)
+# static's context-parallel degree must divide the ranks; a sample longer than its bin is invalid input.
+expect(simulate_cp_not_dividing 2 "--cp 3 must divide --ranks 8" ${MINIMLLM} simulate
+       ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 8 --cp 3 --out sim_cp.h5)
+expect_no_file(simulate_cp_not_dividing_no_output sim_cp.h5)
+expect(simulate_cp_word 2 "--cp must be a positive integer or best" ${MINIMLLM} simulate
+       ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 8 --cp most)
+expect(simulate_sample_over_budget 2 "static: sample [0-9]+ of step 0 has [0-9]+ tokens.*tokens_per_rank \\(8\\)"
+       ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 8 --cp 1 --tokens-per-rank 8 --out sim_tpr.h5)
+expect_no_file(simulate_sample_over_budget_no_output sim_tpr.h5)
 
 # Calibration: a quick one of the quickstart model (one rank, then two: collectives measured), its use by
 # run and simulate, and invalid calibration input (exit 2, one line naming the file and key, no output).

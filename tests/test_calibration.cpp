@@ -269,7 +269,7 @@ TEST(StepPrediction, AddsDataGradientAllReduceAndOptimizer) {
   cost.step.optimizer = 3e-4;
   for (int world : {1, 3}) {
     SCOPED_TRACE(world);
-    const StepPlan plan = make_static_plan(batch, world);
+    const StepPlan plan = make_in_order_plan(batch, world);
     const PlanPrediction phases = predict(plan, batch, cost, world);
     const PlanPrediction step = predict_step(plan, batch, cost, world);
     // Each rank's inputs (the static plan deals samples in order; images stay on their sample's rank).

@@ -160,6 +160,16 @@ TEST(Config, PartialSectionsKeepOtherDefaults) {
   EXPECT_EQ(c.optimizer.lr, OptimizerConfig{}.lr);  // an empty section means all defaults
 }
 
+TEST(Config, StaticContextParallelDegreeAndTokenBudget) {
+  const RunConfig defaults = parse("name: x");
+  EXPECT_EQ(defaults.parallel.cp, 1);
+  EXPECT_EQ(defaults.parallel.tokens_per_rank, 0);  // derived from the longest sample
+  const RunConfig c = parse("name: x\nparallel: {policy: megatron_dcp, cp: 2, tokens_per_rank: 512}");
+  EXPECT_EQ(c.parallel.policy, "megatron_dcp");
+  EXPECT_EQ(c.parallel.cp, 2);
+  EXPECT_EQ(c.parallel.tokens_per_rank, 512);
+}
+
 TEST(Config, BoundaryValuesAreAccepted) {
   const RunConfig c = parse(
       "name: b\nseed: 18446744073709551615\nsteps: 1\n"
@@ -503,7 +513,10 @@ std::vector<BadDeck> bad_decks() {
       with_name("ParallelEncoderLayoutUnknown", "parallel: {encoder_layout: random}",
                 {"parallel.encoder_layout = random", "follow, round_robin"}),
       with_name("ParallelPolicyUnknown", "parallel: {policy: magic}",
-                {"parallel.policy = magic", "deck, static, orch, dhp, flexsp, disagg"}),
+                {"parallel.policy = magic", "deck, static, naive, megatron_dcp, orch, dhp, flexsp, disagg"}),
+      with_name("ParallelCpZero", "parallel: {cp: 0}", {"parallel.cp = 0", "[1, "}),
+      with_name("ParallelTokensPerRankNegative", "parallel: {tokens_per_rank: -1}",
+                {"parallel.tokens_per_rank = -1", "[0, "}),
       with_name("ParallelUnknownKey", "parallel: {groups: [2]}",
                 {"parallel.groups", "valid keys in parallel"}),
       with_name(

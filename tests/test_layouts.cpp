@@ -74,7 +74,7 @@ void expect_matches_reference(const RunConfig& config,
   const bool images = Sampler(config).batch(0).image_tokens() > 0;
   const Gradients got = run_step(config, MPI_COMM_WORLD, plan_of, pool_capacity);
   const Gradients ref =
-      run_step(config, MPI_COMM_SELF, [](const GlobalBatch& b) { return make_static_plan(b, 1); });
+      run_step(config, MPI_COMM_SELF, [](const GlobalBatch& b) { return make_in_order_plan(b, 1); });
   EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss);
   const Model model(config.model, config.seed);
   for (const TensorRange& t : model.tensor_ranges()) {
@@ -234,6 +234,36 @@ TEST(Layouts, EveryPlannerGivesTheSingleRankLossCurve) {
   }
 }
 
+// static packs its replicas' samples into bins of their own sizes (explicit micro-batch ends) and
+// megatron_dcp groups them by length: at every context-parallel degree that divides the ranks (the budget
+// derived from it: longest / cp, so at cp = ranks megatron_dcp gives long samples groups of 2 and more),
+// both keep the single-rank loss curve.
+TEST(Layouts, MegatronBaselinesAtEveryContextParallelDegree) {
+  for (int cp = 1; cp <= world_size(); ++cp) {
+    if (world_size() % cp != 0) continue;
+    for (const char* policy : {"static", "megatron_dcp"}) {
+      SCOPED_TRACE(std::string(policy) + " cp " + std::to_string(cp));
+      RunConfig config = deck();
+      config.steps = 3;
+      config.parallel.policy = policy;
+      config.parallel.cp = cp;
+      expect_same_curve(config);
+    }
+  }
+}
+
+// Loss and every gradient through packed bins of several micro-batches per replica.
+TEST(Layouts, PackedBinsGiveTheSingleRankGradients) {
+  const RunConfig config = deck();
+  const CostModel cost = default_cost_model(config, 1.0, world_size());
+  PlannerOptions options;
+  options.cp = world_size();
+  const auto planner = make_planner("static", cost, options);
+  const StepPlan plan = planner->plan(Sampler(config).batch(0), world_size());
+  ASSERT_GT(plan.llm_groups.front().micro_batches, 1) << "one bin: the test would not exercise packing";
+  expect_matches_reference(config, [&](const GlobalBatch& b) { return planner->plan(b, world_size()); });
+}
+
 // The device path's contract: once a step's inputs are on the device, nothing but documented scalars
 // crosses between host and device, whatever the layout (context parallel K/V exchange, boundary exchange
 // across ranks, micro-batches, gradient all-reduce). Asserted on the backend that runs: host builds
@@ -325,7 +355,7 @@ TEST(Layouts, InvalidPlansAreRejectedClearly) {
   StepPlan foreign = make_grouped_plan(batch, {1, 1});
   foreign.placement = Placement::disaggregated;
   foreign.encoder_ranks = {0};
-  foreign.llm_groups = {{{1}, foreign.llm_groups[0].samples, 1}};
+  foreign.llm_groups = {{{1}, foreign.llm_groups[0].samples, 1, {}}};
   foreign.llm_groups[0].samples.insert(foreign.llm_groups[0].samples.end(), {3, 4, 5, 6});
   if (!foreign.image_owner.empty()) foreign.image_owner.back() = 1;
   EXPECT_NE(message(foreign, 2).find("not an encoder rank"), std::string::npos) << message(foreign, 2);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "minimllm/core/world.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/plan/cost_model.hpp"
 #include "minimllm/plan/planner.hpp"
@@ -66,18 +67,19 @@ bool same_plan(const StepPlan& a, const StepPlan& b) {
   for (size_t k = 0; k < a.llm_groups.size(); ++k)
     if (a.llm_groups[k].ranks != b.llm_groups[k].ranks ||
         a.llm_groups[k].samples != b.llm_groups[k].samples ||
-        a.llm_groups[k].micro_batches != b.llm_groups[k].micro_batches)
+        a.llm_groups[k].micro_batches != b.llm_groups[k].micro_batches ||
+        a.llm_groups[k].micro_batch_ends != b.llm_groups[k].micro_batch_ends)
       return false;
   return true;
 }
 
-// Tokens of each micro-batch of a group as the executor splits it (consecutive near-equal counts).
+// Tokens of each micro-batch of a group as the executor splits it (packed bins, or consecutive
+// near-equal counts).
 std::vector<double> micro_batch_tokens(const LlmGroup& group, const GlobalBatch& batch) {
   std::vector<double> tokens;
-  const long long n = static_cast<long long>(group.samples.size());
   for (int m = 0; m < group.micro_batches; ++m) {
     double sum = 0.0;
-    for (long long i = n * m / group.micro_batches; i < n * (m + 1) / group.micro_batches; ++i)
+    for (int i = micro_batch_begin(group, m); i < micro_batch_begin(group, m + 1); ++i)
       sum += batch.samples[group.samples[i]].tokens();
     tokens.push_back(sum);
   }
@@ -150,7 +152,7 @@ TEST(Predict, MatchesAHandComputation) {
   GlobalBatch batch = batch_of_lengths({10, 6});
   batch.samples[0].images.push_back({4, 4, 4, 0});  // 4 patches
   StepPlan plan;
-  plan.llm_groups = {{{0}, {0}, 1}, {{1}, {1}, 1}};
+  plan.llm_groups = {{{0}, {0}, 1, {}}, {{1}, {1}, 1, {}}};
   plan.encoder_ranks = {0, 1};
   plan.image_owner = {1};  // encoded away from its sample's rank
   ASSERT_NO_THROW(validate_plan(plan, batch, 2));
@@ -166,7 +168,8 @@ TEST(Predict, MatchesAHandComputation) {
 }
 
 TEST(Planners, NamesAndUnknownPolicy) {
-  EXPECT_EQ(planner_names(), (std::vector<std::string>{"static", "orch", "dhp", "flexsp", "disagg"}));
+  EXPECT_EQ(planner_names(),
+            (std::vector<std::string>{"static", "naive", "megatron_dcp", "orch", "dhp", "flexsp", "disagg"}));
   const CostModel cost = default_cost_model(quickstart(8, 1), kGflops, kRanksPerNode);
   for (const std::string& name : planner_names()) EXPECT_EQ(make_planner(name, cost, {})->name(), name);
   EXPECT_THROW(make_planner("megatron", cost, {}), InputError);
@@ -369,6 +372,203 @@ TEST(Planners, TargetsAtScale) {
         }
       }
     }
+}
+
+// Micro-batch m of a group, as the executor takes it.
+std::vector<int> micro_batch(const LlmGroup& group, int m) {
+  return std::vector<int>(group.samples.begin() + micro_batch_begin(group, m),
+                          group.samples.begin() + micro_batch_begin(group, m + 1));
+}
+
+double tokens_of(const std::vector<int>& samples, const GlobalBatch& batch) {
+  double tokens = 0.0;
+  for (int s : samples) tokens += batch.samples[s].tokens();
+  return tokens;
+}
+
+int longest_sample(const GlobalBatch& batch) {
+  int longest = 0;
+  for (const SampleMeta& s : batch.samples) longest = std::max(longest, s.tokens());
+  return longest;
+}
+
+// The message of the InputError that f throws, or a marker.
+template <class F>
+std::string input_error_of(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+// static (Megatron-LM as run): replicas of cp consecutive ranks; every micro-batch a bin of the batch
+// packed in order, within cp x budget tokens unless it holds one sample; no sample split across bins (each
+// in exactly one micro-batch of one group); every replica's bin count within one of the others' (equal
+// unless the batch has too few samples to split its bins to a multiple of the replicas).
+TEST(Baselines, StaticPacksBinsWithinTheBudgetBalancedByCount) {
+  for (const Case& c : cases()) {
+    const CostModel cost = default_cost_model(c.config, kGflops, kRanksPerNode);
+    const GlobalBatch batch = Sampler(c.config).batch(0);
+    for (int world : {1, 2, 4, 6, 8, 64}) {
+      for (int cp : {1, 2, 3, 8}) {
+        if (world % cp != 0) continue;
+        for (int tokens_per_rank : {0, (longest_sample(batch) + cp - 1) / cp + 40}) {
+          SCOPED_TRACE(c.name + " world " + std::to_string(world) + " cp " + std::to_string(cp) +
+                       " tokens_per_rank " + std::to_string(tokens_per_rank));
+          PlannerOptions options;
+          options.cp = cp;
+          options.tokens_per_rank = tokens_per_rank;
+          const StepPlan plan = make_planner("static", cost, options)->plan(batch, world);
+          ASSERT_NO_THROW(validate_plan(plan, batch, world));
+          const double budget =
+              tokens_per_rank > 0 ? tokens_per_rank : std::ceil(longest_sample(batch) / double(cp));
+          ASSERT_EQ(plan.llm_groups.size(), static_cast<size_t>(world / cp));
+          std::vector<int> seen(batch.samples.size(), 0);
+          int fewest = 1 << 30, most = 0, total = 0;
+          for (size_t j = 0; j < plan.llm_groups.size(); ++j) {
+            const LlmGroup& g = plan.llm_groups[j];
+            EXPECT_EQ(g.ranks, consecutive_ranks(static_cast<int>(j) * cp, cp));
+            const int bins = g.samples.empty() ? 0 : g.micro_batches;
+            fewest = std::min(fewest, bins), most = std::max(most, bins), total += bins;
+            for (int m = 0; m < bins; ++m) {
+              const std::vector<int> bin = micro_batch(g, m);
+              ASSERT_FALSE(bin.empty());
+              if (bin.size() > 1) {
+                EXPECT_LE(tokens_of(bin, batch), cp * budget);
+              }
+              for (int s : bin) ++seen[s];
+            }
+          }
+          EXPECT_LE(most - fewest, 1);
+          // Equal counts, unless every bin is down to one sample.
+          EXPECT_TRUE(total % (world / cp) == 0 || total == static_cast<int>(batch.samples.size()));
+          EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(batch.samples.size()));
+        }
+      }
+    }
+  }
+}
+
+// Bins are filled in sample order and dealt round-robin: bin k is replica k mod replicas' micro-batch
+// k / replicas, and bins are split (the last sample of the last bins first) until their count divides.
+TEST(Baselines, StaticDealsBinsRoundRobinAfterSplittingToAMultipleOfTheReplicas) {
+  const CostModel cost = default_cost_model(text_longtail(2, 1), kGflops, kRanksPerNode);
+  const GlobalBatch batch = batch_of_lengths({60, 30, 20, 90, 10, 50, 50});
+  PlannerOptions options;
+  options.tokens_per_rank = 100;
+  // Next-fit at 100 tokens: [0 1] [2] [3 4] [5 6] (60 + 30, then 20 + 90 > 100, 90 + 10, 50 + 50): four
+  // bins, a multiple of 2 replicas.
+  const StepPlan plan = make_planner("static", cost, options)->plan(batch, 2);
+  ASSERT_EQ(plan.llm_groups.size(), 2u);
+  EXPECT_EQ(plan.llm_groups[0].samples, (std::vector<int>{0, 1, 3, 4}));
+  EXPECT_EQ(plan.llm_groups[0].micro_batch_ends, (std::vector<int>{2, 4}));
+  EXPECT_EQ(plan.llm_groups[1].samples, (std::vector<int>{2, 5, 6}));
+  EXPECT_EQ(plan.llm_groups[1].micro_batch_ends, (std::vector<int>{1, 3}));
+  // On 3 replicas the 4 bins become 6: samples 6 then 4 are split off into bins of their own.
+  const StepPlan three = make_planner("static", cost, options)->plan(batch, 3);
+  EXPECT_EQ(three.llm_groups[0].samples, (std::vector<int>{0, 1, 5}));
+  EXPECT_EQ(three.llm_groups[1].samples, (std::vector<int>{2, 6}));
+  EXPECT_EQ(three.llm_groups[2].samples, (std::vector<int>{3, 4}));
+  for (const LlmGroup& g : three.llm_groups) EXPECT_EQ(g.micro_batches, 2);
+}
+
+TEST(Baselines, StaticRejectsASampleLongerThanItsBinAndADegreeThatDoesNotDivide) {
+  const CostModel cost = default_cost_model(text_longtail(2, 1), kGflops, kRanksPerNode);
+  const GlobalBatch batch = batch_of_lengths({60, 300, 20});
+  PlannerOptions options;
+  options.cp = 2;
+  options.tokens_per_rank = 100;
+  const std::string too_long = input_error_of([&] { make_planner("static", cost, options)->plan(batch, 4); });
+  for (const char* part :
+       {"sample 1 ", "300 tokens", "parallel.cp (2)", "parallel.tokens_per_rank (100)", "200"})
+    EXPECT_NE(too_long.find(part), std::string::npos) << too_long;
+  options.tokens_per_rank = 0;  // derived: 150 per rank holds the longest on 2 ranks
+  EXPECT_NO_THROW(make_planner("static", cost, options)->plan(batch, 4));
+  options.cp = 3;
+  for (const char* policy : {"static", "naive"}) {
+    const std::string divides = input_error_of([&] { make_planner(policy, cost, options)->plan(batch, 4); });
+    EXPECT_NE(divides.find("parallel.cp = 3 must divide the 4 ranks"), std::string::npos) << divides;
+    EXPECT_NE(divides.find("valid: 1, 2, 4"), std::string::npos) << divides;
+  }
+}
+
+// megatron_dcp: every group a power of two (or the whole world, once widened) and at least the next
+// power of two of each of its samples' tokens / budget; groups are contiguous rank blocks in order,
+// aligned to their size, covering the world; micro-batches are bins of at most group x budget tokens (or
+// one sample).
+TEST(Baselines, MegatronDcpGroupsArePowersOfTwoContiguousAndLargeEnough) {
+  for (const Case& c : cases()) {
+    const CostModel cost = default_cost_model(c.config, kGflops, kRanksPerNode);
+    const GlobalBatch batch = Sampler(c.config).batch(1);
+    for (int world : {1, 2, 3, 5, 8, 64, 256}) {
+      for (int cp : {1, 2, 4, 8}) {
+        SCOPED_TRACE(c.name + " world " + std::to_string(world) + " cp " + std::to_string(cp));
+        PlannerOptions options;
+        options.cp = cp;  // the derived budget: longest / cp
+        const double budget = std::ceil(longest_sample(batch) / double(cp));
+        if (cp > world) {  // the longest sample needs more than the world
+          EXPECT_NE(input_error_of([&] {
+                      make_planner("megatron_dcp", cost, options)->plan(batch, world);
+                    }).find("needs a context-parallel group of"),
+                    std::string::npos);
+          continue;
+        }
+        const StepPlan plan = make_planner("megatron_dcp", cost, options)->plan(batch, world);
+        ASSERT_NO_THROW(validate_plan(plan, batch, world));
+        int next = 0;
+        for (const LlmGroup& g : plan.llm_groups) {
+          const int size = static_cast<int>(g.ranks.size());
+          EXPECT_EQ(g.ranks, consecutive_ranks(next, size));
+          next += size;
+          EXPECT_TRUE((size & (size - 1)) == 0 || size == world) << "group of " << size;
+          // Aligned: one of the groups Megatron-LM creates up front (create_hybrid_dp_cp_groups).
+          EXPECT_EQ(g.ranks.front() % size, 0) << "group of " << size << " from rank " << g.ranks.front();
+          for (int s : g.samples) {
+            int need = 1;
+            while (need * budget < batch.samples[s].tokens()) need *= 2;
+            EXPECT_GE(size, std::min(need, world)) << "sample " << s << " of " << batch.samples[s].tokens();
+          }
+          for (int m = 0; m < g.micro_batches; ++m) {
+            const std::vector<int> bin = micro_batch(g, m);
+            if (bin.size() > 1) {
+              EXPECT_LE(tokens_of(bin, batch), size * budget);
+            }
+          }
+        }
+        EXPECT_EQ(next, world);
+      }
+    }
+  }
+}
+
+// A sample of 1,000 tokens at 100 tokens per rank needs 10 ranks, a group of 16 (the next power of two)
+// or of the whole world when smaller: refused on 8 ranks, one group of all 12 on 12; on 32, the groups of
+// Megatron-LM's schedule, worked by hand.
+TEST(Baselines, MegatronDcpSizesGroupsByLengthOverBudget) {
+  const CostModel cost = default_cost_model(text_longtail(2, 1), kGflops, 8);
+  const GlobalBatch batch = batch_of_lengths({100, 1000, 150, 90, 300});
+  PlannerOptions options;
+  options.tokens_per_rank = 100;
+  const std::string refused =
+      input_error_of([&] { make_planner("megatron_dcp", cost, options)->plan(batch, 8); });
+  for (const char* part : {"sample 1 ", "1000 tokens", "group of 10 ranks", "more than the 8 ranks"})
+    EXPECT_NE(refused.find(part), std::string::npos) << refused;
+  // On 12 ranks it needs 10: the next power of two is more than the world, so the whole world.
+  const StepPlan world = make_planner("megatron_dcp", cost, options)->plan(batch, 12);
+  ASSERT_NO_THROW(validate_plan(world, batch, 12));
+  ASSERT_EQ(world.llm_groups.size(), 1u);
+  EXPECT_EQ(world.llm_groups[0].ranks.size(), 12u);
+  // On 32 ranks: longest first, each to a new group while ranks are free: 1000 -> 16 ranks, 300 -> 4,
+  // 150 -> 2, 100 and 90 -> 1 each (ranks 0-15, 16-19, 20-21, 22, 23); the 8 ranks left widen the
+  // smallest groups (22 -> 2, pushing 23 along, then it -> 2, then 20-21 -> 4).
+  const StepPlan plan = make_planner("megatron_dcp", cost, options)->plan(batch, 32);
+  ASSERT_NO_THROW(validate_plan(plan, batch, 32));
+  std::vector<std::pair<size_t, std::vector<int>>> groups;
+  for (const LlmGroup& g : plan.llm_groups) groups.emplace_back(g.ranks.size(), g.samples);
+  EXPECT_EQ(groups, (std::vector<std::pair<size_t, std::vector<int>>>{
+                        {16, {1}}, {4, {4}}, {4, {2}}, {4, {0}}, {4, {3}}}));
 }
 
 // Memory: DHP and FlexSP give every sample a group that holds it, and every micro-batch fits

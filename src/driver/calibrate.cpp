@@ -266,7 +266,7 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
     for (Call& c : calls) {
       MPI_Barrier(world.comm);
       const StepOutcome o = run_step(sampler, executor, pool,
-                                     planned_step(c.batch, make_static_plan(c.batch, 1), 0, 1,
+                                     planned_step(c.batch, make_in_order_plan(c.batch, 1), 0, 1,
                                                   model.linear_weight_in_attention_pairs()));
       if (pass == 0) continue;  // warm-up: first-touch allocations, BLAS buffers
       c.llm_s.push_back(o.seconds[Phase::llm]), c.encoder_s.push_back(o.seconds[Phase::encoder]);

@@ -90,6 +90,26 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   std::vector<std::string> planners(policies.begin() + 1, policies.end());  // every policy but `deck`
   simulate->add_option("--policy", sim.policy, "A planner, or all (default: all, speed-ups over static)")
       ->check(CLI::IsMember(planners));
+  simulate
+      ->add_option("--cp", sim.cp,
+                   "static's context-parallel degree (dividing --ranks; also parallel.cp for the other "
+                   "policies), or best (default): every power of two, the fastest predicted is the baseline")
+      ->check(CLI::Validator(
+          [](const std::string& value) {
+            if (value == "best") return std::string();
+            const std::string digits = "0123456789";
+            if (value.empty() || value.size() > 8 || value.find_first_not_of(digits) != std::string::npos ||
+                std::stoi(value) < 1)
+              return "--cp must be a positive integer or best, not '" + value + "'";
+            return std::string();
+          },
+          "N|best"));
+  int tokens_per_rank = 0;
+  simulate
+      ->add_option("--tokens-per-rank", tokens_per_rank,
+                   "Per-rank token budget of static's bins and megatron_dcp's groups, overriding the deck's "
+                   "parallel.tokens_per_rank (0: derived from the longest sample)")
+      ->check(CLI::Range(0, 1 << 30));
   simulate->add_option("--steps", sim_steps, "Number of steps, overriding the deck's `steps`")
       ->check(CLI::Range(1, 1 << 30));
   int global_batch = 0;
@@ -142,6 +162,7 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   if (simulate->parsed()) {
     if (simulate->count("--steps")) sim.steps = sim_steps;
     if (simulate->count("--global-batch")) sim.global_batch = global_batch;
+    if (simulate->count("--tokens-per-rank")) sim.tokens_per_rank = tokens_per_rank;
     return {std::nullopt, sim, 0, std::nullopt};
   }
   if (run->count("--steps")) request.steps = steps;

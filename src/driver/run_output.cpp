@@ -63,6 +63,8 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
   attributes.push_back({"gemm_backend", std::string(to_string(default_gemm_backend()))});
   attributes.push_back({"placement", config.parallel.placement});
   attributes.push_back({"policy", config.parallel.policy});
+  attributes.push_back({"cp", static_cast<long long>(config.parallel.cp)});
+  attributes.push_back({"tokens_per_rank", static_cast<long long>(config.parallel.tokens_per_rank)});
   attributes.push_back({"parameters", static_cast<long long>(parameters)});
   attributes.push_back({"peak_gflops_per_rank", r.peak_gflops_per_rank});
   attributes.push_back({"peak_source", r.peak_source});

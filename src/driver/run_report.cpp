@@ -116,15 +116,22 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
       median(rates), median(rates) / world.size, median(mfus), world.size);
 }
 
-void print_policy_comparison(std::ostream& out,
-                             const std::vector<std::pair<std::string, TrainResult>>& runs) {
+void print_policy_comparison(std::ostream& out, const std::vector<std::pair<std::string, TrainResult>>& runs,
+                             int static_cp) {
   if (runs.empty()) return;
+  const auto base =
+      std::find_if(runs.begin(), runs.end(), [](const auto& run) { return run.first == "static"; });
+  const auto& [base_policy, base_run] = base != runs.end() ? *base : runs.front();
+  const std::string baseline =
+      base_policy == "static" ? fmt::format("static (cp {})", static_cp) : base_policy;
   const auto tps = [](const StepRecord& s) { return s.tokens_per_second; };
-  const double base_tps = median_after_warmup(runs.front().second, tps);
-  const double base_loss = runs.front().second.steps.back().loss;
-  out << fmt::format("\npolicy comparison (same data; rates from steps after the warm-up; vs {}):\n",
-                     runs.front().first);
-  out << fmt::format("{:<8} {:>10} {:>11} {:>8} {:>13} {:>10} {:>11} {:>11} {:>12}\n", "policy", "step ms",
+  const double base_tps = median_after_warmup(base_run, tps);
+  const double base_loss = base_run.steps.back().loss;
+  out << fmt::format(
+      "\npolicy comparison (same data; rates from steps after the warm-up; speed-up and loss difference "
+      "over {}, parallel.cp; `minimllm simulate --cp best` finds its fastest degree):\n",
+      baseline);
+  out << fmt::format("{:<12} {:>10} {:>11} {:>8} {:>13} {:>10} {:>11} {:>11} {:>12}\n", "policy", "step ms",
                      "tokens/s", "speed-up", "predicted ms", "pred/meas", "pred./LB", "last loss",
                      "loss diff");
   for (const auto& [policy, r] : runs) {
@@ -135,7 +142,7 @@ void print_policy_comparison(std::ostream& out,
     });
     const double loss = r.steps.back().loss;
     out << fmt::format(
-        "{:<8} {:>10.1f} {:>11.0f} {:>7.2f}x {:>13.2f} {:>10.3f} {:>11.3f} {:>11.5f} {:>12.1e}\n", policy,
+        "{:<12} {:>10.1f} {:>11.0f} {:>7.2f}x {:>13.2f} {:>10.3f} {:>11.3f} {:>11.5f} {:>12.1e}\n", policy,
         1e3 * step, median_after_warmup(r, tps), median_after_warmup(r, tps) / base_tps, 1e3 * predicted,
         predicted / step, ratio, loss, std::abs(loss - base_loss) / base_loss);
   }

@@ -43,6 +43,7 @@ double deal_blocks(const std::vector<int>& samples, const BatchCosts& costs, int
 void fit_micro_batches(LlmGroup& group, const BatchCosts& costs, const CostModel& cost) {
   const int n = static_cast<int>(group.samples.size());
   group.micro_batches = 1;
+  group.micro_batch_ends.clear();  // near-equal blocks (micro_batch_begin)
   const double capacity = cost.token_capacity(static_cast<int>(group.ranks.size()));
   double total = 0.0;
   for (int s : group.samples) total += costs.tokens[s];

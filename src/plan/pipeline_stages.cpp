@@ -12,9 +12,9 @@ std::vector<int> stage_of_samples(const std::vector<LlmGroup>& groups, int sampl
   int most = 1;
   for (const LlmGroup& group : groups) most = std::max(most, group.micro_batches);
   for (const LlmGroup& group : groups) {
-    const int n = static_cast<int>(group.samples.size()), parts = group.micro_batches;
+    const int parts = group.micro_batches;
     for (int m = 0; m < parts; ++m)
-      for (int i = micro_batch_begin(n, m, parts); i < micro_batch_begin(n, m + 1, parts); ++i)
+      for (int i = micro_batch_begin(group, m); i < micro_batch_begin(group, m + 1); ++i)
         stage[group.samples[i]] = pipeline_stage(m, parts, most);
   }
   if (stages) *stages = most;
@@ -37,6 +37,7 @@ void reorder_into_stages(std::vector<LlmGroup>& groups, int stages, const BatchC
   for (LlmGroup& group : groups) {
     const int n = static_cast<int>(group.samples.size());
     int parts = std::max(1, std::min(stages, n));
+    group.micro_batch_ends.clear();  // near-equal blocks below
     if (cost.capacity_bytes > 0.0) {
       LlmGroup fitted = group;  // the fewest micro-batches memory allows
       fit_micro_batches(fitted, costs, cost);
@@ -91,10 +92,10 @@ double pipeline_estimate(const std::vector<LlmGroup>& groups, const std::vector<
   const double forward_share = 1.0 / 3.0, per_rank = 1.0 / encoder_ranks;
   for (size_t k = 0; k < n_groups; ++k) {
     const LlmGroup& group = groups[k];
-    const int n = static_cast<int>(group.samples.size()), parts = group.micro_batches;
+    const int parts = group.micro_batches;
     for (int m = 0; m < parts; ++m) {
       const int stage = pipeline_stage(m, parts, stages);
-      for (int i = micro_batch_begin(n, m, parts); i < micro_batch_begin(n, m + 1, parts); ++i) {
+      for (int i = micro_batch_begin(group, m); i < micro_batch_begin(group, m + 1); ++i) {
         const int s = group.samples[i];
         stage_encoder[stage] += encoder_time[s] * per_rank;
         group_encoder[k * stages + stage] += encoder_time[s];

@@ -1,7 +1,8 @@
-// The five planning policies and their registry. Their building blocks live beside this file: per-sample
-// costs and sample assignment (assignment.hpp), group and image placement (placement.hpp), micro-batches
-// (micro_batches.hpp), the disaggregated pipeline's stages (pipeline_stages.hpp) and the target-driven
-// layout search (target_search.hpp); plans are compared by predict() (step_prediction.hpp).
+// The seven planning policies and their registry. Their building blocks live beside this file: Megatron-LM's
+// layouts (baselines.hpp), per-sample costs and sample assignment (assignment.hpp), group and image
+// placement (placement.hpp), micro-batches (micro_batches.hpp), the disaggregated pipeline's stages
+// (pipeline_stages.hpp) and the target-driven layout search (target_search.hpp); plans are compared by
+// predict() (step_prediction.hpp).
 #include "minimllm/plan/planner.hpp"
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <numeric>
 
 #include "assignment.hpp"
+#include "baselines.hpp"
 #include "micro_batches.hpp"
 #include "minimllm/core/world.hpp"
 #include "minimllm/plan/step_prediction.hpp"
@@ -45,14 +47,18 @@ class PolicyBase : public Planner {
                                    batch, costs, cost_, options_.locality_tolerance);
   }
 
-  // The dynamic colocated policies keep the static data-parallel layout (groups of one rank, samples in
-  // order, images on their sample's rank) when it predicts a faster step and fits memory, the way FlexSP
-  // warm-starts from the homogeneous layout: no policy is predicted slower than that baseline.
+  // The dynamic colocated policies keep the static layout (parallel.cp, packed bins) when it predicts a
+  // faster step and fits memory, the way FlexSP warm-starts from the homogeneous layout: no policy is
+  // predicted slower than that baseline.
   StepPlan at_least_static(StepPlan plan, const GlobalBatch& batch, const BatchCosts& costs,
                            int world_size) const {
-    if (costs.max_tokens > cost_.token_capacity(1)) return plan;  // the baseline would not fit memory
-    StepPlan baseline = make_static_plan(batch, world_size, 1);
-    for (LlmGroup& group : baseline.llm_groups) planning::fit_micro_batches(group, costs, cost_);
+    const int cp = options_.cp;
+    if (world_size % cp != 0) return plan;
+    const double bin =
+        static_cast<double>(cp) * planning::token_budget(options_.tokens_per_rank, cp, costs.max_tokens);
+    if (costs.max_tokens > std::min(bin, cost_.token_capacity(cp))) return plan;  // static would not fit
+    StepPlan baseline =
+        planning::megatron_static_plan(batch, costs, cost_, world_size, cp, options_.tokens_per_rank);
     if (predict(baseline, batch, cost_, world_size).makespan >=
         predict(plan, batch, cost_, world_size).makespan)
       return plan;
@@ -64,19 +70,47 @@ class PolicyBase : public Planner {
   PlannerOptions options_;
 };
 
-// Megatron-like baseline: fixed groups of static_group_size consecutive ranks, samples dealt in order in
-// equal blocks, a sample's images on its group's ranks.
+// Megatron-LM as users run it: world / cp data-parallel replicas of cp consecutive ranks (parallel.cp),
+// the batch packed in order into bins of cp x parallel.tokens_per_rank tokens, bins dealt over the
+// replicas balanced by count, images on their sample's replica (baselines.hpp).
 class StaticPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
   const char* name() const override { return "static"; }
   StepPlan plan(const GlobalBatch& batch, int world_size) const override {
-    StepPlan plan = make_static_plan(batch, world_size, options_.static_group_size);
+    return planning::megatron_static_plan(batch, planning::batch_costs(batch, cost_), cost_, world_size,
+                                          options_.cp, options_.tokens_per_rank);
+  }
+};
+
+// In-order dealing (the former `static`, never the reference): groups of cp consecutive ranks, samples
+// dealt in order in equal blocks, a sample's images on its group's ranks; micro-batches fitted to memory.
+class NaivePlanner : public PolicyBase {
+ public:
+  using PolicyBase::PolicyBase;
+  const char* name() const override { return "naive"; }
+  StepPlan plan(const GlobalBatch& batch, int world_size) const override {
+    planning::require_cp_divides("naive", options_.cp, world_size);
+    StepPlan plan = make_in_order_plan(batch, world_size, options_.cp);
     if (cost_.capacity_bytes > 0.0) {
       const BatchCosts costs = planning::batch_costs(batch, cost_);
       for (LlmGroup& group : plan.llm_groups) planning::fit_micro_batches(group, costs, cost_);
     }
     return plan;
+  }
+};
+
+// Megatron-LM's dynamic (hybrid) context parallelism: power-of-two groups sized by each sample's length
+// over the per-rank token budget (baselines.hpp; where it differs from Megatron-LM: docs/PARALLELISM.md).
+class MegatronDcpPlanner : public PolicyBase {
+ public:
+  using PolicyBase::PolicyBase;
+  const char* name() const override { return "megatron_dcp"; }
+  StepPlan plan(const GlobalBatch& batch, int world_size) const override {
+    const BatchCosts costs = planning::batch_costs(batch, cost_);
+    return planning::megatron_dcp_plan(
+        batch, costs, cost_, world_size,
+        planning::token_budget(options_.tokens_per_rank, options_.cp, costs.max_tokens));
   }
 };
 
@@ -234,9 +268,18 @@ const std::vector<std::string>& planner_names() {
   return names;
 }
 
+PlannerOptions planner_options_of(const ParallelConfig& parallel) {
+  PlannerOptions options;
+  options.cp = parallel.cp;
+  options.tokens_per_rank = parallel.tokens_per_rank;
+  return options;
+}
+
 std::unique_ptr<Planner> make_planner(const std::string& policy, const CostModel& cost,
                                       const PlannerOptions& options) {
   if (policy == "static") return std::make_unique<StaticPlanner>(cost, options);
+  if (policy == "naive") return std::make_unique<NaivePlanner>(cost, options);
+  if (policy == "megatron_dcp") return std::make_unique<MegatronDcpPlanner>(cost, options);
   if (policy == "orch") return std::make_unique<OrchPlanner>(cost, options);
   using planning::SizeRule;
   if (policy == "dhp")

@@ -9,11 +9,10 @@ namespace {
 // Cost of the first k rows: k * linear_weight + k (k + 1) / 2.
 double prefix_cost(int k, double linear_weight) { return k * linear_weight + 0.5 * k * (k + 1.0); }
 
-// Samples of one micro-batch of a group: contiguous blocks, as even as possible.
+// Samples of one micro-batch of a group: contiguous blocks (packed bins, or as even as possible).
 std::vector<int> micro_batch_samples(const LlmGroup& group, int m) {
-  const int n = static_cast<int>(group.samples.size()), parts = group.micro_batches;
-  return std::vector<int>(group.samples.begin() + micro_batch_begin(n, m, parts),
-                          group.samples.begin() + micro_batch_begin(n, m + 1, parts));
+  return std::vector<int>(group.samples.begin() + micro_batch_begin(group, m),
+                          group.samples.begin() + micro_batch_begin(group, m + 1));
 }
 
 // Calls visit(member, sample, chunk bounds) for every member's chunk of every sample of a micro-batch,
@@ -78,9 +77,9 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
   std::vector<int> stage_of_image(images, 0);
   if (pipelined)
     for (const LlmGroup& group : plan.llm_groups) {
-      const int n = static_cast<int>(group.samples.size()), parts = group.micro_batches;
+      const int parts = group.micro_batches;
       for (int m = 0; m < parts; ++m)
-        for (int i = micro_batch_begin(n, m, parts); i < micro_batch_begin(n, m + 1, parts); ++i) {
+        for (int i = micro_batch_begin(group, m); i < micro_batch_begin(group, m + 1); ++i) {
           const int s = group.samples[i];
           for (int image = first_image[s]; image < first_image[s + 1]; ++image)
             stage_of_image[image] = pipeline_stage(m, parts, stages);

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <stdexcept>
 
@@ -53,6 +54,15 @@ void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_siz
     if (group.micro_batches < 1 || group.micro_batches > std::max<int>(1, group.samples.size()))
       fail(fmt::format("LLM group {} has {} micro-batches for {} samples; valid: 1..max(1, samples)", g,
                        group.micro_batches, group.samples.size()));
+    const std::vector<int>& ends = group.micro_batch_ends;
+    if (!ends.empty() &&
+        (static_cast<int>(ends.size()) != group.micro_batches ||
+         ends.back() != static_cast<int>(group.samples.size()) || ends.front() < 1 ||
+         std::adjacent_find(ends.begin(), ends.end(), std::greater_equal<int>()) != ends.end()))
+      fail(fmt::format(
+          "LLM group {} micro-batch ends [{}] must rise strictly from >= 1 to its {} samples, one "
+          "per micro-batch ({})",
+          g, fmt::join(ends, ", "), group.samples.size(), group.micro_batches));
   }
   for (size_t s = 0; s < sample_group.size(); ++s)
     if (sample_group[s] < 0) fail(fmt::format("sample {} is in no LLM group", s));
@@ -85,13 +95,22 @@ void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_siz
   }
 }
 
+void place_images_with_groups(StepPlan& plan, const GlobalBatch& batch) {
+  const std::vector<int> first_image = first_image_of_samples(batch);
+  plan.image_owner.resize(first_image.back());
+  for (const LlmGroup& group : plan.llm_groups) {
+    size_t image_in_group = 0;
+    for (int s : group.samples)
+      for (int i = first_image[s]; i < first_image[s + 1]; ++i, ++image_in_group)
+        plan.image_owner[i] = group.ranks[image_in_group % group.ranks.size()];
+  }
+}
+
 StepPlan deal_in_order(const GlobalBatch& batch, const LayoutShape& shape, const std::string& policy) {
   StepPlan plan;
   plan.policy = policy;
   plan.placement = shape.placement;
   plan.encoder_ranks = shape.encoder_ranks;
-  const std::vector<int> first_image = first_image_of_samples(batch);
-  plan.image_owner.resize(first_image.back());
   long long ranks = 0, ranks_before = 0;
   for (const auto& group : shape.llm_groups) ranks += group.size();
   const long long n = static_cast<long long>(batch.samples.size());
@@ -101,22 +120,19 @@ StepPlan deal_in_order(const GlobalBatch& batch, const LayoutShape& shape, const
     group.ranks = ranks_of_group;
     ranks_before += ranks_of_group.size();
     const int end = static_cast<int>(n * ranks_before / ranks);  // cumulative, so blocks cover the batch
-    for (int image_in_group = 0; sample < end; ++sample) {
-      group.samples.push_back(sample);
-      for (int i = first_image[sample]; i < first_image[sample + 1]; ++i, ++image_in_group)
-        if (shape.images_follow_groups)
-          plan.image_owner[i] = group.ranks[image_in_group % group.ranks.size()];
-    }
+    for (; sample < end; ++sample) group.samples.push_back(sample);
     group.micro_batches = std::max(1, std::min<int>(shape.micro_batches, group.samples.size()));
     plan.llm_groups.push_back(std::move(group));
   }
-  if (!shape.images_follow_groups)
+  if (shape.images_follow_groups) {
+    place_images_with_groups(plan, batch);
+  } else {
+    plan.image_owner.resize(first_image_of_samples(batch).back());
     for (size_t i = 0; i < plan.image_owner.size(); ++i)
       plan.image_owner[i] = shape.encoder_ranks[i % shape.encoder_ranks.size()];
+  }
   return plan;
 }
-
-namespace {}  // namespace
 
 StepPlan make_grouped_plan(const GlobalBatch& batch, const std::vector<int>& group_sizes) {
   LayoutShape shape;
@@ -129,12 +145,12 @@ StepPlan make_grouped_plan(const GlobalBatch& batch, const std::vector<int>& gro
   return deal_in_order(batch, shape, "grouped");
 }
 
-StepPlan make_static_plan(const GlobalBatch& batch, int world_size, int group_size) {
+StepPlan make_in_order_plan(const GlobalBatch& batch, int world_size, int group_size) {
   if (group_size < 1 || world_size % group_size != 0)
     throw std::invalid_argument(
-        fmt::format("static plan: group size {} must divide the {} ranks", group_size, world_size));
+        fmt::format("in-order plan: group size {} must divide the {} ranks", group_size, world_size));
   StepPlan plan = make_grouped_plan(batch, std::vector<int>(world_size / group_size, group_size));
-  plan.policy = "static";
+  plan.policy = "naive";
   return plan;
 }
 

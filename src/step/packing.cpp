@@ -73,7 +73,7 @@ PackedBatch pack_samples(const Sampler& sampler, int step, const std::vector<Sam
   GlobalBatch batch;
   batch.step = step;
   batch.samples = samples;
-  const RankWork work = derive_rank_work(make_static_plan(batch, 1), batch, 0, 1, 0.0);
+  const RankWork work = derive_rank_work(make_in_order_plan(batch, 1), batch, 0, 1, 0.0);
   return {pack_encoder(sampler, batch, work.images), pack_llm(sampler, batch, work.micro_batches.at(0))};
 }
 

@@ -91,8 +91,16 @@ struct RuntimeConfig {
 // Sizes that depend on the number of ranks are checked when the run starts (exit code 2 as well).
 struct ParallelConfig {
   // parallel.policy: where each step's layout comes from: `deck` (the keys below) or a planner:
-  // static | orch | dhp | flexsp | disagg (docs/PARALLELISM.md). The command line's --policy overrides it.
+  // static | naive | megatron_dcp | orch | dhp | flexsp | disagg (docs/PARALLELISM.md). The command
+  // line's --policy overrides it.
   std::string policy = "deck";
+  // parallel.cp: static's (and naive's) context-parallel degree; it must divide the ranks, which then
+  // form ranks / cp data-parallel replicas of cp consecutive ranks.
+  int cp = 1;
+  // parallel.tokens_per_rank: the per-rank token budget of static's packed bins (Megatron-LM's
+  // max_seqlen_per_dp_cp_rank; a bin holds cp x budget tokens) and of megatron_dcp's groups; 0 = derived
+  // each step: the longest sample's tokens / cp, rounded up.
+  int tokens_per_rank = 0;
   int ranks_per_node = 0;  // parallel.ranks_per_node: for the planners' cost model; 0 = detect
   // parallel.group_sizes: LLM group sizes, any positive integers summing to the LLM ranks (all ranks,
   // or all but the encoder ranks when disaggregated); context parallel inside each group. Empty: one

@@ -1,9 +1,8 @@
 // The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--global-batch B] [--policy P]
-// [--cost-model FILE] [--calibrate] [--reference FILE] [--overwrite] [--checkpoint-every N] [--checkpoint
-// FILE]
-// [--restart FILE]`, `minimllm simulate DECK --ranks N
-// [--ranks-per-node R] [--policy P|all] [--steps N] [--gflops G] [--cost-model FILE] [--out FILE]
-// [--overwrite]`, `minimllm calibrate DECK [--out FILE] [--sizes K] [--repeats R] [--rows N]
+// [--cost-model FILE] [--calibrate] [--reference FILE] [--overwrite] [--checkpoint-every N]
+// [--checkpoint FILE] [--restart FILE]`, `minimllm simulate DECK --ranks N [--ranks-per-node R]
+// [--policy P|all] [--cp N|best] [--tokens-per-rank T] [--steps N] [--gflops G] [--cost-model FILE]
+// [--out FILE] [--overwrite]`, `minimllm calibrate DECK [--out FILE] [--sizes K] [--repeats R] [--rows N]
 // [--overwrite]`, --help, --version.
 #pragma once
 
@@ -31,7 +30,9 @@ struct RunRequest {
 struct SimulateRequest {
   std::string deck;
   int ranks = 1, ranks_per_node = 8;
-  std::string policy = "all";  // a planner name or all
+  std::string policy = "all";          // a planner name or all
+  std::string cp = "best";             // static's context-parallel degree: a positive integer, or best
+  std::optional<int> tokens_per_rank;  // overrides parallel.tokens_per_rank
   std::optional<int> steps;
   std::optional<int> global_batch;  // overrides data.global_batch (samples per step at scale)
   double gflops = 0.0;              // 0: the deck's runtime.peak_gflops_per_rank, else this machine's sgemm

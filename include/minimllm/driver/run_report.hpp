@@ -22,9 +22,10 @@ void print_step(std::ostream& log, const StepRecord& s, int steps);
 void print_summary(std::ostream& log, const TrainResult& r, const World& world, const std::string& out_path);
 
 // One line per policy: median step time and tokens/s (steps after the warm-up), tokens/s relative to the
-// first (static) run, the cost model's median prediction, its ratio to the median measured step and to
-// the lower bound, and the last step's loss with its relative difference from the first run's (layout
-// invariance: ~1e-6 expected).
-void print_policy_comparison(std::ostream& out, const std::vector<std::pair<std::string, TrainResult>>& runs);
+// static run (named with its degree, static_cp = parallel.cp; else the first run), the cost model's median
+// prediction, its ratio to the median measured step and to the lower bound, and the last step's loss
+// with its relative difference from the static run's (layout invariance: ~1e-6 expected).
+void print_policy_comparison(std::ostream& out, const std::vector<std::pair<std::string, TrainResult>>& runs,
+                             int static_cp);
 
 }  // namespace minimllm

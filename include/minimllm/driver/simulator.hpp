@@ -1,10 +1,12 @@
 // The at-scale simulator: runs the sampler, the planners and the cost model for N virtual ranks without
 // any compute, and reports what each policy would do (projected step time, tokens/s, idle fraction,
-// communication share, speed-up over static, planning time).
+// communication share, planning time, speed-up over static at its best context-parallel degree and over
+// megatron_dcp).
 #pragma once
 
 #include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
@@ -15,7 +17,11 @@ struct SimulateOptions {
   int ranks = 1;                 // virtual ranks
   int ranks_per_node = 8;        // for the cost model's node boundary
   double gflops_per_rank = 0.0;  // cost model rate; 0: the deck's runtime.peak_gflops_per_rank, else measure
-  std::vector<std::string> policies;  // planners to compare (the first is the reference for speed-ups)
+  std::vector<std::string> policies;  // planners to compare (speed-ups are over static, run in any case)
+  // static's context-parallel degree (--cp N); 0 = best (--cp best): static at every power of two
+  // dividing the ranks whose bins hold the batch, the fastest predicted kept. Every policy then runs with
+  // that degree as parallel.cp (megatron_dcp's derived token budget, the dynamic policies' fallback).
+  int cp = 0;
   std::string cost_model;  // calibration file (overrides the deck's parallel.cost_model); empty: none
   std::string out_path;    // HDF5 output; empty: none
   bool overwrite = false;
@@ -28,9 +34,17 @@ struct PolicySummary {
   double lower_bound_seconds = 0.0;
   double tokens_per_second = 0.0;
   double idle_fraction = 0.0, comm_fraction = 0.0;
-  double planning_ms = 0.0;  // median wall time of the planner per step, on this machine
-  double speedup = 1.0;      // over the first policy
+  double planning_ms = 0.0;                // median wall time of the planner per step, on this machine
+  int cp = 1;                              // the parallel.cp it ran with (static: its degree)
+  double speedup = 1.0;                    // over static at its best (or the given) context-parallel degree
+  double speedup_over_megatron_dcp = 0.0;  // 0: megatron_dcp not among the policies
+  // static only: the mean step of every degree tried (cp, seconds); degrees whose bins cannot hold the
+  // longest sample (parallel.tokens_per_rank) are left out.
+  std::vector<std::pair<int, double>> cp_steps;
 };
+
+// The context-parallel degrees `--cp best` tries on `ranks`: the powers of two that divide it.
+std::vector<int> cp_degrees(int ranks);
 
 std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptions& options);
 

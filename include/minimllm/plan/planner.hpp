@@ -14,8 +14,13 @@
 namespace minimllm {
 
 struct PlannerOptions {
-  int static_group_size = 1;  // static: the fixed context-parallel degree (divides the world)
-  int encoder_ranks = 0;      // disagg: 0 = choose from the cost model
+  // static, naive: the fixed context-parallel degree (divides the world); megatron_dcp: the degree its
+  // derived token budget assumes.
+  int cp = 1;
+  // static, megatron_dcp: tokens per rank of a packed bin (Megatron-LM's max_seqlen_per_dp_cp_rank);
+  // 0 = the step's longest sample / cp, rounded up (token_budget in planner.cpp).
+  int tokens_per_rank = 0;
+  int encoder_ranks = 0;  // disagg: 0 = choose from the cost model
   // orch, dhp, flexsp, disagg (LPT over encoder ranks): an image goes to the least-loaded encoder rank on
   // its sample's LLM node unless that rank carries more than this fraction of the mean encoder load
   // above the least-loaded rank overall (node-aware tie-breaking; 0 = plain LPT).
@@ -29,9 +34,13 @@ class Planner {
   virtual StepPlan plan(const GlobalBatch& batch, int world_size) const = 0;
 };
 
-// "static", "orch", "dhp", "flexsp", "disagg"; throws InputError for an unknown name (listing valid ones).
+// planner_names(): "static", "naive", "megatron_dcp", "orch", "dhp", "flexsp", "disagg"; throws InputError
+// for an unknown name (listing valid ones).
 std::unique_ptr<Planner> make_planner(const std::string& policy, const CostModel& cost,
                                       const PlannerOptions& options);
 const std::vector<std::string>& planner_names();
+
+// The options a deck's parallel: section gives the planners (cp, tokens_per_rank).
+PlannerOptions planner_options_of(const ParallelConfig& parallel);
 
 }  // namespace minimllm

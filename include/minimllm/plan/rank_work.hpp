@@ -20,6 +20,13 @@ std::vector<int> balanced_chunk_bounds(int tokens, int ranks, double linear_weig
 inline int micro_batch_begin(int n, int m, int parts) {
   return static_cast<int>(static_cast<long long>(n) * m / parts);
 }
+// First sample (position in group.samples) of micro-batch m of a group (m = micro_batches: the end):
+// its packed bins' ends, or near-equal blocks.
+inline int micro_batch_begin(const LlmGroup& group, int m) {
+  if (group.micro_batch_ends.empty())
+    return micro_batch_begin(static_cast<int>(group.samples.size()), m, group.micro_batches);
+  return m == 0 ? 0 : group.micro_batch_ends[m - 1];
+}
 
 // Disaggregated plans run as a pipeline over `stages` = the most micro-batches of any LLM group
 // (step_executor.cpp). Micro-batch m of a group of `parts` is stage m, except its last, which is always

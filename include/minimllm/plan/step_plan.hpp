@@ -20,6 +20,10 @@ struct LlmGroup {
   std::vector<int> ranks;    // sorted world ranks; any size >= 1 (context parallel inside the group)
   std::vector<int> samples;  // indices into the global batch, in processing order
   int micro_batches = 1;     // samples are processed in this many consecutive micro-batches
+  // Where each micro-batch ends in `samples` when they are packed bins of their own sizes (static,
+  // megatron_dcp): increasing, one per micro-batch, the last = samples.size(). Empty: consecutive blocks
+  // of near-equal count (micro_batch_begin in rank_work.hpp).
+  std::vector<int> micro_batch_ends;
 };
 
 struct StepPlan {
@@ -47,11 +51,16 @@ struct LayoutShape {
                                      // else image i on encoder_ranks[i mod size]
 };
 
+// A sample's images round-robin over its LLM group's ranks (in the group's sample order): fills
+// plan.image_owner for a colocated plan whose groups are set.
+void place_images_with_groups(StepPlan& plan, const GlobalBatch& batch);
+
 // Samples dealt to groups in order, in contiguous blocks proportional to group size.
 StepPlan deal_in_order(const GlobalBatch& batch, const LayoutShape& shape, const std::string& policy);
 
-// Megatron-like static layout: groups of `group_size` consecutive ranks (a divisor of world_size).
-StepPlan make_static_plan(const GlobalBatch& batch, int world_size, int group_size = 1);
+// In-order layout (the `naive` policy, and the single-rank reference of the tests): groups of
+// `group_size` consecutive ranks (a divisor of world_size), samples dealt in order in equal blocks.
+StepPlan make_in_order_plan(const GlobalBatch& batch, int world_size, int group_size = 1);
 
 // Colocated groups of the given sizes over consecutive ranks.
 StepPlan make_grouped_plan(const GlobalBatch& batch, const std::vector<int>& group_sizes);
