@@ -112,6 +112,7 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(comm_creations, "1"),
       MINIMLLM_FIELD(comm_evictions, "1"),
       MINIMLLM_FIELD(comm_creation_seconds, "s"),
+      MINIMLLM_FIELD(planning_work_seconds, "s"),
       MINIMLLM_FIELD(output_seconds, "s"),
   };
   const std::vector<Field> phases = phase_fields();
