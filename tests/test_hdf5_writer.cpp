@@ -418,6 +418,9 @@ TEST_F(Hdf5WriterTest, SetUpFailureLeavesNoFile) {
   EXPECT_FALSE(fs::exists(FileLock::lock_path(path)));
   { Hdf5RunWriter w(path, false); }
   EXPECT_TRUE(fs::exists(path));
+  // The file is made as <path>.<pid>.part and renamed once its layout is on disk: none is left.
+  for (const auto& entry : fs::directory_iterator(fs::path(path).parent_path()))
+    EXPECT_NE(entry.path().extension(), ".part") << entry.path();
 }
 
 // Reads a whole 2-D table as doubles (HDF5 converts int32 on read).
