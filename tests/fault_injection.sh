@@ -4,7 +4,7 @@
 # Usage: tests/fault_injection.sh MPIEXEC MINIMLLM WORK_DIR [SEED [KILLS [SCENARIOS]]]
 #   SEED       seeds the kill targets and times (default 13), so a failure can be replayed
 #   KILLS      how many runs are killed (default 20)
-#   SCENARIOS  comma-separated subset of: kill,disk,missing,stall,nan,overwrite (default: all)
+#   SCENARIOS  comma-separated subset of: kill,checkpoint,disk,missing,stall,nan,overwrite (default: all)
 # WORK_DIR is emptied and used for every file. Needs /usr/bin/python3 (or $PYTHON) with h5py.
 # Prints one "ok"/"FAIL"/"skip" line per check, with the exit code and message observed; exits 0 when
 # nothing failed, 1 otherwise, 2 on bad arguments, 77 (ctest: skipped) without h5py.
@@ -22,6 +22,8 @@
 #              readable as above. Then 5 runs whose rank 0 is killed the moment run.h5 appears (the file
 #              must be readable: it used to be empty or truncated about 1 time in 3), and a run on a killed
 #              run's file over its stale <out>.lock (--overwrite) must succeed and remove the lock.
+#   checkpoint 3 runs checkpointing every step (--checkpoint-every 1), rank 0 killed mid-run: the checkpoint
+#              is whole and `run --restart` from it finishes with the reference run's losses, bit for bit.
 #   disk       a full disk on a tmpfs (skipped where mount fails): a 64 KiB one at set-up (exit 1, one line
 #              naming the file, no file or lock left) and a 4 MiB one filled up by another process
 #              mid-run (exit 1, one line "stopped before writing step row N", rows 0..N-1 readable).
@@ -66,7 +68,7 @@ if [ $# -lt 3 ]; then
   exit 2
 fi
 mpiexec=$1 minimllm=$2 work=$3
-seed=${4:-13} kills=${5:-20} scenarios=${6:-kill,disk,missing,stall,nan,overwrite}
+seed=${4:-13} kills=${5:-20} scenarios=${6:-kill,checkpoint,disk,missing,stall,nan,overwrite}
 python=${PYTHON:-/usr/bin/python3}
 [ -x "$python" ] || python=python3
 if ! "$python" -c 'import h5py' 2>/dev/null; then
@@ -498,9 +500,56 @@ scenario_overwrite() {
   cd "$work" || exit 2
 }
 
+# checkpoint: runs checkpointing after every step, rank 0 killed with SIGKILL at seeded random points
+# mid-run: the checkpoint is whole (the one before the kill or the one being written, never a half-written
+# file), and `run --restart` from it finishes the run with exit 0, its rows the remaining steps with losses
+# equal bit for bit to the uninterrupted reference run's (same ranks, same policy).
+scenario_checkpoint() {
+  RANDOM=$((seed + 1))
+  local i dir after delay launcher victim what verdict killed_rc
+  for i in 1 2 3; do
+    dir=$work/checkpoint$i
+    mkdir -p "$dir" && cd "$dir" || exit 2
+    after=$((2 + RANDOM % 10)) delay=$((RANDOM % 250))
+    what="checkpoint$i (rank 0 killed ${delay} ms after step line $after)"
+    "$mpiexec" -n 2 "$minimllm" "${run_args[@]}" --out run.h5 --checkpoint-every 1 >out 2>err &
+    launcher=$!
+    await_step_line out "$after" "$launcher"
+    sleep "$(printf '0.%03d' "$delay")"
+    victim=$(rank_pid "$dir" 0) && kill -KILL "$victim" 2>/dev/null
+    wait_for "$launcher" 30
+    killed_rc=$rc
+    if [ ! -e run.ckpt.h5 ]; then
+      fail "$what: exit $rc, no checkpoint run.ckpt.h5 after $(step_lines out) step lines"
+      cd "$work" || exit 2
+      continue
+    fi
+    "$mpiexec" -n 2 "$minimllm" "${run_args[@]}" --out rest.h5 --restart run.ckpt.h5 >out2 2>err2
+    rc=$?
+    verdict=$("$python" - rest.h5 "$work/reference/run.h5" <<'EOF'
+import sys, h5py
+rest, ref = (h5py.File(p, "r")["steps"][()] for p in sys.argv[1:])
+k = len(ref) - len(rest)
+if list(rest["step"]) != list(range(k, len(ref))):
+    print(f"restart rows are steps {list(rest['step'])}, not {k}..{len(ref) - 1}")
+elif (rest["loss"] != ref["loss"][k:]).any():
+    print(f"losses differ from the reference in steps {k}..{len(ref) - 1}")
+else:
+    print(f"bitwise from step {k}")
+EOF
+    )
+    if [ "$rc" -eq 0 ] && [[ $verdict == bitwise* ]]; then
+      ok "$what: killed run exit $killed_rc; restart from its checkpoint: exit 0, losses $verdict to the end"
+    else
+      fail "$what: restart exit $rc ($(first_line err2)); $verdict"
+    fi
+    cd "$work" || exit 2
+  done
+}
+
 echo "fault_injection: seed $seed, $kills kills, scenarios $scenarios, $("$minimllm" --version 2>/dev/null || echo "$minimllm")"
 reference
-for s in kill disk missing stall nan overwrite; do
+for s in kill checkpoint disk missing stall nan overwrite; do
   # (bash's own "Killed" notices of the killed launchers are dropped)
   if wants $s; then "scenario_$s" 2> >(grep -v ' Killed ' >&2); fi
 done
