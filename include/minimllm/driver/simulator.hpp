@@ -34,7 +34,10 @@ struct PolicySummary {
   double lower_bound_seconds = 0.0;
   double tokens_per_second = 0.0;
   double idle_fraction = 0.0, comm_fraction = 0.0;
-  double planning_ms = 0.0;                // median wall time of the planner per step, on this machine
+  double planning_ms = 0.0;  // median wall time of the planner per step, on this machine
+  // Communicators created per step after the first, the pool capped at parallel.comm_pool_capacity per
+  // rank (CommLedger): a layout that repeats creates none once warm.
+  double comm_creations_per_step = 0.0;
   int cp = 1;                              // the parallel.cp it ran with (static: its degree)
   double speedup = 1.0;                    // over static at its best (or the given) context-parallel degree
   double speedup_over_megatron_dcp = 0.0;  // 0: megatron_dcp not among the policies
