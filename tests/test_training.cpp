@@ -32,7 +32,7 @@ namespace {
 RunConfig quickstart(int steps) {
   RunConfig config = parse_run_config(embedded_quickstart_deck(), "<embedded quickstart deck>");
   config.steps = steps;
-  config.runtime.peak_gflops_per_rank = 100.0;  // skip the start-up sgemm measurement
+  config.machine.peak_gflops = 100.0;  // skip the start-up sgemm measurement
   return config;
 }
 
