@@ -10,12 +10,15 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "minimllm/config/machine_config.hpp"
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/simulator.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/plan/calibration.hpp"
@@ -272,7 +275,7 @@ TEST(Memory, FitsOrNot) {
   } catch (const InputError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("sample 1 of step 0 has 3000 tokens"), std::string::npos) << what;
-    EXPECT_NE(what.find("GiB per rank (test)"), std::string::npos) << what;
+    EXPECT_NE(what.find("MiB per rank (test)"), std::string::npos) << what;
   }
   // The model state alone over the capacity.
   CostModel tiny = cost;
@@ -391,7 +394,7 @@ machine: {ranks_per_node: 8, peak_gflops: 100}
     EXPECT_GT(s.peak_bytes_per_rank, m.state);
     if (s.policy == "disagg") {
       EXPECT_FALSE(s.fits);  // one rank per sample: the longest does not fit
-      EXPECT_NE(s.does_not_fit.find("GiB"), std::string::npos) << s.does_not_fit;
+      EXPECT_NE(s.does_not_fit.find("would hold"), std::string::npos) << s.does_not_fit;
     }
     if (s.policy == "dhp" || s.policy == "flexsp" || s.policy == "megatron_dcp" || s.policy == "static") {
       EXPECT_TRUE(s.fits) << s.does_not_fit;
@@ -410,6 +413,73 @@ machine: {ranks_per_node: 8, peak_gflops: 100}
   EXPECT_EQ(std::min(rows[11], rows[13 + 11]), 0.0);                         // fits column
   H5Dclose(dset);
   H5Fclose(file);
+  unlink(options.out_path.c_str());
+}
+
+std::string string_attribute(hid_t run, const char* name) {
+  hid_t attr = H5Aopen(run, name, H5P_DEFAULT);
+  hid_t type = H5Aget_type(attr);
+  char* value = nullptr;
+  H5Aread(attr, type, &value);
+  std::string out = value ? value : "";
+  H5free_memory(value);
+  H5Tclose(type), H5Aclose(attr);
+  return out;
+}
+
+double number_attribute(hid_t run, const char* name) {
+  hid_t attr = H5Aopen(run, name, H5P_DEFAULT);
+  double value = 0.0;
+  H5Aread(attr, H5T_NATIVE_DOUBLE, &value);
+  H5Aclose(attr);
+  return value;
+}
+
+// Command line > machine file (replacing the deck's section) > the deck's section > defaults, each value
+// recorded in /run with where it came from.
+TEST(SimulatorMachine, PrecedenceIsRecorded) {
+  RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
+  config.steps = 1;
+  config.machine.ranks_per_node = 4, config.machine.peak_gflops = 50.0, config.machine.memory_gib = 2.0;
+  SimulateOptions options;
+  options.ranks = 16;
+  options.policies = {"static"};
+  options.ranks_per_node = 8;  // --ranks-per-node
+  options.out_path = "/tmp/minimllm-test-precedence-" + std::to_string(getpid()) + ".h5";
+  options.overwrite = true;
+  const auto run_attributes = [&](const std::function<void(hid_t)>& check) {
+    simulate(config, options);
+    hid_t file = H5Fopen(options.out_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t run = H5Gopen2(file, "/run", H5P_DEFAULT);
+    check(run);
+    H5Gclose(run), H5Fclose(file);
+  };
+  run_attributes([](hid_t run) {
+    EXPECT_EQ(number_attribute(run, "machine_ranks_per_node"), 8.0);
+    EXPECT_EQ(string_attribute(run, "machine_ranks_per_node_source"), "--ranks-per-node");
+    EXPECT_EQ(number_attribute(run, "machine_peak_gflops"), 50.0);
+    EXPECT_EQ(string_attribute(run, "machine_peak_source"), "machine section");
+    EXPECT_EQ(number_attribute(run, "machine_memory_gib"), 2.0);
+    EXPECT_EQ(string_attribute(run, "machine_intra_node_source"), "nominal default");
+    EXPECT_EQ(string_attribute(run, "machine_section"), "quickstart");
+  });
+  // A machine file replaces the deck's section as a whole: its memory, not the deck's.
+  const std::string machine = "/tmp/minimllm-test-machine-" + std::to_string(getpid()) + ".yaml";
+  {
+    std::ofstream out(machine);
+    out << "machine: {memory_gib: 3, peak_gflops: 70, inter_node: {bandwidth_gbs: 25, latency_us: 3}}\n";
+  }
+  options.machine_file = machine;
+  options.memory_gib = 1.5;  // --memory-gib
+  run_attributes([&](hid_t run) {
+    EXPECT_EQ(string_attribute(run, "machine_section"), machine);
+    EXPECT_EQ(number_attribute(run, "machine_peak_gflops"), 70.0);
+    EXPECT_EQ(number_attribute(run, "machine_memory_gib"), 1.5);
+    EXPECT_EQ(string_attribute(run, "machine_memory_source"), "--memory-gib");
+    EXPECT_EQ(number_attribute(run, "machine_inter_node_bandwidth_gbs"), 25.0);
+    EXPECT_EQ(string_attribute(run, "machine_inter_node_source"), "machine section");
+  });
+  unlink(machine.c_str());
   unlink(options.out_path.c_str());
 }
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "minimllm/plan/memory_fit.hpp"
+
 namespace minimllm {
 namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -60,9 +62,9 @@ std::string ResolvedMachine::describe() const {
   std::string out = fmt::format("machine ({}{}): {} ranks per node ({}), NVLink domain {} ({})\n", section,
                                 m.name.empty() ? "" : ", " + m.name, m.ranks_per_node, ranks_per_node_source,
                                 m.nvlink_domain, nvlink_domain_source);
-  out +=
-      fmt::format("  memory {:.2f} GiB per rank ({}) | peak {:.1f} GFLOP/s per rank ({})\n", m.memory_gib,
-                  memory_source.empty() ? "unknown: not bounded" : memory_source, m.peak_gflops, peak_source);
+  out += fmt::format(
+      "  memory {} per rank ({}) | peak {:.1f} GFLOP/s per rank ({})\n", bytes_text(memory_bytes()),
+      memory_source.empty() ? "unknown: not bounded" : memory_source, m.peak_gflops, peak_source);
   out += fmt::format(
       "  links: intra-node {:.1f} GB/s, {:.2f} us per step ({}) | inter-node {:.1f} GB/s, {:.2f} us ({}) | "
       "{} collectives ({})\n",

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <exception>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -147,18 +146,19 @@ Projection project_static(const RunConfig& config, const SimulateOptions& option
   }
   std::optional<Projection> best;
   std::vector<std::pair<int, double>> steps;
-  std::exception_ptr first_error;
+  std::string refused;  // why each degree could not be the baseline
   for (int cp : cp_degrees(options.ranks)) {
     planner_options.cp = cp;
     try {
       Projection p = project("static", planner_options, batches, cost, options.ranks);
       steps.emplace_back(cp, p.summary.step_seconds);
       if (!best || p.summary.step_seconds < best->summary.step_seconds) best = std::move(p);
-    } catch (const InputError&) {  // a sample longer than cp x parallel.tokens_per_rank
-      if (!first_error) first_error = std::current_exception();
+    } catch (const InputError& e) {  // a sample longer than its bins or than cp ranks' memory holds
+      refused += fmt::format("{}cp {}: {}", refused.empty() ? "" : " | ", cp, e.what());
     }
   }
-  if (!best) std::rethrow_exception(first_error);
+  if (!best)
+    throw InputError("static, the baseline, can run at no context-parallel degree of --cp best: " + refused);
   best->summary.cp_steps = std::move(steps);
   return std::move(*best);
 }

@@ -75,10 +75,10 @@ class MemoryBoundPlanner : public Planner {
     for (int r = 0; r < world_size; ++r)
       if (bytes.llm[r] + bytes.encoder[r] > cost_.capacity_bytes * (1.0 + 1e-12))
         throw DoesNotFit(fmt::format(
-            "{}: rank {} would hold {:.3f} GiB at step {} ({:.3f} GiB for its largest micro-batch with the "
-            "model state, {:.3f} GiB for the patches it encodes), more than {}",
-            policy_, r, (bytes.llm[r] + bytes.encoder[r]) / kGiB, batch.step, bytes.llm[r] / kGiB,
-            bytes.encoder[r] / kGiB, memory_summary(cost_)));
+            "{}: rank {} would hold {} at step {} ({} for its largest micro-batch with the model state, {} "
+            "for the patches it encodes), more than {}",
+            policy_, r, bytes_text(bytes.llm[r] + bytes.encoder[r]), batch.step, bytes_text(bytes.llm[r]),
+            bytes_text(bytes.encoder[r]), memory_summary(cost_)));
     return plan;
   }
 
@@ -91,10 +91,16 @@ class MemoryBoundPlanner : public Planner {
 
 }  // namespace
 
+std::string bytes_text(double bytes) {
+  if (bytes >= kGiB) return fmt::format("{:.2f} GiB", bytes / kGiB);
+  if (bytes >= 1024.0 * 1024.0) return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024.0));
+  return fmt::format("{:.1f} KiB", bytes / 1024.0);
+}
+
 std::string memory_summary(const CostModel& cost) {
   return fmt::format(
-      "{:.3f} GiB per rank{}: {:.3f} GiB parameters, gradients and AdamW moments", cost.capacity_bytes / kGiB,
-      cost.capacity_source.empty() ? "" : " (" + cost.capacity_source + ")", cost.memory.state / kGiB);
+      "{} per rank{}: {} parameters, gradients and AdamW moments", bytes_text(cost.capacity_bytes),
+      cost.capacity_source.empty() ? "" : " (" + cost.capacity_source + ")", bytes_text(cost.memory.state));
 }
 
 std::vector<double> rank_peak_bytes(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
@@ -107,10 +113,10 @@ std::vector<double> rank_peak_bytes(const StepPlan& plan, const GlobalBatch& bat
 void require_batch_fits(const GlobalBatch& batch, const CostModel& cost, int world_size) {
   if (!cost.bounded()) return;
   if (cost.memory.state + cost.memory.fixed >= cost.capacity_bytes)
-    throw InputError(fmt::format(
-        "memory: the model's parameters, gradients and AdamW moments alone need {:.3f} GiB per rank, but "
-        "the capacity is {}; they are sized by model.llm.* and model.encoder.*",
-        (cost.memory.state + cost.memory.fixed) / kGiB, memory_summary(cost)));
+    throw InputError(
+        fmt::format("memory: the model's parameters, gradients and AdamW moments alone need {} per rank, but "
+                    "the capacity is {}; they are sized by model.llm.* and model.encoder.*",
+                    bytes_text(cost.memory.state + cost.memory.fixed), memory_summary(cost)));
   const double most = cost.token_capacity(world_size);
   for (size_t s = 0; s < batch.samples.size(); ++s) {
     const int tokens = batch.samples[s].tokens();

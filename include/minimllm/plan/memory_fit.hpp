@@ -22,6 +22,9 @@ class DoesNotFit : public InputError {
   using InputError::InputError;
 };
 
+// Bytes for people: "79.60 GiB", "3.52 MiB", "12.0 KiB".
+std::string bytes_text(double bytes);
+
 // The capacity in words: "80.00 GiB per rank (machine.memory_gib): 0.02 GiB parameters, gradients and
 // AdamW moments".
 std::string memory_summary(const CostModel& cost);
