@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "hdf5_attributes.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/trainer.hpp"
@@ -323,27 +324,7 @@ class CalibratedRun : public ::testing::Test {
   fs::path dir_;
 };
 
-std::string read_string_attribute(const std::string& file, const char* name) {
-  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  EXPECT_GE(f, 0);
-  hid_t run = H5Gopen2(f, "/run", H5P_DEFAULT);
-  hid_t attr = H5Aopen(run, name, H5P_DEFAULT);
-  EXPECT_GE(attr, 0) << name;
-  std::string value;
-  if (attr >= 0) {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, H5T_VARIABLE);
-    H5Tset_cset(type, H5T_CSET_UTF8);
-    char* data = nullptr;
-    H5Aread(attr, type, &data);
-    value = data ? data : "";
-    hid_t space = H5Aget_space(attr);
-    H5Dvlen_reclaim(type, space, H5P_DEFAULT, &data);
-    H5Sclose(space), H5Tclose(type), H5Aclose(attr);
-  }
-  H5Gclose(run), H5Fclose(f);
-  return value;
-}
+using testing_support::read_string_attribute;
 
 TEST_F(CalibratedRun, DeckNamingACalibrationUsesIt) {
   RunConfig quick = parse_run_config(embedded_quickstart_deck(), "q");

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "hdf5_attributes.hpp"
 #include "minimllm/config/machine_config.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/cli.hpp"
@@ -416,24 +417,8 @@ machine: {ranks_per_node: 8, peak_gflops: 100}
   unlink(options.out_path.c_str());
 }
 
-std::string string_attribute(hid_t run, const char* name) {
-  hid_t attr = H5Aopen(run, name, H5P_DEFAULT);
-  hid_t type = H5Aget_type(attr);
-  char* value = nullptr;
-  H5Aread(attr, type, &value);
-  std::string out = value ? value : "";
-  H5free_memory(value);
-  H5Tclose(type), H5Aclose(attr);
-  return out;
-}
-
-double number_attribute(hid_t run, const char* name) {
-  hid_t attr = H5Aopen(run, name, H5P_DEFAULT);
-  double value = 0.0;
-  H5Aread(attr, H5T_NATIVE_DOUBLE, &value);
-  H5Aclose(attr);
-  return value;
-}
+using testing_support::read_number_attribute;
+using testing_support::read_string_attribute;
 
 // Command line > machine file (replacing the deck's section) > the deck's section > defaults, each value
 // recorded in /run with where it came from.
@@ -455,13 +440,13 @@ TEST(SimulatorMachine, PrecedenceIsRecorded) {
     H5Gclose(run), H5Fclose(file);
   };
   run_attributes([](hid_t run) {
-    EXPECT_EQ(number_attribute(run, "machine_ranks_per_node"), 8.0);
-    EXPECT_EQ(string_attribute(run, "machine_ranks_per_node_source"), "--ranks-per-node");
-    EXPECT_EQ(number_attribute(run, "machine_peak_gflops"), 50.0);
-    EXPECT_EQ(string_attribute(run, "machine_peak_source"), "machine section");
-    EXPECT_EQ(number_attribute(run, "machine_memory_gib"), 2.0);
-    EXPECT_EQ(string_attribute(run, "machine_intra_node_source"), "nominal default");
-    EXPECT_EQ(string_attribute(run, "machine_section"), "quickstart");
+    EXPECT_EQ(read_number_attribute(run, "machine_ranks_per_node"), 8.0);
+    EXPECT_EQ(read_string_attribute(run, "machine_ranks_per_node_source"), "--ranks-per-node");
+    EXPECT_EQ(read_number_attribute(run, "machine_peak_gflops"), 50.0);
+    EXPECT_EQ(read_string_attribute(run, "machine_peak_source"), "machine section");
+    EXPECT_EQ(read_number_attribute(run, "machine_memory_gib"), 2.0);
+    EXPECT_EQ(read_string_attribute(run, "machine_intra_node_source"), "nominal default");
+    EXPECT_EQ(read_string_attribute(run, "machine_section"), "quickstart");
   });
   // A machine file replaces the deck's section as a whole: its memory, not the deck's.
   const std::string machine = "/tmp/minimllm-test-machine-" + std::to_string(getpid()) + ".yaml";
@@ -472,12 +457,12 @@ TEST(SimulatorMachine, PrecedenceIsRecorded) {
   options.machine_file = machine;
   options.memory_gib = 1.5;  // --memory-gib
   run_attributes([&](hid_t run) {
-    EXPECT_EQ(string_attribute(run, "machine_section"), machine);
-    EXPECT_EQ(number_attribute(run, "machine_peak_gflops"), 70.0);
-    EXPECT_EQ(number_attribute(run, "machine_memory_gib"), 1.5);
-    EXPECT_EQ(string_attribute(run, "machine_memory_source"), "--memory-gib");
-    EXPECT_EQ(number_attribute(run, "machine_inter_node_bandwidth_gbs"), 25.0);
-    EXPECT_EQ(string_attribute(run, "machine_inter_node_source"), "machine section");
+    EXPECT_EQ(read_string_attribute(run, "machine_section"), machine);
+    EXPECT_EQ(read_number_attribute(run, "machine_peak_gflops"), 70.0);
+    EXPECT_EQ(read_number_attribute(run, "machine_memory_gib"), 1.5);
+    EXPECT_EQ(read_string_attribute(run, "machine_memory_source"), "--memory-gib");
+    EXPECT_EQ(read_number_attribute(run, "machine_inter_node_bandwidth_gbs"), 25.0);
+    EXPECT_EQ(read_string_attribute(run, "machine_inter_node_source"), "machine section");
   });
   unlink(machine.c_str());
   unlink(options.out_path.c_str());
