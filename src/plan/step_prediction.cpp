@@ -99,8 +99,10 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
   std::vector<double> group_compute(stages * n_groups, 0.0), group_comm(stages * n_groups, 0.0),
       group_receive(stages * n_groups, 0.0);
   double llm_total = 0.0, largest_tokens = 0.0, encoder_total = 0.0, largest_image = 0.0;  // lower bound
-  double images_of_largest = 0.0;          // encoder time of the longest sample's largest image
-  std::vector<std::array<int, 3>> routes;  // (stage, owner, group) of every image
+  double images_of_largest = 0.0;            // encoder time of the longest sample's largest image
+  std::vector<std::array<int, 3>> routes;    // (stage, owner, group) of every image
+  std::vector<double> latency_of(n_groups);  // the K/V exchange's latency per micro-batch of each group
+  for (int k = 0; k < n_groups; ++k) latency_of[k] = cost.llm_comm(0.0, shapes[k].size, shapes[k].spans);
   int image = 0;
   for (size_t s = 0; s < batch.samples.size(); ++s) {
     const SampleMeta& sample = batch.samples[s];
@@ -120,9 +122,25 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
     }
     const double one_rank = cost.llm(tokens);
     group_compute[m * n_groups + k] += one_rank / shapes[k].size;
-    group_comm[m * n_groups + k] += cost.llm_comm(tokens, shapes[k].size, shapes[k].spans);
+    // The K/V exchange's bandwidth term per sample; its latency per micro-batch (below).
+    group_comm[m * n_groups + k] += cost.llm_comm(tokens, shapes[k].size, shapes[k].spans) - latency_of[k];
     llm_total += one_rank;
     if (tokens > largest_tokens) largest_tokens = tokens, images_of_largest = largest_own_image;
+  }
+  // Each micro-batch's K/V exchange is one all-gather and one reduce-scatter per layer over all its
+  // samples' rows (step_executor.cpp): its latency is paid once per micro-batch, not per sample. A
+  // pipeline stage holds one micro-batch of each group.
+  for (int k = 0; k < n_groups; ++k) {
+    const LlmGroup& group = plan.llm_groups[k];
+    if (group.samples.empty()) continue;
+    if (!pipelined) {
+      group_comm[k] += latency_of[k] * group.micro_batches;
+      continue;
+    }
+    std::vector<char> busy(stages, 0);
+    for (int s : group.samples) busy[stage_of_sample[s]] = 1;
+    for (int m = 0; m < stages; ++m)
+      if (busy[m]) group_comm[m * n_groups + k] += latency_of[k];
   }
   // Per stage and rank: LLM time (its group's) and boundary time (the larger of its sends and its share of
   // its group's receives; both directions).
