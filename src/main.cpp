@@ -14,6 +14,7 @@
 #include <sstream>
 #include <utility>
 
+#include "minimllm/config/machine_config.hpp"
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/core/agreement.hpp"
 #include "minimllm/core/device.hpp"
@@ -157,12 +158,14 @@ Input read_simulate_input(const minimllm::SimulateRequest& request, const miniml
     throw minimllm::InputError("--cp " + request.cp + " must divide --ranks " +
                                std::to_string(request.ranks) +
                                " (static forms ranks / cp data-parallel replicas of cp ranks); or --cp best");
+  if (!request.machine.empty()) minimllm::load_machine_file(request.machine);  // invalid: exit 2 now
   if (world.is_root() && !request.out.empty()) {  // only rank 0 simulates and writes
     std::string cost_model = request.cost_model;
     if (cost_model.empty() && !input.config.parallel.cost_model.empty())
       cost_model = minimllm::resolve_against_deck(input.config.deck_path, input.config.parallel.cost_model);
-    minimllm::check_output_path(request.out, request.overwrite,
-                                {{"deck", request.deck}, {"calibration file", cost_model}});
+    minimllm::check_output_path(
+        request.out, request.overwrite,
+        {{"deck", request.deck}, {"calibration file", cost_model}, {"machine file", request.machine}});
   }
   return input;
 }
@@ -221,6 +224,8 @@ int simulate(const minimllm::SimulateRequest& request, const Input& input, const
   options.ranks = request.ranks;
   options.ranks_per_node = request.ranks_per_node;
   options.gflops_per_rank = request.gflops;
+  options.memory_gib = request.memory_gib;
+  options.machine_file = request.machine;
   options.cp = request.cp == "best" ? 0 : std::stoi(request.cp);
   options.policies =
       request.policy == "all" ? minimllm::planner_names() : std::vector<std::string>{request.policy};

@@ -99,6 +99,23 @@ expect(simulate_sample_over_budget 2 "static: sample [0-9]+ of step 0 has [0-9]+
        ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 8 --cp 1 --tokens-per-rank 8 --out sim_tpr.h5)
 expect_no_file(simulate_sample_over_budget_no_output sim_tpr.h5)
 
+# The machine (simulate --machine FILE) and memory that binds: a preset runs and reports fits; a machine
+# file's typo and a batch no layout can hold are invalid input (exit 2, one line, no output).
+expect(simulate_machine 0 "" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/text_longtail.yaml --ranks 64 --steps 1
+       --machine ${SOURCE_DIR}/inputs/machines/dgx-h100.yaml)
+if(NOT last_out MATCHES "machine \\(.*dgx-h100.yaml" OR NOT last_out MATCHES "fits +peak GiB/rank")
+  message(STATUS "FAIL simulate_machine_output: no machine line or fits column\n${last_out}")
+  math(EXPR failures "${failures} + 1")
+endif()
+file(WRITE ${WORK_DIR}/typo_machine.yaml "machine: {ranks_per_node: 8, memory_gb: 80}\n")
+expect(simulate_machine_typo 2 "typo_machine.yaml: machine.memory_gb = 80: unknown key \\(did you mean 'memory_gib'"
+       ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 8 --machine typo_machine.yaml --out sim_m.h5)
+expect_no_file(simulate_machine_typo_no_output sim_m.h5)
+expect(simulate_does_not_fit 2 "memory: sample [0-9]+ of step 0 has [0-9]+ tokens.*--memory-gib"
+       ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/text_longtail.yaml --ranks 8 --gflops 100 --memory-gib 0.01
+       --out sim_fit.h5)
+expect_no_file(simulate_does_not_fit_no_output sim_fit.h5)
+
 # Calibration: a quick one of the quickstart model (one rank, then two: collectives measured), its use by
 # run and simulate, and invalid calibration input (exit 2, one line naming the file and key, no output).
 set(quick_calibration --sizes 3 --repeats 1)
@@ -111,6 +128,11 @@ expect(calibrate_existing 2 "cal.yaml.*--overwrite" ${MINIMLLM} calibrate ${SOUR
        ${quick_calibration} --out cal.yaml)
 expect(calibrate_two_ranks 0 "" ${MPIEXEC} -n 2 ${MINIMLLM} calibrate ${SOURCE_DIR}/inputs/quickstart.yaml
        ${quick_calibration} --out cal.yaml --overwrite)
+if(NOT last_out MATCHES "machine measured: ranks_per_node.*intra_node" OR
+   NOT last_out MATCHES "machine not measured: inter_node \\(one node\\)")
+  message(STATUS "FAIL calibrate_machine: what was and was not measured is not said\n${last_out}")
+  math(EXPR failures "${failures} + 1")
+endif()
 expect(calibrate_missing_deck 2 "missing.yaml" ${MINIMLLM} calibrate missing.yaml --out cal2.yaml)
 expect_no_file(calibrate_missing_deck_no_output cal2.yaml)
 expect(run_calibrated 0 "" ${MINIMLLM} run --steps 1 --cost-model cal.yaml --out calibrated.h5)
@@ -123,7 +145,7 @@ expect(deck_missing_calibration 2 "no_cal.yaml: parallel.cost_model = none.yaml"
        --out no_cal.h5)
 expect_no_file(deck_missing_calibration_no_output no_cal.h5)
 expect(simulate_calibrated 0 "" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 16 --steps 2
-       --cost-model cal.yaml --out sim_cal.h5)
+       --cost-model cal.yaml --machine cal.yaml --out sim_cal.h5)
 expect(simulate_bad_calibration 2 "bad_cal.yaml" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml
        --ranks 16 --cost-model bad_cal.yaml --out sim_bad.h5)
 expect_no_file(simulate_bad_calibration_no_output sim_bad.h5)

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "hdf5_attributes.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/trainer.hpp"
@@ -249,10 +250,13 @@ TEST(CalibrationFile, ApplySetsComputeStepTermsAndMeasuredLinksOnly) {
   EXPECT_EQ(cost.step.data_per_patch, c.data.per_patch);
   EXPECT_EQ(cost.step.optimizer, c.optimizer_seconds);
   EXPECT_EQ(cost.intra_node.bandwidth, c.all_gather.link.bandwidth);
-  EXPECT_EQ(cost.step.allreduce_intra.latency, c.all_reduce.link.latency);
+  // Latencies per message step: an all-gather on the 2 calibrating ranks is one step, an all-reduce two.
+  ASSERT_EQ(c.ranks_per_node, 2);
+  EXPECT_EQ(cost.intra_node.latency, c.all_gather.link.latency);
+  EXPECT_EQ(cost.step.allreduce_intra.latency, c.all_reduce.link.latency / 2);
   EXPECT_EQ(cost.inter_node.bandwidth, base.inter_node.bandwidth);  // between nodes: not measured
   EXPECT_EQ(cost.step.grad_bytes, base.step.grad_bytes);            // the model's own gradient buffer
-  EXPECT_EQ(cost.fixed_bytes, base.fixed_bytes);                    // memory terms are not calibrated
+  EXPECT_EQ(cost.capacity_bytes, 0.0);                              // memory is not calibrated
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -285,8 +289,8 @@ TEST(StepPrediction, AddsDataGradientAllReduceAndOptimizer) {
     }
     EXPECT_DOUBLE_EQ(step.data, most);
     EXPECT_DOUBLE_EQ(step.optimizer, 3e-4);
-    EXPECT_DOUBLE_EQ(step.grad_sync, world == 1 ? 0.0 : cost.step.grad_sync(world, cost.ranks_per_node));
-    EXPECT_GT(cost.step.grad_sync(3, 8), 2.0 * (2.0 / 3.0) * cost.step.grad_bytes / 10e9);
+    EXPECT_DOUBLE_EQ(step.grad_sync, world == 1 ? 0.0 : cost.grad_sync(world));
+    EXPECT_GT(cost.grad_sync(3), 2.0 * (2.0 / 3.0) * cost.step.grad_bytes / 10e9);
     EXPECT_DOUBLE_EQ(step.makespan, phases.makespan + step.data + step.grad_sync + step.optimizer);
     EXPECT_DOUBLE_EQ(step.lower_bound,
                      phases.lower_bound + step.grad_sync + step.optimizer + 1e-4 +
@@ -320,27 +324,7 @@ class CalibratedRun : public ::testing::Test {
   fs::path dir_;
 };
 
-std::string read_string_attribute(const std::string& file, const char* name) {
-  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  EXPECT_GE(f, 0);
-  hid_t run = H5Gopen2(f, "/run", H5P_DEFAULT);
-  hid_t attr = H5Aopen(run, name, H5P_DEFAULT);
-  EXPECT_GE(attr, 0) << name;
-  std::string value;
-  if (attr >= 0) {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, H5T_VARIABLE);
-    H5Tset_cset(type, H5T_CSET_UTF8);
-    char* data = nullptr;
-    H5Aread(attr, type, &data);
-    value = data ? data : "";
-    hid_t space = H5Aget_space(attr);
-    H5Dvlen_reclaim(type, space, H5P_DEFAULT, &data);
-    H5Sclose(space), H5Tclose(type), H5Aclose(attr);
-  }
-  H5Gclose(run), H5Fclose(f);
-  return value;
-}
+using testing_support::read_string_attribute;
 
 TEST_F(CalibratedRun, DeckNamingACalibrationUsesIt) {
   RunConfig quick = parse_run_config(embedded_quickstart_deck(), "q");
@@ -352,7 +336,7 @@ TEST_F(CalibratedRun, DeckNamingACalibrationUsesIt) {
 
   RunConfig config = load_run_config(write_deck("parallel: {policy: orch, cost_model: cal/m.yaml}\n"));
   config.steps = 2;
-  config.runtime.peak_gflops_per_rank = 100.0;
+  config.machine.peak_gflops = 100.0;
   TrainOptions options;
   options.out_path = (dir_ / "run.h5").string();
   const TrainResult result = train(config, World::of(MPI_COMM_SELF), options);
@@ -370,9 +354,7 @@ TEST_F(CalibratedRun, DeckNamingACalibrationUsesIt) {
                 c.data.per_patch * s.image_tokens() + c.data.per_token * s.tokens();
     for (const ImageMeta& im : s.images) expected += c.encoder.cost(im.patches);
   }
-  // The boundary exchange's two collectives (forward, backward) each pay the node's link latency
-  // (the all-gather fit's) when the batch has images.
-  if (batch.image_tokens() > 0) expected += 2.0 * c.all_gather.link.latency;
+  // One rank: the boundary exchange has no peer, so no message latency.
   EXPECT_NEAR(result.steps[0].predicted_seconds, expected, 1e-9 * expected);
 
   // Without one, the source says so and there is no calibration text.
@@ -384,7 +366,7 @@ TEST_F(CalibratedRun, DeckNamingACalibrationUsesIt) {
 
 TEST_F(CalibratedRun, MissingOrBadCalibrationFailsBeforeAnyOutput) {
   RunConfig config = load_run_config(write_deck("parallel: {cost_model: cal/none.yaml}\n"));
-  config.runtime.peak_gflops_per_rank = 100.0;
+  config.machine.peak_gflops = 100.0;
   TrainOptions options;
   options.out_path = (dir_ / "none.h5").string();
   try {

@@ -24,7 +24,7 @@ RunConfig quickstart(int steps, const std::string& policy) {
   RunConfig config = parse_run_config(embedded_quickstart_deck(), "<embedded quickstart deck>");
   config.steps = steps;
   config.parallel.policy = policy;
-  config.runtime.peak_gflops_per_rank = 100.0;  // skip the start-up sgemm measurement
+  config.machine.peak_gflops = 100.0;  // skip the start-up sgemm measurement
   return config;
 }
 
@@ -102,7 +102,7 @@ TEST(Restart, PlansWithTheCheckpointedRunsCostModel) {
   save.checkpoint_every = 6;
   train(config, world, save);
   config.steps = 12;
-  config.runtime.peak_gflops_per_rank = 3.0;  // what this "other machine" would plan with
+  config.machine.peak_gflops = 3.0;  // what this "other machine" would plan with
   expect_bitwise_from(restart_from(config, world, file.path), straight, 6);
 }
 

@@ -101,7 +101,7 @@ TEST(Config, FullDeckRoundTripsEveryField) {
   EXPECT_FLOAT_EQ(c.optimizer.eps, 1e-6f);
   EXPECT_FLOAT_EQ(c.optimizer.weight_decay, 0.01f);
   EXPECT_EQ(c.optimizer.warmup_steps, 5);
-  EXPECT_DOUBLE_EQ(c.runtime.peak_gflops_per_rank, 123.5);
+  EXPECT_DOUBLE_EQ(c.machine.peak_gflops, 123.5);
   EXPECT_EQ(c.runtime.blas_threads, 2);
   EXPECT_EQ(c.runtime.precision, "bf16");
   EXPECT_EQ(c.runtime.collectives, "mpi");
@@ -146,7 +146,7 @@ TEST(Config, MinimalDeckGetsDefaults) {
   EXPECT_EQ(c.optimizer.eps, d.optimizer.eps);
   EXPECT_EQ(c.optimizer.weight_decay, d.optimizer.weight_decay);
   EXPECT_EQ(c.optimizer.warmup_steps, d.optimizer.warmup_steps);
-  EXPECT_EQ(c.runtime.peak_gflops_per_rank, d.runtime.peak_gflops_per_rank);
+  EXPECT_EQ(c.machine.peak_gflops, d.machine.peak_gflops);
   EXPECT_EQ(c.runtime.blas_threads, d.runtime.blas_threads);
   EXPECT_EQ(c.runtime.precision, "fp32");
   EXPECT_EQ(c.runtime.collectives, "auto");

@@ -55,7 +55,9 @@ TEST(PlanAhead, GivesThePlansOfPlanningEachStepWhenItBegins) {
     double exposed = -1.0;
     const PlannedStep planned = ahead.take(step, exposed);
     EXPECT_GE(exposed, 0.0);
-    if (step < 2) EXPECT_EQ(exposed, 0.0);  // queued: paid at start-up
+    if (step < 2) {
+      EXPECT_EQ(exposed, 0.0);  // queued: paid at start-up
+    }
     expect_same_plan(planned, f.planner.plan(step));
   }
 }

@@ -122,7 +122,8 @@ TEST(CostModel, DefaultsMatchTheModelsFlopsAndParameters) {
     EXPECT_NEAR((cost.encoder_time(s) - cost.encoder.c) * rate, model.encoder_flops(enc),
                 1e-9 * model.encoder_flops(enc));
   }
-  EXPECT_DOUBLE_EQ(cost.fixed_bytes, 16.0 * model.parameter_count());
+  EXPECT_DOUBLE_EQ(cost.step.grad_bytes, 4.0 * model.parameter_count());
+  EXPECT_DOUBLE_EQ(memory_model(config.model, GemmPrecision::fp32).state, 16.0 * model.parameter_count());
 }
 
 TEST(CostModel, CommunicationAndMemory) {
@@ -135,7 +136,8 @@ TEST(CostModel, CommunicationAndMemory) {
   // Crossing a node costs more than staying inside one.
   EXPECT_GT(cost.llm_time(1000, 4, 2), cost.llm_time(1000, 4, 0));
   EXPECT_TRUE(std::isinf(cost.token_capacity(1)));
-  cost.capacity_bytes = cost.fixed_bytes + 1000 * cost.bytes_per_token;
+  cost.memory = memory_model(text_longtail(8, 1).model, GemmPrecision::fp32);
+  cost.capacity_bytes = cost.memory.state + cost.memory.fixed + 1000 * cost.memory.per_row;
   EXPECT_NEAR(cost.token_capacity(1), 1000.0, 1e-9);
   EXPECT_GT(cost.token_capacity(2), cost.token_capacity(1));
   EXPECT_GT(cost.token_capacity(8), cost.token_capacity(4));
@@ -577,9 +579,10 @@ TEST(Baselines, MegatronDcpSizesGroupsByLengthOverBudget) {
 TEST(Planners, MicroBatchesRespectCapacity) {
   const RunConfig config = text_longtail(600, 3);
   CostModel cost = default_cost_model(config, kGflops, kRanksPerNode);
+  cost.memory = memory_model(config.model, GemmPrecision::fp32);
   const GlobalBatch batch = Sampler(config).batch(0);
   const auto check = [&](const std::vector<std::string>& names, double tokens_on_one_rank, int world) {
-    cost.capacity_bytes = cost.fixed_bytes + tokens_on_one_rank * cost.bytes_per_token;
+    cost.capacity_bytes = cost.memory.state + cost.memory.fixed + tokens_on_one_rank * cost.memory.per_row;
     for (const std::string& name : names) {
       SCOPED_TRACE(name + " world " + std::to_string(world) + " capacity " +
                    std::to_string(tokens_on_one_rank));
@@ -597,8 +600,10 @@ TEST(Planners, MicroBatchesRespectCapacity) {
   int longest = 0;
   for (const SampleMeta& s : batch.samples) longest = std::max(longest, s.tokens());
   ASSERT_GT(longest, 1000);
-  // At 600 tokens per rank, the longest sample (2,048 tokens) needs a group of 6 or more.
-  for (int world : {8, 64}) check({"dhp", "flexsp"}, 600.0, world);
+  // At 0.8 x the longest sample per rank, the longest needs a context-parallel group (of 4 here: the
+  // first member holds more than 1/g of the rows, and every member the whole sequence's K|V).
+  ASSERT_LT(cost.memory.per_key_row, cost.memory.per_row);
+  for (int world : {8, 64}) check({"dhp", "flexsp", "megatron_dcp"}, 0.8 * longest, world);
   check(planner_names(), longest, 8);
 }
 

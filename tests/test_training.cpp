@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 
+#include "hdf5_attributes.hpp"
 #include "minimllm/core/phase.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/benchmark.hpp"
@@ -32,7 +33,7 @@ namespace {
 RunConfig quickstart(int steps) {
   RunConfig config = parse_run_config(embedded_quickstart_deck(), "<embedded quickstart deck>");
   config.steps = steps;
-  config.runtime.peak_gflops_per_rank = 100.0;  // skip the start-up sgemm measurement
+  config.machine.peak_gflops = 100.0;  // skip the start-up sgemm measurement
   return config;
 }
 
@@ -144,20 +145,7 @@ std::vector<int> read_ints(hid_t file, const char* name, hsize_t dims[2]) {
   return values;
 }
 
-std::string read_string_attribute(hid_t object, const char* name) {
-  hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
-  EXPECT_GE(attr, 0) << name;
-  if (attr < 0) return "(missing)";
-  hid_t type = H5Tcopy(H5T_C_S1);
-  H5Tset_size(type, H5T_VARIABLE);
-  H5Tset_cset(type, H5T_CSET_UTF8);
-  char* data = nullptr;
-  H5Aread(attr, type, &data);
-  std::string value = data ? data : "";
-  H5free_memory(data);
-  H5Tclose(type), H5Aclose(attr);
-  return value;
-}
+using testing_support::read_string_attribute;
 
 // Every phase of a step is a Kokkos Tools region (what a space-time stack or NVTX connector shows).
 TEST(Training, PhasesAreKokkosToolsRegions) {

@@ -98,8 +98,21 @@ void read_optimizer(const Section& s, OptimizerConfig& c) {
   s.read_int("warmup_steps", c.warmup_steps, 0);
 }
 
-void read_runtime(const Section& s, RuntimeConfig& c) {
-  s.read_real("peak_gflops_per_rank", c.peak_gflops_per_rank, at_least(0.0));
+// A value given under two names (an older key and its machine.* name): both must agree; 0 = not given.
+template <class T>
+void merge_alias(const Section& s, const std::string& key, T value, const std::string& machine_key,
+                 T& machine_value) {
+  if (value == T(0)) return;
+  if (machine_value != T(0) && machine_value != value)
+    s.fail_at(key, fmt::format("is also given as {} = {}; give one (they are the same value)", machine_key,
+                               machine_value));
+  machine_value = value;
+}
+
+void read_runtime(const Section& s, RuntimeConfig& c, MachineConfig& machine) {
+  double peak = 0.0;
+  s.read_real("peak_gflops_per_rank", peak, at_least(0.0));
+  merge_alias(s, "peak_gflops_per_rank", peak, "machine.peak_gflops", machine.peak_gflops);
   s.read_int("blas_threads", c.blas_threads, 1, kMaxThreads);
   s.read_choice("precision", c.precision, {"fp32", "bf16"});
   s.read_choice("collectives", c.collectives, {"auto", "mpi", "nccl"});
@@ -108,11 +121,13 @@ void read_runtime(const Section& s, RuntimeConfig& c) {
   s.read_bool("plan_ahead", c.plan_ahead);
 }
 
-void read_parallel(const Section& s, ParallelConfig& c) {
+void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) {
   s.read_choice("policy", c.policy, policy_names());
   s.read_int("cp", c.cp, 1, kMaxRanks);
   s.read_int("tokens_per_rank", c.tokens_per_rank, 0, 1 << 30);
-  s.read_int("ranks_per_node", c.ranks_per_node, 0, kMaxRanks);
+  int ranks_per_node = 0;
+  s.read_int("ranks_per_node", ranks_per_node, 0, kMaxRanks);
+  merge_alias(s, "ranks_per_node", ranks_per_node, "machine.ranks_per_node", machine.ranks_per_node);
   s.read_int_list("group_sizes", c.group_sizes, 1, kMaxRanks);
   s.read_bool("rotate_groups", c.rotate_groups);
   s.read_int("micro_batches", c.micro_batches, 1, kMaxGlobalBatch);
@@ -214,8 +229,8 @@ void check_data(const CrossChecker& x, const DataConfig& d, const ModelConfig& m
 
 RunConfig parse_run_config(const std::string& yaml_text, const std::string& origin) {
   const std::vector<YAML::Node> documents = load_yaml_documents(yaml_text, origin);
-  const std::vector<std::string> top_keys = {"name",      "seed",    "steps",    "model",    "data",
-                                             "optimizer", "runtime", "parallel", "benchmark"};
+  const std::vector<std::string> top_keys = {"name",      "seed",    "steps",    "model",     "data",
+                                             "optimizer", "runtime", "parallel", "benchmark", "machine"};
   const std::string expected_top =
       fmt::format("a deck must be a YAML map with keys {} ('name' is required)", join(top_keys));
   if (documents.size() > 1) {
@@ -235,15 +250,17 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   top.read_int("steps", cfg.steps, 1);
   read_model(top.section("model", {"init_std", "encoder", "llm"}), cfg.model);
   read_data(top.section("data", {"global_batch", "text", "images", "incoherence", "noise"}), cfg.data);
+  // The machine first: the older names under runtime and parallel are checked against it.
+  cfg.machine = read_machine(top.section("machine", machine_keys()));
   read_optimizer(top.section("optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps"}),
                  cfg.optimizer);
   read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives",
                                        "calibrate", "stall_timeout", "plan_ahead"}),
-               cfg.runtime);
+               cfg.runtime, cfg.machine);
   read_parallel(top.section("parallel", {"policy", "cp", "tokens_per_rank", "ranks_per_node", "group_sizes",
                                          "rotate_groups", "micro_batches", "placement", "encoder_ranks",
                                          "encoder_layout", "comm_pool_capacity", "cost_model"}),
-                cfg.parallel);
+                cfg.parallel, cfg.machine);
   top.section("benchmark", {"reference"}).read_string("reference", cfg.benchmark.reference);
 
   check_run_config(cfg, origin);

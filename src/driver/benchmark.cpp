@@ -81,7 +81,7 @@ BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& re
   RunConfig baseline = config;
   baseline.parallel.policy = "static";
   baseline.steps = std::max(1, std::min<int>(ref.invariance_steps, steps.size()));
-  baseline.runtime.peak_gflops_per_rank = result.peak_gflops_per_rank;  // no second start-up measurement
+  baseline.machine.peak_gflops = result.peak_gflops_per_rank;  // no second start-up measurement
   const TrainResult reference_layout = train(baseline, world, {});
   v.invariance_steps = baseline.steps;
   for (int i = 0; i < v.invariance_steps && i < static_cast<int>(steps.size()); ++i)

@@ -10,10 +10,13 @@
 #include <numeric>
 #include <ostream>
 
+#include "minimllm/config/strict_yaml.hpp"
 #include "minimllm/core/clock.hpp"
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/memory_check.hpp"
 #include "minimllm/kernels/gemm.hpp"
+#include "minimllm/kernels/gemm_rate.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
 #include "minimllm/plan/step_plan.hpp"
@@ -188,6 +191,49 @@ void measure_collectives(const World& world, Calibration& c) {
     broadcast(*x, 0, world.comm);
 }
 
+// The machine section a calibration writes (usable by simulate --machine): what these ranks can
+// measure, and in the notes what was measured how and what could not be.
+void measure_machine(const RunConfig& config, const World& world, Calibration& c) {
+  MachineConfig& m = c.machine;
+  std::vector<std::string> measured, missing;
+  m.ranks_per_node = c.ranks_per_node;
+  measured.push_back(fmt::format("ranks_per_node ({}: ranks sharing a node, MPI)", m.ranks_per_node));
+  const MemoryBudget budget = memory_budget(world, MachineConfig{});  // collective
+  double least = budget.bytes;
+  MPI_Allreduce(MPI_IN_PLACE, &least, 1, MPI_DOUBLE, MPI_MIN, world.comm);
+  if (least > 0.0) {
+    m.memory_gib = least / (1024.0 * 1024.0 * 1024.0);
+    measured.push_back(fmt::format("memory_gib ({}, least over ranks)", budget.source()));
+  } else {
+    missing.push_back("memory_gib (this machine's memory could not be read)");
+  }
+  const GemmPrecision precision = gemm_precision_from_string(config.runtime.precision);
+  double rate = measure_gemm_gflops(precision);
+  MPI_Allreduce(MPI_IN_PLACE, &rate, 1, MPI_DOUBLE, MPI_SUM, world.comm);
+  m.peak_gflops = rate / world.size;
+  measured.push_back(
+      fmt::format("peak_gflops ({} GEMM 1024^3 ({}), mean over ranks: a GEMM rate, not a "
+                  "datasheet peak)",
+                  to_string(default_gemm_backend()), to_string(precision)));
+  // The links per message step of a ring (cost_model.hpp), from the all-gather fits.
+  const auto link = [&](const CollectiveCalibration& x, int ranks, LinkSpec& spec, const char* name,
+                        const char* why_not) {
+    if (!x.measured) {
+      missing.push_back(fmt::format("{} ({})", name, why_not));
+      return;
+    }
+    const LinkCost step = per_step(x.link, CollectiveAlgorithm::ring, ranks, 1);
+    spec = {1e-9 * step.bandwidth, 1e6 * step.latency};
+    measured.push_back(fmt::format("{} (MPI all-gather on {} ranks, 1 KiB-4 MiB per rank)", name, ranks));
+  };
+  link(c.all_gather, c.ranks_per_node, m.intra_node, "intra_node", "one rank per node");
+  link(c.inter_all_gather, std::max(1, c.ranks / std::max(1, c.ranks_per_node)), m.inter_node, "inter_node",
+       "one node");
+  missing.push_back("nvlink_domain (not detectable: the node is taken as the domain)");
+  c.machine_notes = {"measured: " + strict_yaml::join(measured),
+                     "not measured: " + strict_yaml::join(missing)};
+}
+
 std::string utc_now() {
   char stamp[32];
   const std::time_t t = std::time(nullptr);
@@ -339,11 +385,13 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   cal.parameters = static_cast<long long>(model.parameter_count());
 
   measure_collectives(world, cal);
+  measure_machine(config, world, cal);
   if (log) print_calibration(*log, cal);
   return cal;
 }
 
 void print_calibration(std::ostream& out, const Calibration& c) {
+  for (const std::string& note : c.machine_notes) out << "machine " << note << "\n";
   out << fmt::format("calibration: {} rank(s), {} per node, {} BLAS thread(s), ~{} rows per call | {} | {}\n",
                      c.ranks, c.ranks_per_node, c.blas_threads, c.rows_per_call, c.host, c.kokkos);
   out << fmt::format("{:<22} {:>11} {:>11} {:>11} {:>9} {:>9}  {}\n", "term", "a2", "a1", "c", "rms err",
@@ -404,12 +452,14 @@ CostModelChoice choose_cost_model(const RunConfig& config, const World& world, d
   if (!file.empty()) {
     const Calibration c = load_calibration(file, &choice.calibration_text);
     choice.model = apply_calibration(choice.model, c, config.model, file);
+    choice.intra_measured = c.all_gather.measured, choice.inter_measured = c.inter_all_gather.measured;
     choice.source = file;
   } else if (config.runtime.calibrate) {
     CalibrateOptions quick;
     quick.sizes = 4, quick.repeats = 2;
     const Calibration c = calibrate(config, world, quick);
     choice.model = apply_calibration(choice.model, c, config.model, "runtime.calibrate");
+    choice.intra_measured = c.all_gather.measured, choice.inter_measured = c.inter_all_gather.measured;
     choice.source = "calibrated at start-up (runtime.calibrate)";
     choice.calibration_text = calibration_to_yaml(c);
   } else {
@@ -422,9 +472,11 @@ CostModelChoice restored_cost_model(const RunConfig& config, double gflops, int 
                                     const std::string& calibration_text, const std::string& source) {
   CostModelChoice choice;
   choice.model = default_cost_model(config, gflops, ranks_per_node);
-  if (!calibration_text.empty())
-    choice.model =
-        apply_calibration(choice.model, parse_calibration(calibration_text, source), config.model, source);
+  if (!calibration_text.empty()) {
+    const Calibration c = parse_calibration(calibration_text, source);
+    choice.model = apply_calibration(choice.model, c, config.model, source);
+    choice.intra_measured = c.all_gather.measured, choice.inter_measured = c.inter_all_gather.measured;
+  }
   choice.source = source;
   choice.calibration_text = calibration_text;
   return choice;

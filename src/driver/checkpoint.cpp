@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <climits>
 #include <ctime>
 #include <exception>
@@ -82,6 +83,11 @@ RestartPoint read_and_check(const std::string& path, const RunConfig& config, st
   point.planning.gflops_per_rank = c.real("planning_gflops_per_rank", path);
   point.planning.cost_model_source = c.text("cost_model_source", path);
   point.planning.calibration_text = c.text("calibration_text", path);
+  // Checkpoints from before memory bound the plans have no capacity: their runs planned unbounded.
+  const bool has_capacity = std::any_of(c.attributes.begin(), c.attributes.end(), [](const RunAttribute& a) {
+    return a.name == "planning_capacity_bytes";
+  });
+  point.planning.capacity_bytes = has_capacity ? c.real("planning_capacity_bytes", path) : 0.0;
   point.params = c.array("params", path);
   point.first_moment = c.array("adamw_m", path);
   point.second_moment = c.array("adamw_v", path);
@@ -123,6 +129,7 @@ void save_checkpoint(const std::string& path, const RunConfig& config, const Wor
           {"planning_gflops_per_rank", planning.gflops_per_rank},
           {"cost_model_source", planning.cost_model_source},
           {"calibration_text", planning.calibration_text},
+          {"planning_capacity_bytes", planning.capacity_bytes},
           {"minimllm_version", std::string(MINIMLLM_VERSION)},
           {"written_utc", utc_now()},
       };
@@ -154,6 +161,7 @@ RestartPoint read_restart_point(const std::string& path, const RunConfig& config
   agree_on_error(world.comm, error);
   MPI_Bcast(&point.next_step, 1, MPI_INT, 0, world.comm);
   MPI_Bcast(&point.planning.gflops_per_rank, 1, MPI_DOUBLE, 0, world.comm);
+  MPI_Bcast(&point.planning.capacity_bytes, 1, MPI_DOUBLE, 0, world.comm);
   broadcast(point.path, world.comm);
   broadcast(point.planning.cost_model_source, world.comm);
   broadcast(point.planning.calibration_text, world.comm);

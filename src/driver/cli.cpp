@@ -85,8 +85,21 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       "compare policies (projected step time, tokens/s, idle and communication shares)");
   simulate->add_option("deck", sim.deck, "Input deck")->required()->check(CLI::ExistingFile);
   simulate->add_option("--ranks", sim.ranks, "Virtual ranks")->required()->check(CLI::Range(1, 1 << 24));
-  simulate->add_option("--ranks-per-node", sim.ranks_per_node, "Virtual ranks per node (default 8)")
+  simulate
+      ->add_option("--ranks-per-node", sim.ranks_per_node,
+                   "Virtual ranks per node, overriding the machine's ranks_per_node (default 8)")
       ->check(CLI::Range(1, 1 << 24));
+  simulate
+      ->add_option(
+          "--machine", sim.machine,
+          "Machine file (a YAML file with a machine: section, e.g. inputs/machines/dgx-h100.yaml, or "
+          "a calibration file), replacing the deck's machine section")
+      ->check(CLI::ExistingFile);
+  simulate
+      ->add_option("--memory-gib", sim.memory_gib,
+                   "Memory per rank in GiB, overriding machine.memory_gib (default: this machine's memory "
+                   "divided among the ranks per node)")
+      ->check(CLI::PositiveNumber);
   std::vector<std::string> planners(policies.begin() + 1, policies.end());  // every policy but `deck`
   simulate->add_option("--policy", sim.policy, "A planner, or all (default: all, speed-ups over static)")
       ->check(CLI::IsMember(planners));
@@ -119,9 +132,9 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       ->check(CLI::Range(1, 1 << 24));
   simulate
       ->add_option("--gflops", sim.gflops,
-                   "Cost-model rate per rank in GFLOP/s (default: the deck's runtime.peak_gflops_per_rank, "
-                   "else this machine's measured sgemm rate)")
-      ->check(CLI::NonNegativeNumber);
+                   "Cost-model rate per rank in GFLOP/s, overriding machine.peak_gflops (default: this "
+                   "machine's measured sgemm rate)")
+      ->check(CLI::PositiveNumber);
   simulate->add_option(
       "--cost-model", sim.cost_model,
       "Calibration file (from minimllm calibrate), overriding the deck's parallel.cost_model");

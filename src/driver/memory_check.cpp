@@ -16,8 +16,21 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 }  // namespace
 
-MemoryBudget memory_budget(const World& world) {
+std::string MemoryBudget::source() const {
+  if (given) return "machine.memory_gib";
+  if (bytes < 0) return "";
+  return fmt::format("detected: {} / {} rank{}",
+                     device ? "free memory of the GPU" : "MemAvailable of the node", sharing,
+                     sharing == 1 ? "" : "s");
+}
+
+MemoryBudget memory_budget(const World& world, const MachineConfig& machine) {
   MemoryBudget budget;
+  if (machine.memory_gib > 0.0) {  // the same on every rank: nothing to detect or agree on
+    budget.given = true;
+    budget.bytes = budget.shared = budget.planning_bytes = machine.memory_gib * kGiB;
+    return budget;
+  }
   const AvailableMemory available = available_memory();
   budget.device = available.device;
   // Both collective: every rank calls both, whatever its backend.
@@ -26,6 +39,8 @@ MemoryBudget memory_budget(const World& world) {
   budget.sharing = std::max(1, budget.device ? per_device : per_node);
   budget.shared = available.bytes;
   budget.bytes = available.bytes < 0 ? -1.0 : available.bytes / budget.sharing;
+  // Plans must be identical on every rank: the least budget (unknown anywhere: unbounded).
+  MPI_Allreduce(&budget.bytes, &budget.planning_bytes, 1, MPI_DOUBLE, MPI_MIN, world.comm);
   return budget;
 }
 
@@ -34,9 +49,11 @@ std::string memory_shortfall(const RunConfig& config, int rank, const MemoryBudg
   const double total = need.state_bytes + need.activation_bytes;
   if (budget.bytes < 0 || total <= budget.bytes) return "";
   const std::string available =
-      fmt::format("rank {} has {:.2f} GiB ({} {:.2f} GiB divided among {} rank{})", rank, budget.bytes / kGiB,
-                  budget.device ? "free memory of its GPU" : "MemAvailable of its node", budget.shared / kGiB,
-                  budget.sharing, budget.sharing == 1 ? "" : "s");
+      budget.given ? fmt::format("rank {} has {:.2f} GiB (machine.memory_gib)", rank, budget.bytes / kGiB)
+                   : fmt::format("rank {} has {:.2f} GiB ({} {:.2f} GiB divided among {} rank{})", rank,
+                                 budget.bytes / kGiB,
+                                 budget.device ? "free memory of its GPU" : "MemAvailable of its node",
+                                 budget.shared / kGiB, budget.sharing, budget.sharing == 1 ? "" : "s");
   const std::string model_keys =
       "model.llm.width/layers/vocab/mlp_ratio and model.encoder.width/layers/mlp_ratio";
   if (!need.planned || need.state_bytes >= budget.bytes)

@@ -12,8 +12,9 @@ namespace minimllm {
 
 std::pair<double, std::string> choose_peak(const RunConfig& config, GemmPrecision precision,
                                            const World& world) {
-  if (config.runtime.peak_gflops_per_rank > 0.0)
-    return {config.runtime.peak_gflops_per_rank, "deck runtime.peak_gflops_per_rank"};
+  if (config.machine.peak_gflops > 0.0)
+    return {config.machine.peak_gflops,
+            "machine section (machine.peak_gflops or runtime.peak_gflops_per_rank)"};
   const std::string device = device_name();
   const auto datasheet =
       dense_peak_gflops(device, precision == GemmPrecision::bf16 ? Precision::bf16 : Precision::fp32);

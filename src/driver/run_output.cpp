@@ -76,6 +76,7 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
   attributes.push_back(
       {"predicted_columns", "step_s, data_s, encoder_s, boundary_s, llm_s, grad_sync_s, optimizer_s"});
   if (!calibration_text.empty()) attributes.push_back({"calibration", calibration_text});
+  for (RunAttribute& a : r.machine.attributes()) attributes.push_back(std::move(a));
   try {
     writer_->set_run_attributes(attributes);  // flushed and fsynced
     writer_->check_free_space();              // a disk too full for the first step fails set-up, agreed

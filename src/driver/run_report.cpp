@@ -58,6 +58,7 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
   log << fmt::format("precision: {} GEMMs | collectives: {} ({})\n", r.precision, r.collectives,
                      r.collectives_reason);
   log << fmt::format("peak for MFU: {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank, r.peak_source);
+  log << r.machine.describe();
   log << fmt::format(
       "memory estimate per rank: {:.1f} MiB (parameters, gradients, AdamW state; activations "
       "for up to {} LLM rows, {} gathered key rows, {} patches: the largest of the first {} steps)\n",

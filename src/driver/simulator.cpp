@@ -4,19 +4,23 @@
 
 #include <algorithm>
 #include <chrono>
-#include <exception>
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <tuple>
 
 #include "minimllm/config/input_error.hpp"
+#include "minimllm/core/device.hpp"
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/calibrate.hpp"
+#include "minimllm/driver/machine.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/gemm_rate.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
+#include "minimllm/model/model.hpp"
 #include "minimllm/plan/comm_ledger.hpp"
+#include "minimllm/plan/memory_fit.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/step_prediction.hpp"
 
@@ -43,6 +47,7 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
                    const std::vector<GlobalBatch>& batches, const CostModel& cost, int ranks,
                    int pool_capacity) {
   const std::unique_ptr<Planner> planner = make_planner(policy, cost, planner_options);
+  std::unique_ptr<Planner> unbounded;  // what a policy that does not fit would plan with unlimited memory
   Projection out;
   PolicySummary& sum = out.summary;
   sum.policy = policy;
@@ -53,10 +58,29 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
   double warm_creations = 0.0;  // after the first step
   for (const GlobalBatch& batch : batches) {
     const auto t0 = std::chrono::steady_clock::now();
-    const StepPlan plan = planner->plan(batch, ranks);
+    StepPlan plan;
+    bool fits = true;
+    try {
+      plan = planner->plan(batch, ranks);
+    } catch (const DoesNotFit& e) {
+      // static is the baseline: a degree that does not fit is no baseline (project_static skips it).
+      if (policy == "static") throw;
+      if (sum.does_not_fit.empty()) sum.does_not_fit = e.what();
+      if (!unbounded) {
+        CostModel free = cost;
+        free.capacity_bytes = 0.0;
+        unbounded = make_planner(policy, free, planner_options);
+      }
+      plan = unbounded->plan(batch, ranks);
+      fits = false;
+    }
     planning.push_back(1e3 * seconds_since(t0));
     validate_plan(plan, batch, ranks);
     const PlanPrediction p = predict_step(plan, batch, cost, ranks);
+    const std::vector<double> bytes = rank_peak_bytes(plan, batch, cost, ranks);
+    const double peak = *std::max_element(bytes.begin(), bytes.end());
+    sum.fits = sum.fits && fits;
+    sum.peak_bytes_per_rank = std::max(sum.peak_bytes_per_rank, peak);
     sum.step_seconds += p.makespan / batches.size();
     sum.lower_bound_seconds += p.lower_bound / batches.size();
     sum.idle_fraction += p.idle_fraction / batches.size();
@@ -70,12 +94,57 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     for (const std::vector<int>& group : groups) creations += pool.use(group).hit ? 0.0 : 1.0;
     if (&batch != &batches.front()) warm_creations += creations;
     out.rows.push_back({p.makespan, p.lower_bound, p.idle_fraction, p.comm_fraction, planning.back() * 1e-3,
-                        p.encoder, p.boundary, p.llm, p.data, p.grad_sync, p.optimizer, creations});
+                        p.encoder, p.boundary, p.llm, p.data, p.grad_sync, p.optimizer, fits ? 1.0 : 0.0,
+                        peak, creations});
   }
   sum.comm_creations_per_step = batches.size() > 1 ? warm_creations / (batches.size() - 1) : 0.0;
   sum.tokens_per_second = tokens / (sum.step_seconds * batches.size());
   sum.planning_ms = median(planning);
   return out;
+}
+
+// The machine of the simulation (driver/machine.hpp): the command line > --machine FILE's section, else
+// the deck's > this machine's measured sgemm rate and memory > 8 ranks per node.
+ResolvedMachine resolve_machine(const RunConfig& config, const SimulateOptions& options) {
+  ResolvedMachine m;
+  const MachineConfig section =
+      options.machine_file.empty() ? config.machine : load_machine_file(options.machine_file);
+  m.machine = section;
+  m.section = !options.machine_file.empty() ? options.machine_file
+              : section.empty()             ? "none"
+                                            : config.deck_path;
+  const auto [per_node, per_node_source] =
+      first_given({{static_cast<double>(options.ranks_per_node), "--ranks-per-node"},
+                   {static_cast<double>(section.ranks_per_node), "machine section"},
+                   {8.0, "default"}});
+  m.machine.ranks_per_node = static_cast<int>(per_node);
+  m.ranks_per_node_source = per_node_source;
+  const auto [domain, domain_source] = first_given(
+      {{static_cast<double>(section.nvlink_domain), "machine section"}, {per_node, "ranks_per_node"}});
+  m.machine.nvlink_domain = static_cast<int>(domain);
+  m.nvlink_domain_source = domain_source;
+  if (m.machine.nvlink_domain % m.machine.ranks_per_node != 0)
+    throw InputError(
+        fmt::format("{}: machine.nvlink_domain = {}: must be a multiple of the {} ranks per node ({})",
+                    m.section, m.machine.nvlink_domain, m.machine.ranks_per_node, per_node_source));
+  std::tie(m.machine.peak_gflops, m.peak_source) =
+      first_given({{options.gflops_per_rank, "--gflops"}, {section.peak_gflops, "machine section"}});
+  if (m.machine.peak_gflops <= 0.0) {  // neither given: this machine's sgemm rate
+    set_blas_threads(config.runtime.blas_threads);
+    m.machine.peak_gflops = measure_gemm_gflops(GemmPrecision::fp32);
+    m.peak_source = "measured: this machine's fp32 GEMM 1024^3";
+  }
+  std::tie(m.machine.memory_gib, m.memory_source) =
+      first_given({{options.memory_gib, "--memory-gib"}, {section.memory_gib, "machine section"}});
+  if (m.machine.memory_gib <= 0.0) {
+    const AvailableMemory available = available_memory();
+    if (available.bytes > 0.0) {
+      m.machine.memory_gib = available.bytes / per_node / (1024.0 * 1024.0 * 1024.0);
+      m.memory_source = fmt::format("detected: {} of this machine / {} ranks per node",
+                                    available.device ? "free GPU memory" : "MemAvailable", per_node);
+    }
+  }
+  return m;
 }
 
 // The reference: static at options.cp, or (0) at the fastest degree of cp_degrees() whose bins hold the
@@ -92,7 +161,7 @@ Projection project_static(const RunConfig& config, const SimulateOptions& option
   }
   std::optional<Projection> best;
   std::vector<std::pair<int, double>> steps;
-  std::exception_ptr first_error;
+  std::string refused;  // why each degree could not be the baseline
   for (int cp : cp_degrees(options.ranks)) {
     planner_options.cp = cp;
     try {
@@ -100,11 +169,12 @@ Projection project_static(const RunConfig& config, const SimulateOptions& option
                              config.parallel.comm_pool_capacity);
       steps.emplace_back(cp, p.summary.step_seconds);
       if (!best || p.summary.step_seconds < best->summary.step_seconds) best = std::move(p);
-    } catch (const InputError&) {  // a sample longer than cp x parallel.tokens_per_rank
-      if (!first_error) first_error = std::current_exception();
+    } catch (const InputError& e) {  // a sample longer than its bins or than cp ranks' memory holds
+      refused += fmt::format("{}cp {}: {}", refused.empty() ? "" : " | ", cp, e.what());
     }
   }
-  if (!best) std::rethrow_exception(first_error);
+  if (!best)
+    throw InputError("static, the baseline, can run at no context-parallel degree of --cp best: " + refused);
   best->summary.cp_steps = std::move(steps);
   return std::move(*best);
 }
@@ -123,29 +193,37 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
         fmt::format("--cp {} must divide --ranks {} (static forms ranks / cp data-parallel "
                     "replicas of cp ranks); or --cp best",
                     options.cp, options.ranks));
-  double gflops =
-      options.gflops_per_rank > 0.0 ? options.gflops_per_rank : config.runtime.peak_gflops_per_rank;
-  if (gflops <= 0.0) {  // neither given: this machine's sgemm rate
-    set_blas_threads(config.runtime.blas_threads);
-    gflops = measure_gemm_gflops(GemmPrecision::fp32);
-  }
+  ResolvedMachine machine = resolve_machine(config, options);
+  const double gflops = machine.machine.peak_gflops;
+  const int per_node = machine.machine.ranks_per_node;
   // A calibration (from --cost-model or the deck) replaces the FLOP-based compute and the links it
-  // measured; links it could not measure (between nodes, calibrated on one) keep the nominal defaults.
-  const CostModelChoice choice =
-      choose_cost_model(config, World::of(MPI_COMM_SELF), gflops, options.ranks_per_node, options.cost_model);
-  const CostModel& cost = choice.model;
+  // measured; the machine's links replace both; links neither gives keep the nominal defaults.
+  CostModelChoice choice =
+      choose_cost_model(config, World::of(MPI_COMM_SELF), gflops, per_node, options.cost_model);
+  CostModel& cost = choice.model;
+  apply_machine(cost, machine.machine);
+  cost.memory = memory_model(config.model, gemm_precision_from_string(config.runtime.precision));
+  cost.capacity_bytes = machine.memory_bytes();
+  cost.capacity_source = machine.memory_source;
+  resolve_links(machine, cost, choice.intra_measured, choice.inter_measured, choice.source);
   const Sampler sampler(config);
   std::vector<GlobalBatch> batches;
   for (int step = 0; step < config.steps; ++step) batches.push_back(sampler.batch(step));
   if (options.log)
     *options.log << fmt::format(
-        "minimllm {} simulate | deck {} | {} virtual ranks, {} per node | {} steps x {} samples | cost "
-        "model: "
-        "{}\n",
-        MINIMLLM_VERSION, config.name, options.ranks, options.ranks_per_node, config.steps,
-        config.data.global_batch,
-        choice.calibration_text.empty() ? fmt::format("{} at {:.1f} GFLOP/s per rank", choice.source, gflops)
-                                        : choice.source);
+                        "minimllm {} simulate | deck {} | {} virtual ranks, {} per node | {} steps x {} "
+                        "samples | cost "
+                        "model: "
+                        "{}\n",
+                        MINIMLLM_VERSION, config.name, options.ranks, per_node, config.steps,
+                        config.data.global_batch,
+                        choice.calibration_text.empty()
+                            ? fmt::format("{} at {:.1f} GFLOP/s per rank", choice.source, gflops)
+                            : choice.source)
+                 << machine.describe();
+  // A batch that no layout can hold (a sample longer than the whole world's memory holds) is invalid
+  // input: exit 2 before anything is planned or written.
+  for (const GlobalBatch& batch : batches) require_batch_fits(batch, cost, options.ranks);
 
   // Every policy is planned before the output file is opened: invalid input (a sample no bin holds, a
   // degree that does not divide the ranks) leaves no file behind.
@@ -180,7 +258,8 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     out.set_run_attribute("deck_text", config.deck_text);
     out.set_run_attribute("deck_path", config.deck_path);
     out.set_run_attribute("virtual_ranks", static_cast<long long>(options.ranks));
-    out.set_run_attribute("ranks_per_node", static_cast<long long>(options.ranks_per_node));
+    out.set_run_attribute("ranks_per_node", static_cast<long long>(per_node));
+    out.set_run_attributes(machine.attributes());
     out.set_run_attribute("gflops_per_rank", gflops);
     out.set_run_attribute("cost_model_source", choice.source);
     if (!choice.calibration_text.empty()) out.set_run_attribute("calibration", choice.calibration_text);
@@ -188,11 +267,16 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     out.set_run_attribute("static_cp_search",
                           options.cp > 0 ? fmt::format("--cp {}", options.cp) : "best of " + tried);
     out.set_run_attribute("speedup_baseline", baseline);
-    for (const Projection& p : projections)
-      for (const std::vector<double>& row : p.rows) out.append_row("/simulation/" + p.summary.policy, row);
+    for (const Projection& p : projections) {
+      const std::string table = "/simulation/" + p.summary.policy;
+      for (const std::vector<double>& row : p.rows) out.append_row(table, row);
+      out.set_table_attribute(table, "fits", p.summary.fits ? "true" : "false");
+      if (!p.summary.fits) out.set_table_attribute(table, "does_not_fit", p.summary.does_not_fit);
+    }
     out.set_run_attribute("simulation_columns",
                           "makespan_s, lower_bound_s, idle_fraction, comm_fraction, planning_s, encoder_s, "
-                          "boundary_s, llm_s, data_s, grad_sync_s, optimizer_s, comm_creations");
+                          "boundary_s, llm_s, data_s, grad_sync_s, optimizer_s, fits, peak_bytes_per_rank, "
+                          "comm_creations");
     out.close();  // flushed, fsynced, the lock released
   }
   if (options.log) {
@@ -200,15 +284,22 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     log << fmt::format("static: {} ({})\n",
                        options.cp > 0 ? "--cp " + std::to_string(options.cp) : "fastest of " + tried,
                        baseline);
-    log << fmt::format("{:<12} {:>14} {:>7} {:>13} {:>6} {:>6} {:>11} {:>10} {:>19} {:>17}\n", "policy",
-                       "step ms (pred)", "vs LB", "tokens/s", "idle", "comm", "planning ms", "new comms",
-                       "over " + baseline, "over megatron_dcp");
+    log << fmt::format("{:<12} {:>14} {:>7} {:>13} {:>6} {:>6} {:>11} {:>10} {:>19} {:>17} {:>4} {:>13}\n",
+                       "policy", "step ms (pred)", "vs LB", "tokens/s", "idle", "comm", "planning ms",
+                       "new comms", "over " + baseline, "over megatron_dcp", "fits", "peak GiB/rank");
     for (const PolicySummary& s : summaries)
       log << fmt::format(
-          "{:<12} {:>14.2f} {:>7.3f} {:>13.0f} {:>5.1f}% {:>5.1f}% {:>11.2f} {:>10.1f} {:>18.2f}x {:>17}\n",
+          "{:<12} {:>14.2f} {:>7.3f} {:>13.0f} {:>5.1f}% {:>5.1f}% {:>11.2f} {:>10.1f} {:>18.2f}x {:>17} "
+          "{:>4} "
+          "{:>13.3f}\n",
           s.policy, 1e3 * s.step_seconds, s.step_seconds / s.lower_bound_seconds, s.tokens_per_second,
           100 * s.idle_fraction, 100 * s.comm_fraction, s.planning_ms, s.comm_creations_per_step, s.speedup,
-          s.speedup_over_megatron_dcp > 0 ? fmt::format("{:.2f}x", s.speedup_over_megatron_dcp) : "-");
+          s.speedup_over_megatron_dcp > 0 ? fmt::format("{:.2f}x", s.speedup_over_megatron_dcp) : "-",
+          s.fits ? "yes" : "no", s.peak_bytes_per_rank / (1024.0 * 1024.0 * 1024.0));
+    for (const PolicySummary& s : summaries)
+      if (!s.fits)
+        log << fmt::format("{} does not fit (its figures are with unlimited memory): {}\n", s.policy,
+                           s.does_not_fit);
     if (!options.out_path.empty()) log << "simulation written to " << options.out_path << "\n";
   }
   return summaries;

@@ -48,7 +48,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   const GemmPrecision precision = gemm_precision_from_string(config.runtime.precision);
   // Memory feasibility (driver/memory_check.hpp), before the model's parameters (and again, with the
   // activations, before the workspace): a deck too large for this machine exits 2 here.
-  const MemoryBudget budget = memory_budget(world);
+  const MemoryBudget budget = memory_budget(world, config.machine);
   MemoryNeed need;
   need.state_bytes = 4.0 * sizeof(float) * parameter_count(config.model);  // params, grads, AdamW m, v
   check_memory_fits(config, world, budget, need);
@@ -68,7 +68,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   result.collectives = collectives.backend;
   result.collectives_reason = collectives.reason;
   const int per_node =
-      config.parallel.ranks_per_node > 0 ? config.parallel.ranks_per_node : ranks_per_node(world);
+      config.machine.ranks_per_node > 0 ? config.machine.ranks_per_node : ranks_per_node(world);
   // The calibration file is read on every rank: one that only some ranks can read fails them all.
   // A restart plans with what the checkpointed run planned with, so that its plans (and so its losses) are
   // the uninterrupted run's.
@@ -85,6 +85,26 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   }
   agree_on_error(world.comm, error);
   result.cost_model_source = cost.source;
+  // The machine (driver/machine.hpp): its NVLink domain and links, and the memory every plan must fit
+  // (plan/memory_fit.hpp), the same on every rank. A restart plans with the capacity its run planned with.
+  ResolvedMachine& machine = result.machine;
+  machine.machine = config.machine;
+  machine.section = config.machine.empty() ? "none" : config.deck_path;
+  machine.machine.ranks_per_node = per_node;
+  machine.ranks_per_node_source =
+      config.machine.ranks_per_node > 0 ? "machine section" : "detected: ranks sharing a node (MPI)";
+  machine.machine.nvlink_domain = config.machine.nvlink_domain > 0 ? config.machine.nvlink_domain : per_node;
+  machine.nvlink_domain_source = config.machine.nvlink_domain > 0 ? "machine section" : "ranks_per_node";
+  machine.machine.peak_gflops = result.peak_gflops_per_rank;
+  machine.peak_source = result.peak_source;
+  const double capacity = restart ? restart->planning.capacity_bytes : std::max(0.0, budget.planning_bytes);
+  machine.machine.memory_gib = capacity / (1024.0 * 1024.0 * 1024.0);
+  machine.memory_source = restart ? "from checkpoint " + restart->path : budget.source();
+  apply_machine(cost.model, machine.machine);
+  cost.model.memory = memory_model(config.model, precision);
+  cost.model.capacity_bytes = capacity;
+  cost.model.capacity_source = machine.memory_source;
+  resolve_links(machine, cost.model, cost.intra_measured, cost.inter_measured, cost.source);
   const LayoutSource layouts(config, world.size, cost.model);
   const StepPlanner planner(sampler, layouts, world.rank, world.size,
                             model.linear_weight_in_attention_pairs());
@@ -126,7 +146,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   }
   const PlanningBasis planning =
       restart ? restart->planning
-              : PlanningBasis{result.peak_gflops_per_rank, cost.source, cost.calibration_text};
+              : PlanningBasis{result.peak_gflops_per_rank, cost.source, cost.calibration_text, capacity};
   const double state_bytes =
       2.0 * sizeof(float) * model.parameter_count() + optimizer.state_bytes();  // params, grads
   result.memory_estimate_mib =

@@ -371,9 +371,12 @@ double Model::llm_flops(const LlmInput& llm) const {
   return llm_linear_flops(t, c) + c.layers * 12.0 * llm.attention_pairs * c.width;
 }
 
-double Model::linear_weight_in_attention_pairs() const {
-  const LlmConfig& c = config_.llm;
+double linear_weight_in_attention_pairs(const LlmConfig& c) {
   return llm_linear_flops(1.0, c) / (12.0 * c.width * c.layers);
+}
+
+double Model::linear_weight_in_attention_pairs() const {
+  return minimllm::linear_weight_in_attention_pairs(config_.llm);
 }
 
 namespace {
@@ -388,10 +391,11 @@ double saved_per_row(int width, int hidden, int heads, int layers) {
 // bf16: gemm rounds both operands of a GEMM into workspace scratch (floats on the host, 16-bit on CUDA),
 // each at most as large as the largest operand of the pass: the LM head's logits (rows x vocab) or a
 // weight matrix; rows: the pass's rows (LLM rows or encoder patches).
-double Model::rounded_operand_bytes(std::int64_t rows, bool llm) const {
-  if (precision_ != GemmPrecision::bf16) return 0.0;
-  const EncoderConfig& e = config_.encoder;
-  const LlmConfig& c = config_.llm;
+double rounded_operand_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t rows,
+                             bool llm) {
+  if (precision != GemmPrecision::bf16) return 0.0;
+  const EncoderConfig& e = config.encoder;
+  const LlmConfig& c = config.llm;
   const double cols =
       llm ? std::max({c.vocab, c.mlp_ratio * c.width, 3 * c.width})
           : std::max({e.mlp_ratio * e.width, 3 * e.width, c.width, e.channels * e.patch * e.patch});
@@ -399,8 +403,9 @@ double Model::rounded_operand_bytes(std::int64_t rows, bool llm) const {
   return 2.0 * std::max(cols * rows, weights) * (kMemSpaceIsHostAccessible ? 4.0 : 2.0);
 }
 
-double Model::llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows) const {
-  const LlmConfig& c = config_.llm;
+double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
+                      std::int64_t key_rows) {
+  const LlmConfig& c = config.llm;
   const double llm_row = saved_per_row(c.width, c.mlp_ratio * c.width, c.heads, c.layers) + 3.0 * c.width +
                          c.vocab + 2.0 /* x_final, normed, d_normed, logits, rstd, loss */ + 2.0 /* ids */;
   // Gathered K|V per layer, plus one d(K|V) scratch, under context parallelism; and the exchange's
@@ -410,21 +415,57 @@ double Model::llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows) const
   // Attention backward's temporaries: per-head copies of Q, dO and dQ over the local rows, of K, V and
   // transposed K, V over the key rows.
   const double attention = 3.0 * c.width * llm_rows + 4.0 * c.width * (key_rows > 0 ? key_rows : llm_rows);
-  return 4.0 * (llm_row * llm_rows + kv + attention) + rounded_operand_bytes(llm_rows, /*llm=*/true);
+  return 4.0 * (llm_row * llm_rows + kv + attention) +
+         rounded_operand_bytes(config, precision, llm_rows, true);
 }
 
-double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) const {
-  const EncoderConfig& e = config_.encoder;
-  const LlmConfig& c = config_.llm;
+double activation_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
+                        std::int64_t patches, std::int64_t key_rows) {
+  const EncoderConfig& e = config.encoder;
+  const LlmConfig& c = config.llm;
   const double enc_row = saved_per_row(e.width, e.mlp_ratio * e.width, e.heads, e.layers) + 3.0 * e.width +
                          5.0 * c.width + e.channels * e.patch * e.patch + 1.0;
   // The boundary exchange's received rows and their gradient (about one per patch), and its packed rows
   // to send and receive, both directions (the executor's exchange workspace).
   const double boundary = 8.0 * c.width * patches;
   // The encoder's rounded operands reuse the LLM pass's workspace; only a larger need adds.
-  const double encoder_rounded = std::max(
-      0.0, rounded_operand_bytes(patches, /*llm=*/false) - rounded_operand_bytes(llm_rows, /*llm=*/true));
-  return llm_pass_bytes(llm_rows, key_rows) + 4.0 * (enc_row * patches + boundary) + encoder_rounded;
+  const double encoder_rounded = std::max(0.0, rounded_operand_bytes(config, precision, patches, false) -
+                                                   rounded_operand_bytes(config, precision, llm_rows, true));
+  return llm_pass_bytes(config, precision, llm_rows, key_rows) + 4.0 * (enc_row * patches + boundary) +
+         encoder_rounded;
+}
+
+MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision) {
+  // Secants over a range no micro-batch reaches: exact where the accounting is linear, an upper bound
+  // below it where it is convex (the bf16 operands: max(cols x rows, weights)).
+  constexpr std::int64_t kRows = std::int64_t(1) << 24;
+  const auto bytes = [&](std::int64_t rows, std::int64_t patches, std::int64_t keys) {
+    return activation_bytes(config, precision, rows, patches, keys);
+  };
+  MemoryModel m;
+  m.state = 16.0 * static_cast<double>(parameter_count(config));  // parameters, gradients, AdamW m and v
+  m.fixed = bytes(0, 0, 0);
+  // Per local row with and without context parallelism (the K|V staging and attention's copies move
+  // from local to key rows), the larger; per key row with it.
+  const double without = (bytes(kRows, 0, 0) - m.fixed) / kRows;
+  const double with = (bytes(2 * kRows, 0, kRows) - bytes(kRows, 0, kRows)) / kRows;
+  m.per_row = std::max(without, with);
+  m.per_key_row = (bytes(kRows, 0, 2 * kRows) - bytes(kRows, 0, kRows)) / kRows;
+  m.per_patch = (bytes(0, kRows, 0) - m.fixed) / kRows;
+  m.linear_weight = linear_weight_in_attention_pairs(config.llm);
+  return m;
+}
+
+double Model::rounded_operand_bytes(std::int64_t rows, bool llm) const {
+  return minimllm::rounded_operand_bytes(config_, precision_, rows, llm);
+}
+
+double Model::llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows) const {
+  return minimllm::llm_pass_bytes(config_, precision_, llm_rows, key_rows);
+}
+
+double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) const {
+  return minimllm::activation_bytes(config_, precision_, llm_rows, patches, key_rows);
 }
 
 void Model::reserve_workspace(std::int64_t llm_rows, std::int64_t key_rows) {

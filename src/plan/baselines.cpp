@@ -4,11 +4,13 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <utility>
 
 #include "minimllm/config/input_error.hpp"
 #include "minimllm/core/world.hpp"
+#include "minimllm/plan/memory_fit.hpp"
 
 namespace minimllm::planning {
 namespace {
@@ -49,9 +51,10 @@ StepPlan colocated_plan(const char* policy, std::vector<LlmGroup> groups, const 
 
 }  // namespace
 
-int token_budget(int tokens_per_rank, int cp, int max_tokens) {
+int token_budget(int tokens_per_rank, int cp, int max_tokens, const CostModel& cost) {
   if (tokens_per_rank > 0) return tokens_per_rank;
-  return std::max(1, (max_tokens + cp - 1) / cp);
+  const double memory = std::floor(cost.token_capacity(cp) / cp);
+  return std::max(1, static_cast<int>(std::min<double>((max_tokens + cp - 1) / cp, memory)));
 }
 
 std::vector<int> pack_in_order(const std::vector<int>& samples, const std::vector<double>& tokens,
@@ -81,9 +84,14 @@ void require_cp_divides(const char* policy, int cp, int world_size) {
 StepPlan megatron_static_plan(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
                               int world_size, int cp, int tokens_per_rank) {
   require_cp_divides("static", cp, world_size);
-  const int budget = token_budget(tokens_per_rank, cp, costs.max_tokens);
+  const int budget = token_budget(tokens_per_rank, cp, costs.max_tokens, cost);
   const double bin_tokens = static_cast<double>(cp) * budget;
-  for (size_t s = 0; s < costs.tokens.size(); ++s)
+  for (size_t s = 0; s < costs.tokens.size(); ++s) {
+    if (costs.tokens[s] > cost.token_capacity(cp))
+      throw DoesNotFit(fmt::format(
+          "static: sample {} of step {} has {} tokens; the memory of parallel.cp = {} ranks holds {:.0f} "
+          "tokens per micro-batch ({}); a sample is never split across bins: raise parallel.cp",
+          s, batch.step, costs.tokens[s], cp, std::floor(cost.token_capacity(cp)), memory_summary(cost)));
     if (costs.tokens[s] > bin_tokens)
       throw InputError(fmt::format(
           "static: sample {} of step {} has {} tokens, more than a bin of parallel.cp ({}) x "
@@ -91,6 +99,7 @@ StepPlan megatron_static_plan(const GlobalBatch& batch, const BatchCosts& costs,
           "parallel.tokens_per_rank or parallel.cp (tokens_per_rank 0 derives the budget from the longest "
           "sample)",
           s, batch.step, costs.tokens[s], cp, budget, bin_tokens));
+  }
   const int replicas = world_size / cp;
   std::vector<int> in_order(costs.tokens.size());
   for (size_t s = 0; s < in_order.size(); ++s) in_order[s] = static_cast<int>(s);
@@ -140,8 +149,17 @@ StepPlan megatron_dcp_plan(const GlobalBatch& batch, const BatchCosts& costs, co
                       "context-parallel group of {} ranks, more than the {} ranks; raise "
                       "parallel.tokens_per_rank or lower parallel.cp",
                       s, batch.step, costs.tokens[s], budget, ranks, world_size));
-    // The next power of two, or the whole world (Megatron-LM's largest hybrid group).
+    // The next power of two, or the whole world (Megatron-LM's largest hybrid group); larger while the
+    // group's memory cannot hold the sample (the gathered K|V of every layer does not shrink with g).
     need[s] = static_cast<int>(std::min<long long>(next_power_of_two(ranks), world_size));
+    while (costs.tokens[s] > cost.token_capacity(need[s]) && need[s] < world_size)
+      need[s] = std::min(2 * need[s], world_size);
+    if (costs.tokens[s] > cost.token_capacity(need[s]))
+      throw DoesNotFit(fmt::format(
+          "megatron_dcp: sample {} of step {} has {} tokens; a group of all {} ranks holds {:.0f} tokens "
+          "({})",
+          s, batch.step, costs.tokens[s], world_size, std::floor(cost.token_capacity(world_size)),
+          memory_summary(cost)));
     work[s] = costs.tokens[s] * costs.tokens[s] / need[s];
   }
   const std::vector<int>& order = costs.by_llm;  // longest first, ties by index (a stable sort)

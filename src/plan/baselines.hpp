@@ -12,9 +12,10 @@
 
 namespace minimllm::planning {
 
-// Tokens per rank of a bin: tokens_per_rank, or (0) the smallest budget that holds the step's longest
-// sample on cp ranks: ceil(max_tokens / cp).
-int token_budget(int tokens_per_rank, int cp, int max_tokens);
+// Tokens per rank of a bin: tokens_per_rank, or (0) derived: the smallest budget that holds the step's
+// longest sample on cp ranks, ceil(max_tokens / cp), or what cp ranks' memory holds per rank,
+// token_capacity(cp) / cp, when that is less.
+int token_budget(int tokens_per_rank, int cp, int max_tokens, const CostModel& cost);
 
 // Throws InputError naming parallel.cp and the valid degrees unless cp divides world_size.
 void require_cp_divides(const char* policy, int cp, int world_size);

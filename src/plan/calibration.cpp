@@ -198,6 +198,12 @@ std::string calibration_to_yaml(const Calibration& c) {
   write_collective(o, "all_gather", c.inter_all_gather);
   write_collective(o, "all_reduce", c.inter_all_reduce);
   write_collective(o, "all_to_all", c.inter_all_to_all);
+  if (!c.machine.empty()) {
+    o << "# The machine as far as it was measured here; `minimllm simulate --machine <this file>` reads "
+         "it.\n";
+    for (const std::string& line : c.machine_notes) o << "# " << line << "\n";
+    o << machine_to_yaml(c.machine);
+  }
   return o.str();
 }
 
@@ -319,7 +325,7 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
   const std::vector<YAML::Node> documents = load_yaml_documents(yaml_text, origin);
   const std::vector<std::string> top_keys = {"format",      "provenance", "model",     "encoder",
                                              "llm",         "data",       "optimizer", "grad_sync",
-                                             "collectives", "inter_node"};
+                                             "collectives", "inter_node", "machine"};
   if (documents.size() != 1 || !documents[0].IsMap())
     strict_yaml::fail(origin, "(top level)", documents.empty() ? "(empty)" : strict_yaml::show(documents[0]),
                       fmt::format("a calibration file is one YAML map with keys {} (see docs/INPUT.md)",
@@ -356,6 +362,7 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
 
   read_links(top, "collectives", {&c.all_gather, &c.all_reduce, &c.all_to_all});
   read_links(top, "inter_node", {&c.inter_all_gather, &c.inter_all_reduce, &c.inter_all_to_all});
+  c.machine = read_machine(top.section("machine", machine_keys()));
   return c;
 }
 
@@ -369,6 +376,11 @@ std::string resolve_against_deck(const std::string& deck_path, const std::string
   const std::filesystem::path p(path);
   if (p.is_absolute() || deck_path.empty() || deck_path.front() == '<') return path;
   return (std::filesystem::path(deck_path).parent_path() / p).lexically_normal().string();
+}
+
+LinkCost per_step(const LinkCost& measured, CollectiveAlgorithm algorithm, int ranks, int rounds) {
+  const double steps = rounds * collective_steps(algorithm, ranks);
+  return {steps > 0.0 ? measured.latency / steps : measured.latency, measured.bandwidth};
 }
 
 CostModel apply_calibration(CostModel cost, const Calibration& c, const ModelConfig& model,
@@ -396,11 +408,16 @@ CostModel apply_calibration(CostModel cost, const Calibration& c, const ModelCon
   cost.step.data_per_token = c.data.per_token;
   cost.step.optimizer = c.optimizer_seconds;
   // Context parallelism all-gathers K|V and the boundary is an all-to-all: the all-gather's link stands
-  // for both (the model has one link per side of the node boundary).
-  if (c.all_gather.measured) cost.intra_node = c.all_gather.link;
-  if (c.inter_all_gather.measured) cost.inter_node = c.inter_all_gather.link;
-  if (c.all_reduce.measured) cost.step.allreduce_intra = c.all_reduce.link;
-  if (c.inter_all_reduce.measured) cost.step.allreduce_inter = c.inter_all_reduce.link;
+  // for both (the model has one link per side of the node boundary). A fit's latency is that of the whole
+  // collective on the calibrating ranks: per message step, it is that over the steps (cost_model.hpp).
+  const int node_ranks = std::max(1, c.ranks_per_node), nodes = std::max(1, c.ranks / node_ranks);
+  if (c.all_gather.measured) cost.intra_node = per_step(c.all_gather.link, cost.algorithm, node_ranks, 1);
+  if (c.inter_all_gather.measured)
+    cost.inter_node = per_step(c.inter_all_gather.link, cost.algorithm, nodes, 1);
+  if (c.all_reduce.measured)
+    cost.step.allreduce_intra = per_step(c.all_reduce.link, cost.algorithm, node_ranks, 2);
+  if (c.inter_all_reduce.measured)
+    cost.step.allreduce_inter = per_step(c.inter_all_reduce.link, cost.algorithm, nodes, 2);
   return cost;
 }
 

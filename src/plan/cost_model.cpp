@@ -1,21 +1,76 @@
 #include "minimllm/plan/cost_model.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace minimllm {
 
-double StepCost::grad_sync(int n, int ranks_per_node) const {
-  if (n <= 1) return 0.0;
-  const LinkCost& l = n > ranks_per_node ? allreduce_inter : allreduce_intra;
-  return l.latency + 2.0 * (n - 1.0) / n * grad_bytes / l.bandwidth;
+// ---------------------------------------------------------------------------------------------------
+// Collectives
+
+CollectiveAlgorithm collective_algorithm_from_string(const std::string& name) {
+  if (name.empty() || name == "ring") return CollectiveAlgorithm::ring;
+  if (name == "tree") return CollectiveAlgorithm::tree;
+  throw InputError(fmt::format("collective algorithm '{}': valid: ring, tree", name));
 }
+
+const char* to_string(CollectiveAlgorithm algorithm) {
+  return algorithm == CollectiveAlgorithm::tree ? "tree" : "ring";
+}
+
+double collective_steps(CollectiveAlgorithm algorithm, int n) {
+  if (n <= 1) return 0.0;
+  if (algorithm == CollectiveAlgorithm::ring) return n - 1.0;
+  return std::ceil(std::log2(static_cast<double>(n)) - 1e-12);
+}
+
+double all_gather_time(const LinkCost& link, CollectiveAlgorithm algorithm, int n, double bytes) {
+  if (n <= 1) return 0.0;
+  return collective_steps(algorithm, n) * link.latency + (n - 1.0) / n * bytes / link.bandwidth;
+}
+
+double reduce_scatter_time(const LinkCost& link, CollectiveAlgorithm algorithm, int n, double bytes) {
+  return all_gather_time(link, algorithm, n, bytes);  // the mirror image: same steps, same bytes
+}
+
+double all_reduce_time(const LinkCost& link, CollectiveAlgorithm algorithm, int n, double bytes) {
+  return 2.0 * all_gather_time(link, algorithm, n, bytes);  // reduce-scatter, then all-gather
+}
+
+double all_to_all_time(const LinkCost& link, int peers, double bytes) {
+  if (peers <= 0) return 0.0;
+  return peers * link.latency + bytes / link.bandwidth;
+}
+
+double Network::all_gather(const GroupSpan& span, double bytes) const {
+  if (span.nodes <= 1) return all_gather_time(intra, algorithm, span.ranks, bytes);
+  return all_gather_time(inter, algorithm, span.nodes, bytes / span.per_node) +
+         all_gather_time(intra, algorithm, span.per_node, bytes);
+}
+
+double Network::reduce_scatter(const GroupSpan& span, double bytes) const {
+  return all_gather(span, bytes);  // the same two steps in the opposite order
+}
+
+double Network::all_reduce(const GroupSpan& span, double bytes) const {
+  if (span.nodes <= 1) return all_reduce_time(intra, algorithm, span.ranks, bytes);
+  return reduce_scatter_time(intra, algorithm, span.per_node, bytes) +
+         all_reduce_time(inter, algorithm, span.nodes, bytes / span.per_node) +
+         all_gather_time(intra, algorithm, span.per_node, bytes);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// CostModel
 
 double CostModel::llm_comm(double s, int g, bool spans) const {
   if (g <= 1) return 0.0;
-  const LinkCost& l = link(spans);
-  // An all-gather moves the (g-1)/g of the rows a rank does not hold; the reduce-scatter mirrors it.
-  return collectives_per_sample * l.latency + kv_bytes_per_token * s * (g - 1.0) / g / l.bandwidth;
+  const GroupSpan span = packed_span(g, spans);
+  const Network net = network();
+  const double bytes = kv_row_bytes * s;
+  return cp_layers * (net.all_gather(span, bytes) + net.reduce_scatter(span, bytes));
 }
 
 double CostModel::llm_time(double s, int g, int first_rank) const {
@@ -26,12 +81,64 @@ bool CostModel::spans_nodes(int first_rank, int g) const {
   return node_of(first_rank) != node_of(first_rank + std::max(g, 1) - 1);
 }
 
+GroupSpan CostModel::span_of(int first_rank, int g) const {
+  g = std::max(g, 1);
+  const int first = node_of(first_rank), last = node_of(first_rank + g - 1);
+  GroupSpan span{g, last - first + 1, 0};
+  for (int node = first; node <= last; ++node) {
+    const int begin = std::max(first_rank, node * ranks_per_node);
+    const int end = std::min(first_rank + g, (node + 1) * ranks_per_node);
+    span.per_node = std::max(span.per_node, end - begin);
+  }
+  return span;
+}
+
+GroupSpan CostModel::packed_span(int g, bool spans) const {
+  g = std::max(g, 1);
+  if (!spans) return {g, 1, g};
+  // Larger than a node: from a node boundary (place_groups); else across the boundary of two nodes.
+  if (g > ranks_per_node) return span_of(0, g);
+  return {g, 2, (g + 1) / 2};
+}
+
+double CostModel::grad_sync(int n) const {
+  if (n <= 1) return 0.0;
+  const Network net{step.allreduce_intra, step.allreduce_inter, algorithm};
+  return net.all_reduce(span_of(0, n), step.grad_bytes);  // the world: ranks 0 .. n-1
+}
+
+double CostModel::chunk_rows(double tokens, int g) const {
+  if (g <= 1 || tokens <= 0.0) return std::max(0.0, tokens);
+  // The first chunk ends where the prefix cost k (w + 1/2) + k^2 / 2 reaches 1/g of the whole (rank_work.cpp:
+  // a row costs w + (i + 1)), plus one row of rounding.
+  const double w = memory.linear_weight + 0.5;
+  const double first = -w + std::sqrt(w * w + (2.0 * w * tokens + tokens * tokens) / g);
+  return std::min(tokens, first + 1.0);
+}
+
+double CostModel::micro_batch_bytes(double tokens, int g) const {
+  return memory.per_row * chunk_rows(tokens, g) + (g > 1 ? memory.per_key_row * tokens : 0.0);
+}
+
 double CostModel::token_capacity(int g) const {
-  if (capacity_bytes <= 0.0) return std::numeric_limits<double>::infinity();
-  const double free_bytes = capacity_bytes - fixed_bytes;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (!bounded()) return kInf;
+  const double free_bytes = capacity_bytes - memory.state - memory.fixed - encoder_reserve_bytes;
   if (free_bytes <= 0.0) return 0.0;
-  const double per_token = bytes_per_token / g + (g > 1 ? gathered_bytes_per_token : 0.0);
-  return per_token > 0.0 ? free_bytes / per_token : std::numeric_limits<double>::infinity();
+  const double a = memory.per_row, b = g > 1 ? memory.per_key_row : 0.0;
+  if (g <= 1 || a <= 0.0) return a + b > 0.0 ? free_bytes / (a + b) : kInf;
+  // micro_batch_bytes(T) = min(a T, a (first(T) + 1)) + b T, increasing: the larger of the two branches'
+  // solutions. The chunk branch, a (-w + sqrt(w^2 + (2 w T + T^2) / g) + 1) + b T = F, squared:
+  //   (1/g - beta^2) T^2 + 2 (w / g + c beta) T + (w^2 - c^2) = 0,  c = F / a - 1 + w, beta = b / a,
+  // whose root with c - beta T >= 0 is 2C / (-B - sqrt(B^2 - 4AC)) whatever the sign of A.
+  const double w = memory.linear_weight + 0.5;
+  const double c = free_bytes / a - 1.0 + w, beta = b / a;
+  double chunked = 0.0;
+  if (c > w) {
+    const double qa = 1.0 / g - beta * beta, qb = 2.0 * (w / g + c * beta), qc = w * w - c * c;
+    chunked = 2.0 * qc / (-qb - std::sqrt(std::max(0.0, qb * qb - 4.0 * qa * qc)));
+  }
+  return std::max(chunked, free_bytes / (a + b));
 }
 
 namespace {
@@ -49,10 +156,11 @@ double block_params(double width, double hidden) {
   return 4 * width * width + 2 * width * hidden + 2 * width;
 }
 
+LinkCost link_of(const LinkSpec& spec) { return {1e-6 * spec.latency_us, 1e9 * spec.bandwidth_gbs}; }
+
 }  // namespace
 
-CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_per_node,
-                             double capacity_bytes) {
+CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_per_node) {
   const EncoderConfig& e = config.model.encoder;
   const LlmConfig& m = config.model.llm;
   const double rate = gflops * 1e9;
@@ -78,18 +186,22 @@ CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_p
 
   cost.intra_node = {5e-6, 10e9};
   cost.inter_node = {20e-6, 1e9};
-  cost.kv_bytes_per_token = 2.0 * w * 4.0 * layers * 2.0;  // K|V floats per layer, gather + reduce-scatter
-  cost.collectives_per_sample = 2.0 * layers;
+  cost.kv_row_bytes = 2.0 * w * 4.0;  // K|V floats of one token in one layer
+  cost.cp_layers = layers;
   cost.boundary_bytes_per_patch = 2.0 * w * 4.0;  // embedding row forward, its gradient backward
 
   const double params = pixels * ew + elayers * block_params(ew, ehidden) + ew + ew * w + w * w +  // encoder
                         vocab * w + layers * block_params(w, hidden) + w + w * vocab;              // LLM
   cost.step.grad_bytes = 4.0 * params;  // fp32 gradients
-  cost.fixed_bytes = 16.0 * params;     // parameters, gradients, two Adam moments (fp32)
-  cost.bytes_per_token = (16.0 * w + 2.0 * hidden) * 4.0 * layers + vocab * 4.0;
-  cost.gathered_bytes_per_token = (layers + 1.0) * 2.0 * w * 4.0;
-  cost.capacity_bytes = capacity_bytes;
   return cost;
+}
+
+void apply_machine(CostModel& cost, const MachineConfig& machine) {
+  if (machine.intra_node.given()) cost.intra_node = cost.step.allreduce_intra = link_of(machine.intra_node);
+  if (machine.inter_node.given()) cost.inter_node = cost.step.allreduce_inter = link_of(machine.inter_node);
+  cost.algorithm = collective_algorithm_from_string(machine.collective_algorithm);
+  const int domain = machine.nvlink_domain > 0 ? machine.nvlink_domain : machine.ranks_per_node;
+  if (domain > 0) cost.ranks_per_node = domain;
 }
 
 }  // namespace minimllm

@@ -15,6 +15,7 @@
 #include "baselines.hpp"
 #include "micro_batches.hpp"
 #include "minimllm/core/world.hpp"
+#include "minimllm/plan/memory_fit.hpp"
 #include "minimllm/plan/step_prediction.hpp"
 #include "pipeline_stages.hpp"
 #include "placement.hpp"
@@ -54,8 +55,8 @@ class PolicyBase : public Planner {
                            int world_size) const {
     const int cp = options_.cp;
     if (world_size % cp != 0) return plan;
-    const double bin =
-        static_cast<double>(cp) * planning::token_budget(options_.tokens_per_rank, cp, costs.max_tokens);
+    const double bin = static_cast<double>(cp) *
+                       planning::token_budget(options_.tokens_per_rank, cp, costs.max_tokens, cost_);
     if (costs.max_tokens > std::min(bin, cost_.token_capacity(cp))) return plan;  // static would not fit
     StepPlan baseline =
         planning::megatron_static_plan(batch, costs, cost_, world_size, cp, options_.tokens_per_rank);
@@ -110,7 +111,7 @@ class MegatronDcpPlanner : public PolicyBase {
     const BatchCosts costs = planning::batch_costs(batch, cost_);
     return planning::megatron_dcp_plan(
         batch, costs, cost_, world_size,
-        planning::token_budget(options_.tokens_per_rank, options_.cp, costs.max_tokens));
+        planning::token_budget(options_.tokens_per_rank, options_.cp, costs.max_tokens, cost_));
   }
 };
 
@@ -275,8 +276,10 @@ PlannerOptions planner_options_of(const ParallelConfig& parallel) {
   return options;
 }
 
-std::unique_ptr<Planner> make_planner(const std::string& policy, const CostModel& cost,
-                                      const PlannerOptions& options) {
+namespace {
+
+std::unique_ptr<Planner> make_policy(const std::string& policy, const CostModel& cost,
+                                     const PlannerOptions& options) {
   if (policy == "static") return std::make_unique<StaticPlanner>(cost, options);
   if (policy == "naive") return std::make_unique<NaivePlanner>(cost, options);
   if (policy == "megatron_dcp") return std::make_unique<MegatronDcpPlanner>(cost, options);
@@ -289,6 +292,15 @@ std::unique_ptr<Planner> make_planner(const std::string& policy, const CostModel
     return std::make_unique<TargetPlanner>("flexsp", std::vector{SizeRule::power_of_two}, cost, options);
   if (policy == "disagg") return std::make_unique<DisaggPlanner>(cost, options);
   throw InputError(fmt::format("unknown planner '{}'; valid: {}", policy, fmt::join(planner_names(), ", ")));
+}
+
+}  // namespace
+
+std::unique_ptr<Planner> make_planner(const std::string& policy, const CostModel& cost,
+                                      const PlannerOptions& options) {
+  make_policy(policy, cost, options);  // an unknown name fails here, whatever the capacity
+  return memory_bound(policy, cost,
+                      [policy, options](const CostModel& c) { return make_policy(policy, c, options); });
 }
 
 }  // namespace minimllm

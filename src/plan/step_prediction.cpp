@@ -1,6 +1,7 @@
 #include "minimllm/plan/step_prediction.hpp"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "assignment.hpp"
@@ -33,6 +34,35 @@ double image_route_time(const CostModel& cost, const LlmGroup& group, const Grou
   const double local = on_node - owner_in_group, remote = shape.size - on_node;
   return patches / shape.size * cost.boundary_bytes_per_patch *
          (local / cost.intra_node.bandwidth + remote / cost.inter_node.bandwidth);
+}
+
+// Latency of the boundary exchange, one direction, as a pairwise all-to-all (cost_model.hpp): a message
+// step per peer, at the link to that peer. A sender's peers are the members of the groups its images go
+// to; a group's members each hear from the images' owners. routes: (stage, owner, group), any order.
+std::vector<double> route_latency(const CostModel& cost, std::vector<std::array<int, 3>> routes,
+                                  const StepPlan& plan, const std::vector<GroupShape>& shapes,
+                                  const std::vector<int>& node_of_rank, int stages, int world_size) {
+  std::sort(routes.begin(), routes.end());
+  routes.erase(std::unique(routes.begin(), routes.end()), routes.end());
+  const int n_groups = static_cast<int>(shapes.size());
+  std::vector<double> send(stages * world_size, 0.0), receive(stages * n_groups, 0.0);
+  for (const auto& [m, owner, k] : routes) {
+    const GroupShape& shape = shapes[k];
+    const auto it = std::lower_bound(shape.nodes.begin(), shape.nodes.end(), node_of_rank[owner]);
+    const bool near = it != shape.nodes.end() && *it == node_of_rank[owner];
+    const int on_node = near ? shape.members[it - shape.nodes.begin()] : 0;
+    const bool member =
+        near && std::binary_search(plan.llm_groups[k].ranks.begin(), plan.llm_groups[k].ranks.end(), owner);
+    send[m * world_size + owner] +=
+        (on_node - member) * cost.intra_node.latency + (shape.size - on_node) * cost.inter_node.latency;
+    if (!member || shape.size > 1) receive[m * n_groups + k] += cost.link(!near).latency;
+  }
+  std::vector<double> latency = send;
+  for (int m = 0; m < stages; ++m)
+    for (int k = 0; k < n_groups; ++k)
+      for (int r : plan.llm_groups[k].ranks)
+        latency[m * world_size + r] = std::max(latency[m * world_size + r], receive[m * n_groups + k]);
+  return latency;
 }
 
 }  // namespace
@@ -69,7 +99,10 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
   std::vector<double> group_compute(stages * n_groups, 0.0), group_comm(stages * n_groups, 0.0),
       group_receive(stages * n_groups, 0.0);
   double llm_total = 0.0, largest_tokens = 0.0, encoder_total = 0.0, largest_image = 0.0;  // lower bound
-  double images_of_largest = 0.0;  // encoder time of the longest sample's largest image
+  double images_of_largest = 0.0;            // encoder time of the longest sample's largest image
+  std::vector<std::array<int, 3>> routes;    // (stage, owner, group) of every image
+  std::vector<double> latency_of(n_groups);  // the K/V exchange's latency per micro-batch of each group
+  for (int k = 0; k < n_groups; ++k) latency_of[k] = cost.llm_comm(0.0, shapes[k].size, shapes[k].spans);
   int image = 0;
   for (size_t s = 0; s < batch.samples.size(); ++s) {
     const SampleMeta& sample = batch.samples[s];
@@ -84,13 +117,30 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
       const double route =
           image_route_time(cost, plan.llm_groups[k], shapes[k], node_of_rank, owner, im.patches);
       send[m * world_size + owner] += route, group_receive[m * n_groups + k] += route;
+      if (owner != plan.llm_groups[k].ranks.front() || shapes[k].size > 1) routes.push_back({m, owner, k});
       tokens += im.patches;
     }
     const double one_rank = cost.llm(tokens);
     group_compute[m * n_groups + k] += one_rank / shapes[k].size;
-    group_comm[m * n_groups + k] += cost.llm_comm(tokens, shapes[k].size, shapes[k].spans);
+    // The K/V exchange's bandwidth term per sample; its latency per micro-batch (below).
+    group_comm[m * n_groups + k] += cost.llm_comm(tokens, shapes[k].size, shapes[k].spans) - latency_of[k];
     llm_total += one_rank;
     if (tokens > largest_tokens) largest_tokens = tokens, images_of_largest = largest_own_image;
+  }
+  // Each micro-batch's K/V exchange is one all-gather and one reduce-scatter per layer over all its
+  // samples' rows (step_executor.cpp): its latency is paid once per micro-batch, not per sample. A
+  // pipeline stage holds one micro-batch of each group.
+  for (int k = 0; k < n_groups; ++k) {
+    const LlmGroup& group = plan.llm_groups[k];
+    if (group.samples.empty()) continue;
+    if (!pipelined) {
+      group_comm[k] += latency_of[k] * group.micro_batches;
+      continue;
+    }
+    std::vector<char> busy(stages, 0);
+    for (int s : group.samples) busy[stage_of_sample[s]] = 1;
+    for (int m = 0; m < stages; ++m)
+      if (busy[m]) group_comm[m * n_groups + k] += latency_of[k];
   }
   // Per stage and rank: LLM time (its group's) and boundary time (the larger of its sends and its share of
   // its group's receives; both directions).
@@ -103,10 +153,10 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
         boundary[m * world_size + r] =
             std::max(boundary[m * world_size + r], group_receive[m * n_groups + k] / shapes[k].size);
       }
-  // Each exchange pays one latency: a collective over the world (phases), or one round of point-to-point
-  // messages (a pipeline stage, one direction).
-  const double exchange_latency =
-      encoder_total > 0.0 ? cost.link(world_size > cost.ranks_per_node).latency : 0.0;
+  // Each exchange (forward and backward) pays a message step per peer (route_latency).
+  const std::vector<double> latency =
+      route_latency(cost, std::move(routes), plan, shapes, node_of_rank, stages, world_size);
+  for (size_t i = 0; i < boundary.size(); ++i) boundary[i] += 2.0 * latency[i];
   const auto slowest = [&](const std::vector<double>& v, int m) {
     return *std::max_element(v.begin() + m * world_size, v.begin() + (m + 1) * world_size);
   };
@@ -123,15 +173,15 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
     p.llm = std::max(p.llm, model);
   }
   if (!pipelined) {
-    p.boundary = slowest(boundary, 0) + 2.0 * exchange_latency;
+    p.boundary = slowest(boundary, 0);
     p.makespan = p.encoder + p.boundary + p.llm;
   } else {
     // Dataflow pipeline (step_executor.cpp): each encoder rank runs the forward of every stage in order,
     // then the backward of every stage in order, each once the gradients of its rows have come back; each
     // LLM group runs its micro-batches in order, each once its image rows have arrived. A transfer takes
-    // half of the stage's slowest boundary time (one direction) plus one latency.
+    // half of the stage's slowest boundary time (one direction, its latency included).
     std::vector<double> transfer(stages), forward_done(stages * world_size, 0.0);
-    for (int m = 0; m < stages; ++m) transfer[m] = 0.5 * slowest(boundary, m) + exchange_latency;
+    for (int m = 0; m < stages; ++m) transfer[m] = 0.5 * slowest(boundary, m);
     for (int r : plan.encoder_ranks) {
       double t = 0.0;
       for (int position = 0; position < stages; ++position) {
@@ -234,7 +284,7 @@ PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, cons
     total_images += images[r], total_patches += patches[r], total_rows += rows[r];
   }
   p.data = data_max;
-  p.grad_sync = step.grad_sync(world_size, cost.ranks_per_node);
+  p.grad_sync = cost.grad_sync(world_size);
   p.optimizer = step.optimizer;
 
   const double phases = p.makespan;

@@ -12,61 +12,93 @@ namespace minimllm::planning {
 namespace {
 
 // Time of samples with summed one-rank compute `work`, tokens and count on one group of g ranks that
-// spans nodes iff g > ranks_per_node: (work - k) / g + const, with k the bandwidth term's limit.
-struct RunTime {
-  double scaled, fixed;  // time(g) = scaled / g + fixed for g >= 2
+// spans nodes iff g > ranks_per_node: work / g + their context-parallel collectives (llm_comm is linear in
+// tokens for a fixed group: a latency per sample and a bandwidth term per token), tabulated per g.
+class GroupTimes {
+ public:
+  GroupTimes(const CostModel& cost, int ranks)
+      : ranks_per_node_(cost.ranks_per_node), latency_(ranks + 1, 0.0), per_token_(ranks + 1, 0.0) {
+    for (int g = 2; g <= ranks; ++g) {
+      const bool spans = g > cost.ranks_per_node;
+      latency_[g] = cost.llm_comm(0.0, g, spans);
+      per_token_[g] = cost.llm_comm(1.0, g, spans) - latency_[g];
+    }
+  }
+  double operator()(double work, double tokens, double count, int g) const {
+    return g == 1 ? work : work / g + count * latency_[g] + per_token_[g] * tokens;
+  }
+  int ranks_per_node() const { return ranks_per_node_; }
+
+ private:
+  int ranks_per_node_;
+  std::vector<double> latency_, per_token_;
 };
-RunTime run_time(const CostModel& cost, double work, double tokens, double count, bool spans) {
-  const LinkCost& l = cost.link(spans);
-  const double bandwidth_term = cost.kv_bytes_per_token * tokens / l.bandwidth;
-  return {work - bandwidth_term, count * cost.collectives_per_sample * l.latency + bandwidth_term};
-}
 
-double group_time(const CostModel& cost, double work, double tokens, double count, int g) {
-  if (g == 1) return work;
-  const RunTime t = run_time(cost, work, tokens, count, g > cost.ranks_per_node);
-  return t.scaled / g + t.fixed;
-}
-
-// Smallest g in [min_g, max_g] whose group time meets `target`; max_g + 1 if none. O(1): solve
-// scaled / g + fixed <= target on the node-local sizes, then on the spanning ones.
-int ranks_for_target(const CostModel& cost, double work, double tokens, double count, double target,
+// Smallest g in [min_g, max_g] whose group time meets `target`; max_g + 1 if none. Within the node-local
+// sizes, then the spanning ones, the time first falls with g (compute / g) and then rises (the collectives'
+// latency and bandwidth terms grow with g). Their values at the range's smallest size bound them below,
+// which bounds the answer below in O(1); a few sizes up from there usually meet the target, else bisection
+// (on the slope for the fastest size, then before it for the smallest that meets the target) decides in
+// O(log max_g).
+int ranks_for_target(const GroupTimes& group_time, double work, double tokens, double count, double target,
                      int min_g, int max_g) {
   if (min_g <= 1 && work <= target) return 1;
-  const auto solve = [&](bool spans, int lo, int hi) {
+  const auto time = [&](int g) { return group_time(work, tokens, count, g); };
+  const auto bisect = [&](int lo, int hi) {
+    int a = lo, b = hi;
+    while (a < b) {
+      const int mid = a + (b - a) / 2;
+      if (time(mid + 1) >= time(mid)) {
+        b = mid;
+      } else {
+        a = mid + 1;
+      }
+    }
+    if (time(a) > target) return -1;
+    for (int first = lo; first < a;) {  // the time falls on [lo, a]
+      const int mid = first + (a - first) / 2;
+      if (time(mid) <= target) {
+        a = mid;
+      } else {
+        first = mid + 1;
+      }
+    }
+    return a;
+  };
+  const auto solve = [&](int lo, int hi) {
     if (lo > hi) return -1;
-    const RunTime t = run_time(cost, work, tokens, count, spans);
-    const auto meets = [&](int g) { return t.scaled / g + t.fixed <= target; };
-    if (t.scaled <= 0.0) return meets(lo) ? lo : -1;  // the time only grows with g
-    if (target <= t.fixed) return -1;
-    const double g = std::max<double>(lo, std::ceil(t.scaled / (target - t.fixed) - 1e-9));
-    if (g > hi) return -1;
-    int gi = static_cast<int>(g);
-    if (!meets(gi)) ++gi;  // floating-point rounding of the ceiling
-    return gi <= hi && meets(gi) ? gi : -1;
+    const double floor = time(lo) - work / lo;  // the collectives at the smallest size: a lower bound
+    if (floor >= target) return -1;
+    int g = std::max<double>(lo, std::ceil(work / (target - floor) - 1e-9));
+    for (int tries = 0; g <= hi && tries < 4; ++g, ++tries) {
+      const double t = time(g);
+      if (t <= target) return g;
+      if (g < hi && time(g + 1) >= t) return -1;  // past the fastest size
+    }
+    return g <= hi ? bisect(g, hi) : -1;
   };
   const int lo = std::max(2, min_g);
-  const int local = solve(false, lo, std::min(cost.ranks_per_node, max_g));
+  const int local = solve(lo, std::min(group_time.ranks_per_node(), max_g));
   if (local > 0) return local;
-  const int spanning = solve(true, std::max(lo, cost.ranks_per_node + 1), max_g);
+  const int spanning = solve(std::max(lo, group_time.ranks_per_node() + 1), max_g);
   return spanning > 0 ? spanning : max_g + 1;
 }
 
-int round_to_rule(SizeRule rule, int g, const CostModel& cost, double work, double tokens, double count,
-                  double target, int max_g) {
+int round_to_rule(SizeRule rule, int g, const GroupTimes& group_time, double work, double tokens,
+                  double count, double target, int max_g) {
   if (rule == SizeRule::any || g > max_g) return g;
   // Next power of two that still meets the target (a larger one may cross a node and lose bandwidth).
   int p = 1;
   while (p < g) p *= 2;
   for (; p <= max_g; p *= 2)
-    if (group_time(cost, work, tokens, count, p) <= target * (1.0 + 1e-12)) return p;
+    if (group_time(work, tokens, count, p) <= target * (1.0 + 1e-12)) return p;
   return max_g + 1;
 }
 
 // Smallest group size g <= max_g whose token_capacity holds `tokens` (max_g if none).
 class CapacityTable {
  public:
-  CapacityTable(const CostModel& cost, int max_g) : unlimited_(cost.capacity_bytes <= 0.0) {
+  CapacityTable(const CostModel& cost, int max_g) : unlimited_(!cost.bounded()) {
     if (unlimited_) return;
     best_up_to_.resize(max_g + 1, 0.0);
     for (int g = 1; g <= max_g; ++g) best_up_to_[g] = std::max(best_up_to_[g - 1], cost.token_capacity(g));
@@ -93,7 +125,12 @@ struct Demand {
 class TargetSearch {
  public:
   TargetSearch(SizeRule rule, int ranks, const BatchCosts& costs, const CostModel& cost)
-      : rule_(rule), ranks_(ranks), costs_(costs), cost_(cost), capacity_(cost, ranks) {
+      : rule_(rule),
+        ranks_(ranks),
+        costs_(costs),
+        cost_(cost),
+        capacity_(cost, ranks),
+        group_time_(cost, ranks) {
     // Run lengths the DP tries: every length up to 8, then 1.5x apart (plus the whole prefix, below).
     for (int l = 1; l <= static_cast<int>(costs.by_llm.size()); l = l < 8 ? l + 1 : (3 * l + 1) / 2)
       run_lengths_.push_back(l);
@@ -186,15 +223,15 @@ class TargetSearch {
   }
 
   double run_time(int begin, int end, int g) const {
-    return group_time(cost_, work_[end] - work_[begin], tokens_[end] - tokens_[begin], end - begin, g);
+    return group_time_(work_[end] - work_[begin], tokens_[end] - tokens_[begin], end - begin, g);
   }
 
   int run_ranks(int begin, int end, double target) const {
     const double work = work_[end] - work_[begin], tokens = tokens_[end] - tokens_[begin],
                  count = end - begin;
     const int min_g = capacity_.smallest_group(costs_.tokens[costs_.by_llm[begin]]);  // the run's largest
-    const int g = ranks_for_target(cost_, work, tokens, count, target, min_g, ranks_);
-    return round_to_rule(rule_, g, cost_, work, tokens, count, target, ranks_);
+    const int g = ranks_for_target(group_time_, work, tokens, count, target, min_g, ranks_);
+    return round_to_rule(rule_, g, group_time_, work, tokens, count, target, ranks_);
   }
 
   SizeRule rule_;
@@ -203,6 +240,7 @@ class TargetSearch {
   const BatchCosts& costs_;
   const CostModel& cost_;
   CapacityTable capacity_;
+  GroupTimes group_time_;
   std::vector<double> work_, tokens_;  // prefix sums along by_llm
 };
 

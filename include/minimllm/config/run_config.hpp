@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "minimllm/config/input_error.hpp"
+#include "minimllm/config/machine_config.hpp"
 
 namespace minimllm {
 
@@ -70,9 +71,7 @@ struct OptimizerConfig {
 };
 
 struct RuntimeConfig {
-  // runtime.peak_gflops_per_rank: dense peak per rank (of the precision below) used for MFU; 0 = a known
-  // GPU's datasheet peak, else the GEMM rate measured at start-up.
-  double peak_gflops_per_rank = 0.0;
+  // (runtime.peak_gflops_per_rank is read into machine.peak_gflops: one value, MachineConfig.)
   int blas_threads = 1;  // runtime.blas_threads: BLAS threads per rank (>= 1)
   // runtime.precision: fp32 | bf16. bf16: every GEMM's inputs are rounded to bfloat16 (round to nearest
   // even), products accumulate in fp32 (tensor cores on CUDA); everything else stays fp32.
@@ -104,7 +103,7 @@ struct ParallelConfig {
   // max_seqlen_per_dp_cp_rank; a bin holds cp x budget tokens) and of megatron_dcp's groups; 0 = derived
   // each step: the longest sample's tokens / cp, rounded up.
   int tokens_per_rank = 0;
-  int ranks_per_node = 0;  // parallel.ranks_per_node: for the planners' cost model; 0 = detect
+  // (parallel.ranks_per_node is read into machine.ranks_per_node: one value, MachineConfig.)
   // parallel.group_sizes: LLM group sizes, any positive integers summing to the LLM ranks (all ranks,
   // or all but the encoder ranks when disaggregated); context parallel inside each group. Empty: one
   // rank per group (plain data parallel). Samples go to groups in order, in proportion to group size.
@@ -139,6 +138,9 @@ struct RunConfig {
   RuntimeConfig runtime;
   ParallelConfig parallel;
   BenchmarkConfig benchmark;
+  // machine: the machine it runs on (or, for simulate, is projected to); runtime.peak_gflops_per_rank
+  // and parallel.ranks_per_node are older names of machine.peak_gflops and machine.ranks_per_node.
+  MachineConfig machine;
 };
 
 // Parses and validates a deck; throws InputError naming path, key, value and what is valid.

@@ -23,6 +23,7 @@ struct PlanningBasis {
   double gflops_per_rank = 0.0;  // the cost model's compute rate
   std::string cost_model_source;
   std::string calibration_text;  // the calibration applied to the cost model; empty for the defaults
+  double capacity_bytes = 0.0;   // the memory per rank plans had to fit; 0: unbounded
 };
 
 // A checkpoint read for a restart, identical on every rank.

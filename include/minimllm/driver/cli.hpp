@@ -1,8 +1,9 @@
 // The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--global-batch B] [--policy P]
 // [--cost-model FILE] [--calibrate] [--reference FILE] [--overwrite] [--checkpoint-every N]
 // [--checkpoint FILE] [--restart FILE]`, `minimllm simulate DECK --ranks N [--ranks-per-node R]
-// [--policy P|all] [--cp N|best] [--tokens-per-rank T] [--steps N] [--gflops G] [--cost-model FILE]
-// [--out FILE] [--overwrite]`, `minimllm calibrate DECK [--out FILE] [--sizes K] [--repeats R] [--rows N]
+// [--machine FILE] [--memory-gib M] [--policy P|all] [--cp N|best] [--tokens-per-rank T] [--steps N]
+// [--gflops G] [--cost-model FILE] [--out FILE] [--overwrite]`, `minimllm calibrate DECK [--out FILE]
+// [--sizes K] [--repeats R] [--rows N]
 // [--overwrite]`, --help, --version.
 #pragma once
 
@@ -29,13 +30,15 @@ struct RunRequest {
 
 struct SimulateRequest {
   std::string deck;
-  int ranks = 1, ranks_per_node = 8;
+  int ranks = 1, ranks_per_node = 0;   // ranks_per_node 0: the machine's, else 8
   std::string policy = "all";          // a planner name or all
   std::string cp = "best";             // static's context-parallel degree: a positive integer, or best
   std::optional<int> tokens_per_rank;  // overrides parallel.tokens_per_rank
   std::optional<int> steps;
   std::optional<int> global_batch;  // overrides data.global_batch (samples per step at scale)
-  double gflops = 0.0;              // 0: the deck's runtime.peak_gflops_per_rank, else this machine's sgemm
+  double gflops = 0.0;              // 0: machine.peak_gflops, else this machine's sgemm
+  double memory_gib = 0.0;          // 0: machine.memory_gib, else detected
+  std::string machine;              // a machine file replacing the deck's machine section; empty: none
   std::string cost_model;           // calibration file, overriding parallel.cost_model
   std::string out;                  // empty: no HDF5 output
   bool overwrite = false;

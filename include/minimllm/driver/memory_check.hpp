@@ -11,18 +11,21 @@
 
 namespace minimllm {
 
-// The memory one rank may use: the GPU's free memory divided among the ranks that drive that GPU
-// (CUDA), else the node's MemAvailable divided among the node's ranks (ranks_per_node). bytes < 0:
-// unknown (then nothing is checked).
+// The memory one rank may use: machine.memory_gib when the deck gives it; else the GPU's free memory
+// divided among the ranks that drive that GPU (CUDA), else the node's MemAvailable divided among the
+// node's ranks (ranks_per_node). bytes < 0: unknown (then nothing is checked).
 struct MemoryBudget {
-  double bytes = -1.0;   // per rank
-  double shared = -1.0;  // before division
-  int sharing = 1;       // ranks it is divided among
-  bool device = false;   // a GPU's free memory, else the node's RAM
+  double bytes = -1.0;           // per rank
+  double shared = -1.0;          // before division
+  int sharing = 1;               // ranks it is divided among
+  bool device = false;           // a GPU's free memory, else the node's RAM
+  bool given = false;            // machine.memory_gib
+  double planning_bytes = -1.0;  // the least over ranks: the planners' capacity (the same on every rank)
+  std::string source() const;    // "machine.memory_gib", "detected: MemAvailable of the node / 2 ranks"
 };
 
 // Collective over world: measured once, before the model allocates.
-MemoryBudget memory_budget(const World& world);
+MemoryBudget memory_budget(const World& world, const MachineConfig& machine);
 
 // What the run will hold per rank: parameters, gradients and AdamW moments (state), and the
 // activations and workspace of the largest planned pass (0 before planning).

@@ -13,10 +13,15 @@
 
 namespace minimllm {
 
+// The machine (driver/machine.hpp): the command line's values (0: not given) > machine_file's section (or
+// the deck's) > measured on this machine (peak; memory: its MemAvailable / ranks per node) > defaults (8
+// ranks per node, nominal links).
 struct SimulateOptions {
   int ranks = 1;                 // virtual ranks
-  int ranks_per_node = 8;        // for the cost model's node boundary
-  double gflops_per_rank = 0.0;  // cost model rate; 0: the deck's runtime.peak_gflops_per_rank, else measure
+  int ranks_per_node = 0;        // --ranks-per-node; 0: the machine's, else 8
+  double gflops_per_rank = 0.0;  // --gflops; 0: machine.peak_gflops, else measured (this machine's sgemm)
+  double memory_gib = 0.0;       // --memory-gib; 0: machine.memory_gib, else detected
+  std::string machine_file;      // --machine: a machine file replacing the deck's machine section
   std::vector<std::string> policies;  // planners to compare (speed-ups are over static, run in any case)
   // static's context-parallel degree (--cp N); 0 = best (--cp best): static at every power of two
   // dividing the ranks whose bins hold the batch, the fastest predicted kept. Every policy then runs with
@@ -34,7 +39,10 @@ struct PolicySummary {
   double lower_bound_seconds = 0.0;
   double tokens_per_second = 0.0;
   double idle_fraction = 0.0, comm_fraction = 0.0;
-  double planning_ms = 0.0;  // median wall time of the planner per step, on this machine
+  double planning_ms = 0.0;          // median wall time of the planner per step, on this machine
+  bool fits = true;                  // every step's plan fits the memory per rank
+  double peak_bytes_per_rank = 0.0;  // the most any rank holds in any step (memory_fit.hpp)
+  std::string does_not_fit;          // why not (the first step's DoesNotFit), when it does not
   // Communicators created per step after the first, the pool capped at parallel.comm_pool_capacity per
   // rank (CommLedger): a layout that repeats creates none once warm.
   double comm_creations_per_step = 0.0;

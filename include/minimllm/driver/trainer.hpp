@@ -9,6 +9,7 @@
 
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/core/world.hpp"
+#include "minimllm/driver/machine.hpp"
 #include "minimllm/metrics/step_record.hpp"
 
 namespace minimllm {
@@ -49,6 +50,7 @@ struct TrainResult {
   // Set when SIGUSR1 stopped the run after a step: the checkpoint then written holds its state, and
   // `run --restart` goes on from there.
   bool stopped_on_request = false;
+  ResolvedMachine machine;  // the machine the run planned for (driver/machine.hpp)
 };
 
 // Trains for config.steps steps on world. Throws InputError for invalid input (e.g. the output file

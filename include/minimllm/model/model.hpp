@@ -13,6 +13,7 @@
 #include "minimllm/kernels/workspace.hpp"
 #include "minimllm/model/model_inputs.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"
+#include "minimllm/plan/cost_model.hpp"
 
 namespace minimllm {
 
@@ -69,6 +70,21 @@ struct TensorRange {
 // Parameters of a model of this configuration (what Model's constructor allocates, twice: parameters and
 // gradients), computed without allocating anything.
 std::size_t parameter_count(const ModelConfig& config);
+
+// The memory accounting of Model (its members below call these), without allocating a model:
+// bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows gathered
+// key rows (context parallelism; 0 without) and `patches` encoder rows; the LLM pass's share of that; the
+// bf16 GEMMs' rounded operands.
+double activation_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
+                        std::int64_t patches, std::int64_t key_rows = 0);
+double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
+                      std::int64_t key_rows = 0);
+double rounded_operand_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t rows, bool llm);
+// A token's GEMM cost in units of one causal attention pair (chunk balancing under context parallelism).
+double linear_weight_in_attention_pairs(const LlmConfig& llm);
+// The planners' memory model (plan/cost_model.hpp) from that accounting: 16 bytes of state per parameter,
+// and the per-row, per-key-row and per-patch coefficients of activation_bytes.
+MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision);
 
 class Model {
  public:

@@ -74,6 +74,10 @@ struct Calibration {
   // Within a node. Collectives spanning nodes are measured only when the ranks span nodes.
   CollectiveCalibration all_gather, all_reduce, all_to_all;
   CollectiveCalibration inter_all_gather, inter_all_reduce, inter_all_to_all;
+  // The machine fields measured here (a `machine:` section usable by simulate --machine), and what was
+  // and was not measured (written as comments above it; not read back).
+  MachineConfig machine;
+  std::vector<std::string> machine_notes;
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -90,6 +94,10 @@ Calibration load_calibration(const std::string& path, std::string* text = nullpt
 
 // A path named inside a deck: absolute paths as they are, relative ones against the deck's directory.
 std::string resolve_against_deck(const std::string& deck_path, const std::string& path);
+
+// A collective's fitted link (latency of the whole collective on `ranks` ranks) per message step of the
+// algorithm: latency / (rounds x steps(ranks)); rounds: 1 for all-gather, 2 for all-reduce.
+LinkCost per_step(const LinkCost& measured, CollectiveAlgorithm algorithm, int ranks, int rounds);
 
 // The calibrated cost model: `base` (the FLOP-based defaults for this deck, which keep the memory terms
 // and whatever the calibration did not measure, e.g. links between nodes on one node) with the

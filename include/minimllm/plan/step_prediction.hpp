@@ -48,7 +48,7 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
 //   data_r    = data_c + data_per_image * (images rank r encodes) + data_per_patch * (their patches)
 //             + data_per_token * (LLM rows of r)
 //   data      = max_r data_r      (each rank packs its own inputs before the first exchange)
-//   grad_sync = StepCost::grad_sync(world_size, ranks_per_node)
+//   grad_sync = CostModel::grad_sync(world_size): hierarchical all-reduce (cost_model.hpp)
 PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
                             int world_size);
 

@@ -1,0 +1,41 @@
+// The machine a run or a simulation uses, resolved field by field with where each value came from, in one
+// order of precedence: command line (simulate --ranks-per-node, --gflops, --memory-gib) > machine section
+// (simulate --machine FILE, else the deck's `machine:`) > detected or measured on this machine > defaults.
+// Links: the machine section > a calibration's measurement > the nominal defaults. Recorded in /run
+// (machine_* attributes) and printed in the banner and the simulate header.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "minimllm/config/machine_config.hpp"
+#include "minimllm/metrics/hdf5_writer.hpp"  // RunAttribute
+#include "minimllm/plan/cost_model.hpp"
+
+namespace minimllm {
+
+struct ResolvedMachine {
+  MachineConfig machine;  // every numeric field set; the links as the cost model uses them
+  std::string section;    // where the machine section came from: a deck or machine file, or "none"
+  std::string ranks_per_node_source, nvlink_domain_source, memory_source, peak_source, intra_node_source,
+      inter_node_source, algorithm_source;
+
+  double memory_bytes() const;
+  std::vector<RunAttribute> attributes() const;  // machine_<field> and machine_<field>_source
+  // "machine (dgx-h100.yaml): 8 ranks per node (machine section), ..." on a few lines.
+  std::string describe() const;
+};
+
+// The first value given (> 0) of `candidates`, in order, with its source; (0, "") if none.
+struct Candidate {
+  double value;
+  const char* source;
+};
+std::pair<double, std::string> first_given(std::initializer_list<Candidate> candidates);
+
+// After the cost model took a calibration (links_measured: its intra- and inter-node links) and the
+// machine (apply_machine): the links the model uses, and where they came from.
+void resolve_links(ResolvedMachine& resolved, const CostModel& cost, bool intra_measured, bool inter_measured,
+                   const std::string& calibration);
+
+}  // namespace minimllm

@@ -1,0 +1,113 @@
+// The machine section (machine_config.hpp): reading it strictly, machine files, and writing it back.
+#include "minimllm/config/machine_config.hpp"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+
+#include "minimllm/config/strict_yaml.hpp"
+
+namespace minimllm {
+namespace {
+
+using strict_yaml::above;
+using strict_yaml::at_least;
+using strict_yaml::Section;
+
+constexpr int kMaxRanks = 1 << 24;
+
+LinkSpec read_link(const Section& parent, const std::string& key) {
+  LinkSpec link;
+  const Section s = parent.section(key, {"bandwidth_gbs", "latency_us"});
+  if (!parent.has(key) || parent.child(key).IsNull()) return link;
+  s.require("bandwidth_gbs");
+  s.require("latency_us");
+  s.read_real("bandwidth_gbs", link.bandwidth_gbs, above(0.0));
+  s.read_real("latency_us", link.latency_us, at_least(0.0));
+  return link;
+}
+
+// Shortest text that reads back as the same double.
+std::string number(double v) { return fmt::format("{}", v); }
+
+}  // namespace
+
+bool MachineConfig::empty() const {
+  return name.empty() && ranks_per_node == 0 && nvlink_domain == 0 && memory_gib == 0.0 &&
+         peak_gflops == 0.0 && !intra_node.given() && !inter_node.given() && collective_algorithm.empty();
+}
+
+const std::vector<std::string>& machine_keys() {
+  static const std::vector<std::string> keys = {"name",       "ranks_per_node",      "nvlink_domain",
+                                                "memory_gib", "peak_gflops",         "intra_node",
+                                                "inter_node", "collective_algorithm"};
+  return keys;
+}
+
+MachineConfig read_machine(const Section& s) {
+  MachineConfig m;
+  s.read_text("name", m.name);
+  s.read_int("ranks_per_node", m.ranks_per_node, 1, kMaxRanks);
+  s.read_int("nvlink_domain", m.nvlink_domain, 1, kMaxRanks);
+  s.read_real("memory_gib", m.memory_gib, above(0.0));
+  s.read_real("peak_gflops", m.peak_gflops, above(0.0));
+  m.intra_node = read_link(s, "intra_node");
+  m.inter_node = read_link(s, "inter_node");
+  s.read_choice("collective_algorithm", m.collective_algorithm, {"ring", "tree"});
+  // A domain holds whole nodes (an NVL72 rack of 18 nodes of 4 GPUs: nvlink_domain 72, ranks_per_node 4).
+  if (m.nvlink_domain > 0 && m.ranks_per_node > 0 && m.nvlink_domain % m.ranks_per_node != 0)
+    s.fail_at("nvlink_domain",
+              fmt::format("must be a multiple of {} (= {}): an NVLink domain holds whole nodes",
+                          s.path_of("ranks_per_node"), m.ranks_per_node));
+  return m;
+}
+
+MachineConfig parse_machine_text(const std::string& yaml_text, const std::string& origin) {
+  const std::vector<YAML::Node> documents = load_yaml_documents(yaml_text, origin);
+  const std::string expected =
+      "a machine file is one YAML map with a `machine:` section (docs/INPUT.md, \"machine\"), or a "
+      "calibration file from minimllm calibrate";
+  if (documents.size() != 1 || !documents[0].IsMap())
+    strict_yaml::fail(origin, "(top level)", documents.empty() ? "(empty)" : strict_yaml::show(documents[0]),
+                      expected);
+  const YAML::Node& root = documents[0];
+  // A calibration file carries its own keys (checked where it is used as a calibration); any other file
+  // holds the machine section alone.
+  std::vector<std::string> top_keys = {"machine"};
+  if (root["format"]) {
+    for (const auto& entry : root) {
+      const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
+      if (key != "machine") top_keys.push_back(key);
+    }
+  }
+  const Section top(origin, root, "", top_keys);
+  top.require("machine");
+  return read_machine(top.required_section("machine", machine_keys()));
+}
+
+MachineConfig load_machine_file(const std::string& path) {
+  return parse_machine_text(read_input_file(path, "machine file"), path);
+}
+
+std::string machine_to_yaml(const MachineConfig& m) {
+  std::ostringstream o;
+  o << "machine:\n";
+  if (!m.name.empty()) o << fmt::format("  name: \"{}\"\n", m.name);
+  if (m.ranks_per_node > 0) o << fmt::format("  ranks_per_node: {}\n", m.ranks_per_node);
+  if (m.nvlink_domain > 0) o << fmt::format("  nvlink_domain: {}\n", m.nvlink_domain);
+  if (m.memory_gib > 0.0) o << fmt::format("  memory_gib: {}\n", number(m.memory_gib));
+  if (m.peak_gflops > 0.0) o << fmt::format("  peak_gflops: {}\n", number(m.peak_gflops));
+  const auto link = [&](const char* key, const LinkSpec& l) {
+    if (l.given())
+      o << fmt::format("  {}: {{bandwidth_gbs: {}, latency_us: {}}}\n", key, number(l.bandwidth_gbs),
+                       number(l.latency_us));
+  };
+  link("intra_node", m.intra_node);
+  link("inter_node", m.inter_node);
+  if (!m.collective_algorithm.empty())
+    o << fmt::format("  collective_algorithm: {}\n", m.collective_algorithm);
+  return o.str();
+}
+
+}  // namespace minimllm

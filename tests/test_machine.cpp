@@ -1,0 +1,472 @@
+// The machine model and memory that binds: collectives in the alpha-beta model checked by hand, growing
+// with the group and dearer across nodes; the machine section, machine files and their precedence; the
+// memory model against the model's own accounting; batches and plans that fit or do not; a long sample
+// forcing a context-parallel group; every planner's plan under the capacity on the decks and random
+// batches; the simulator's fits and peak bytes per rank.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hdf5_attributes.hpp"
+#include "minimllm/config/machine_config.hpp"
+#include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/cli.hpp"
+#include "minimllm/driver/simulator.hpp"
+#include "minimllm/model/model.hpp"
+#include "minimllm/plan/calibration.hpp"
+#include "minimllm/plan/cost_model.hpp"
+#include "minimllm/plan/memory_fit.hpp"
+#include "minimllm/plan/planner.hpp"
+#include "minimllm/plan/rank_work.hpp"
+
+namespace minimllm {
+namespace {
+
+const std::filesystem::path kInputs = std::filesystem::path(__FILE__).parent_path().parent_path() / "inputs";
+
+RunConfig deck(const std::string& name) { return load_run_config((kInputs / (name + ".yaml")).string()); }
+
+// ---------------------------------------------------------------------------------------------------
+// Collectives
+
+TEST(Collectives, RingAndTreeMatchTheFormulasByHand) {
+  const LinkCost link{2e-6, 1e9};  // 2 us per step, 1 GB/s
+  const double s = 8e6;            // bytes
+  const auto ring = CollectiveAlgorithm::ring, tree = CollectiveAlgorithm::tree;
+  // n = 8: ring 7 steps, tree 3; (n - 1) / n = 7/8 of the buffer; all-reduce twice both.
+  EXPECT_DOUBLE_EQ(all_gather_time(link, ring, 8, s), 7 * 2e-6 + 7.0 / 8 * s / 1e9);
+  EXPECT_DOUBLE_EQ(reduce_scatter_time(link, ring, 8, s), 7 * 2e-6 + 7.0 / 8 * s / 1e9);
+  EXPECT_DOUBLE_EQ(all_reduce_time(link, ring, 8, s), 14 * 2e-6 + 2 * 7.0 / 8 * s / 1e9);
+  EXPECT_DOUBLE_EQ(all_gather_time(link, tree, 8, s), 3 * 2e-6 + 7.0 / 8 * s / 1e9);
+  EXPECT_DOUBLE_EQ(all_reduce_time(link, tree, 8, s), 6 * 2e-6 + 2 * 7.0 / 8 * s / 1e9);
+  EXPECT_DOUBLE_EQ(collective_steps(tree, 5), 3.0);  // ceil(log2 5)
+  EXPECT_DOUBLE_EQ(collective_steps(tree, 2), 1.0);
+  EXPECT_DOUBLE_EQ(collective_steps(ring, 2), 1.0);
+  EXPECT_DOUBLE_EQ(all_to_all_time(link, 3, 3e6), 3 * 2e-6 + 3e6 / 1e9);
+  for (auto algorithm : {ring, tree}) {  // nothing to do on one rank
+    EXPECT_EQ(all_gather_time(link, algorithm, 1, s), 0.0);
+    EXPECT_EQ(all_reduce_time(link, algorithm, 1, s), 0.0);
+  }
+  EXPECT_EQ(all_to_all_time(link, 0, 0.0), 0.0);
+}
+
+TEST(Collectives, HierarchicalOverNodesByHand) {
+  const Network net{{1e-6, 100e9}, {5e-6, 10e9}, CollectiveAlgorithm::ring};
+  const double s = 16e6;
+  // One node: the intra-node link alone.
+  EXPECT_DOUBLE_EQ(net.all_gather({8, 1, 8}, s), 7 * 1e-6 + 7.0 / 8 * s / 100e9);
+  // One rank per node: the inter-node link alone, the whole buffer over its one rail.
+  EXPECT_DOUBLE_EQ(net.all_reduce({4, 4, 1}, s), 6 * 5e-6 + 2 * 3.0 / 4 * s / 10e9);
+  // 16 ranks on 2 nodes: between the nodes on 8 rails (s / 8 each), then within the node.
+  const double inter_ag = 1 * 5e-6 + 1.0 / 2 * (s / 8) / 10e9, intra_ag = 7 * 1e-6 + 7.0 / 8 * s / 100e9;
+  EXPECT_DOUBLE_EQ(net.all_gather({16, 2, 8}, s), inter_ag + intra_ag);
+  EXPECT_DOUBLE_EQ(net.reduce_scatter({16, 2, 8}, s), inter_ag + intra_ag);
+  EXPECT_DOUBLE_EQ(net.all_reduce({16, 2, 8}, s), intra_ag + 2 * inter_ag + intra_ag);
+}
+
+TEST(Collectives, GrowWithTheGroupAndCostMoreAcrossNodes) {
+  CostModel cost = default_cost_model(deck("text_longtail"), 100.0, 8);
+  for (auto algorithm : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree}) {
+    cost.algorithm = algorithm;
+    for (int n = 2; n < 64; ++n) {
+      EXPECT_GE(all_gather_time(cost.intra_node, algorithm, n + 1, 1e6),
+                all_gather_time(cost.intra_node, algorithm, n, 1e6));
+      EXPECT_GE(all_reduce_time(cost.inter_node, algorithm, n + 1, 1e6),
+                all_reduce_time(cost.inter_node, algorithm, n, 1e6));
+    }
+    for (int n = 1; n < 256; ++n) EXPECT_LE(cost.grad_sync(n), cost.grad_sync(n + 1)) << n;
+    // Latency alone (a sample of no tokens): one step per rank of the ring, not one constant.
+    EXPECT_LT(cost.llm_comm(0.0, 2, false), cost.llm_comm(0.0, 8, false));
+    EXPECT_LT(cost.llm_comm(0.0, 16, true), cost.llm_comm(0.0, 64, true));
+  }
+  cost.algorithm = CollectiveAlgorithm::ring;
+  EXPECT_DOUBLE_EQ(cost.llm_comm(0.0, 8, false), cost.cp_layers * 2 * 7 * cost.intra_node.latency);
+  // The same group size inside a node and across two: the node boundary costs more.
+  EXPECT_LT(cost.llm_time(2000, 4, 0), cost.llm_time(2000, 4, 6));
+  EXPECT_LT(cost.grad_sync(8), cost.grad_sync(9));
+  const GroupSpan straddling = cost.span_of(6, 4);
+  EXPECT_EQ(straddling.nodes, 2);
+  EXPECT_EQ(straddling.per_node, 2);
+  EXPECT_EQ(cost.span_of(0, 20).nodes, 3);
+  EXPECT_EQ(cost.span_of(0, 20).per_node, 8);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The machine section and machine files
+
+TEST(MachineSection, ReadsEveryKeyAndRejectsBadValues) {
+  const RunConfig c = parse_run_config(R"(
+name: m
+machine:
+  name: test
+  ranks_per_node: 4
+  nvlink_domain: 8
+  memory_gib: 16
+  peak_gflops: 1000
+  intra_node: {bandwidth_gbs: 100, latency_us: 2}
+  inter_node: {bandwidth_gbs: 10, latency_us: 5}
+  collective_algorithm: tree
+)",
+                                       "m.yaml");
+  EXPECT_EQ(c.machine.ranks_per_node, 4);
+  EXPECT_EQ(c.machine.nvlink_domain, 8);
+  EXPECT_EQ(c.machine.memory_gib, 16.0);
+  EXPECT_EQ(c.machine.inter_node.latency_us, 5.0);
+  EXPECT_EQ(c.machine.collective_algorithm, "tree");
+  const auto error = [](const std::string& text) {
+    try {
+      parse_run_config("name: m\n" + text, "m.yaml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(
+      error("machine: {memroy_gib: 8}"),
+      "m.yaml: machine.memroy_gib = 8: unknown key (did you mean 'memory_gib'?); valid keys in machine: "
+      "name, ranks_per_node, nvlink_domain, memory_gib, peak_gflops, intra_node, inter_node, "
+      "collective_algorithm");
+  EXPECT_EQ(error("machine: {memory_gib: 0}"), "m.yaml: machine.memory_gib = 0: must be a number > 0");
+  EXPECT_EQ(error("machine: {intra_node: {bandwidth_gbs: 10}}"),
+            "m.yaml: machine.intra_node.latency_us = (missing): required key in machine.intra_node");
+  EXPECT_EQ(error("machine: {collective_algorithm: star}"),
+            "m.yaml: machine.collective_algorithm = star: must be one of ring, tree");
+  EXPECT_EQ(
+      error("machine: {ranks_per_node: 4, nvlink_domain: 6}"),
+      "m.yaml: machine.nvlink_domain = 6: must be a multiple of machine.ranks_per_node (= 4): an NVLink "
+      "domain holds whole nodes");
+  // The older names are the same values: both given, they must agree.
+  EXPECT_EQ(error("machine: {peak_gflops: 5}\nruntime: {peak_gflops_per_rank: 6}"),
+            "m.yaml: runtime.peak_gflops_per_rank = 6: is also given as machine.peak_gflops = 5; give one "
+            "(they are the same value)");
+  EXPECT_EQ(parse_run_config("name: m\nparallel: {ranks_per_node: 3}", "m.yaml").machine.ranks_per_node, 3);
+}
+
+TEST(MachineSection, PresetsAndCalibrationFilesAreMachineFiles) {
+  const MachineConfig h100 = load_machine_file((kInputs / "machines" / "dgx-h100.yaml").string());
+  EXPECT_EQ(h100.ranks_per_node, 8);
+  EXPECT_EQ(h100.inter_node.bandwidth_gbs, 50.0);
+  const MachineConfig cpu = load_machine_file((kInputs / "machines" / "cpu-cluster.yaml").string());
+  EXPECT_GT(cpu.memory_gib, 0.0);
+  // machine_to_yaml round-trips.
+  EXPECT_EQ(machine_to_yaml(parse_machine_text(machine_to_yaml(h100), "back.yaml")), machine_to_yaml(h100));
+  // A file with no machine section, or with other keys beside it (not a calibration), is refused.
+  EXPECT_THROW(parse_machine_text("ranks_per_node: 8\n", "flat.yaml"), InputError);
+  EXPECT_THROW(parse_machine_text("machine: {ranks_per_node: 8}\nextra: 1\n", "extra.yaml"), InputError);
+  // A calibration's machine section is read by both readers.
+  Calibration c;
+  c.encoder.cost = c.llm.cost = {0.0, 1e-6, 1e-5};
+  c.machine.ranks_per_node = 2;
+  c.machine.intra_node = {9.5, 1.25};
+  c.machine_notes = {"measured: ranks_per_node, intra_node", "not measured: inter_node (one node)"};
+  const std::string text = calibration_to_yaml(c);
+  EXPECT_NE(text.find("# not measured: inter_node (one node)"), std::string::npos);
+  EXPECT_EQ(parse_calibration(text, "cal.yaml").machine.intra_node.bandwidth_gbs, 9.5);
+  EXPECT_EQ(parse_machine_text(text, "cal.yaml").ranks_per_node, 2);
+}
+
+TEST(MachineSection, AppliesItsLinksAlgorithmAndDomain) {
+  CostModel cost = default_cost_model(deck("quickstart"), 100.0, 4);
+  MachineConfig m;
+  m.ranks_per_node = 4, m.nvlink_domain = 16;
+  m.intra_node = {450.0, 1.0};
+  m.collective_algorithm = "tree";
+  apply_machine(cost, m);
+  EXPECT_EQ(cost.ranks_per_node, 16);  // the links' "node" is the NVLink domain
+  EXPECT_DOUBLE_EQ(cost.intra_node.bandwidth, 450e9);
+  EXPECT_DOUBLE_EQ(cost.step.allreduce_intra.latency, 1e-6);
+  EXPECT_DOUBLE_EQ(cost.inter_node.bandwidth, 1e9);  // not given: nominal
+  EXPECT_EQ(cost.algorithm, CollectiveAlgorithm::tree);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Memory
+
+TEST(Memory, ModelMatchesTheModelsOwnAccounting) {
+  for (const char* name : {"quickstart", "llm_heavy", "modality_incoherent"})
+    for (GemmPrecision precision : {GemmPrecision::fp32, GemmPrecision::bf16}) {
+      SCOPED_TRACE(std::string(name) + (precision == GemmPrecision::bf16 ? " bf16" : " fp32"));
+      const ModelConfig model = deck(name).model;
+      const MemoryModel m = memory_model(model, precision);
+      EXPECT_DOUBLE_EQ(m.state, 16.0 * parameter_count(model));
+      EXPECT_DOUBLE_EQ(m.linear_weight, linear_weight_in_attention_pairs(model.llm));
+      for (std::int64_t rows : {1, 100, 5000})
+        for (std::int64_t patches : {0, 64, 4000})
+          for (std::int64_t keys : {std::int64_t(0), 3 * rows}) {
+            const double exact = activation_bytes(model, precision, rows, patches, keys);
+            const double modelled = m.fixed + m.per_row * rows + m.per_patch * patches + m.per_key_row * keys;
+            EXPECT_GE(modelled, exact * (1 - 1e-12));  // an upper bound ...
+            if (precision == GemmPrecision::fp32 && keys == 0) {
+              EXPECT_NEAR(modelled, exact, 1e-9 * exact);  // exact where the accounting is linear
+            }
+            EXPECT_LE(modelled, 1.25 * exact);  // ... and a close one
+          }
+    }
+}
+
+TEST(Memory, CapacityInvertsTheMicroBatchBytes) {
+  CostModel cost = default_cost_model(deck("text_longtail"), 100.0, 8);
+  cost.memory = memory_model(deck("text_longtail").model, GemmPrecision::fp32);
+  EXPECT_TRUE(std::isinf(cost.token_capacity(1)));
+  cost.capacity_bytes = cost.memory.state + cost.memory.fixed + 3000 * cost.memory.per_row;
+  const double free_bytes = 3000 * cost.memory.per_row;
+  EXPECT_NEAR(cost.token_capacity(1), 3000.0, 1e-9);
+  for (int g : {2, 3, 8, 64, 1000}) {
+    const double t = cost.token_capacity(g);
+    EXPECT_NEAR(cost.micro_batch_bytes(t, g), free_bytes, 1e-6 * free_bytes) << g;
+    EXPECT_GT(cost.micro_batch_bytes(t * 1.001, g), free_bytes) << g;
+    EXPECT_GT(t, cost.token_capacity(g - 1) * (g == 2 ? 1.0 : 0.999)) << g;  // more ranks hold more
+  }
+  // The fullest member's rows bound every member's rows of the executor's chunks (up to rounding).
+  for (int tokens : {1, 7, 100, 2048, 30000})
+    for (int g : {2, 3, 8, 32}) {
+      const std::vector<int> bounds = balanced_chunk_bounds(tokens, g, cost.memory.linear_weight);
+      for (int r = 0; r < g; ++r) EXPECT_LE(bounds[r + 1] - bounds[r], cost.chunk_rows(tokens, g)) << tokens;
+      EXPECT_LE(cost.chunk_rows(tokens, g), bounds[1] - bounds[0] + 2.0) << tokens << " on " << g;
+    }
+  // The encoder's reserve comes off the top.
+  cost.encoder_reserve_bytes = 1000 * cost.memory.per_row;
+  EXPECT_NEAR(cost.token_capacity(1), 2000.0, 1e-9);
+}
+
+// A deck of text samples of given lengths, and the cost model with a capacity of `tokens_per_rank` tokens on
+// one rank.
+GlobalBatch lengths(const std::vector<int>& text) {
+  GlobalBatch batch;
+  for (size_t i = 0; i < text.size(); ++i) {
+    SampleMeta s;
+    s.id = static_cast<int>(i), s.text_len = text[i];
+    batch.samples.push_back(s);
+  }
+  return batch;
+}
+
+CostModel bounded(const RunConfig& config, double tokens_per_rank, int ranks_per_node = 8) {
+  CostModel cost = default_cost_model(config, 100.0, ranks_per_node);
+  cost.memory = memory_model(config.model, GemmPrecision::fp32);
+  cost.capacity_bytes = cost.memory.state + cost.memory.fixed + tokens_per_rank * cost.memory.per_row;
+  cost.capacity_source = "test";
+  return cost;
+}
+
+double peak(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world) {
+  const std::vector<double> bytes = rank_peak_bytes(plan, batch, cost, world);
+  return *std::max_element(bytes.begin(), bytes.end());
+}
+
+TEST(Memory, FitsOrNot) {
+  const RunConfig config = deck("text_longtail");
+  const CostModel cost = bounded(config, 1000.0);
+  EXPECT_NO_THROW(require_batch_fits(lengths({900, 500, 20}), cost, 1));
+  // 3,000 tokens need a group of more than 16 (its first member holds more than 1/g of the rows, and every
+  // member the whole sequence's K|V of every layer): fine on 64 ranks, not on 16.
+  EXPECT_NO_THROW(require_batch_fits(lengths({3000, 20}), cost, 64));
+  try {
+    require_batch_fits(lengths({20, 3000}), cost, 16);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("sample 1 of step 0 has 3000 tokens"), std::string::npos) << what;
+    EXPECT_NE(what.find("MiB per rank (test)"), std::string::npos) << what;
+  }
+  // The model state alone over the capacity.
+  CostModel tiny = cost;
+  tiny.capacity_bytes = cost.memory.state / 2;
+  EXPECT_THROW(require_batch_fits(lengths({10}), tiny, 8), InputError);
+  // Unbounded: nothing to check.
+  CostModel free = cost;
+  free.capacity_bytes = 0.0;
+  EXPECT_NO_THROW(require_batch_fits(lengths({1 << 20}), free, 1));
+}
+
+// A sample longer than one rank holds forces a context-parallel group big enough for it; the policies
+// that keep one rank per sample (or a fixed degree of 1) cannot fit and say so.
+TEST(Memory, LongSampleForcesAContextParallelGroup) {
+  const RunConfig config = deck("text_longtail");
+  const CostModel cost = bounded(config, 1500.0);
+  std::vector<int> text(64, 50);
+  text[5] = 3000;
+  const GlobalBatch batch = lengths(text);
+  int needed = 1;
+  while (cost.token_capacity(needed) < 3000) ++needed;
+  ASSERT_GT(needed, 2);
+  for (const char* name : {"dhp", "flexsp", "megatron_dcp"}) {
+    SCOPED_TRACE(name);
+    const StepPlan plan = make_planner(name, cost, {})->plan(batch, 16);
+    ASSERT_NO_THROW(validate_plan(plan, batch, 16));
+    for (const LlmGroup& g : plan.llm_groups)
+      if (std::count(g.samples.begin(), g.samples.end(), 5)) {
+        EXPECT_GE(static_cast<int>(g.ranks.size()), needed);
+      }
+    EXPECT_LE(peak(plan, batch, cost, 16), cost.capacity_bytes);
+  }
+  for (const char* name : {"static", "naive", "orch", "disagg"})
+    EXPECT_THROW(make_planner(name, cost, {})->plan(batch, 16), DoesNotFit) << name;
+  PlannerOptions cp8;
+  cp8.cp = 8;
+  ASSERT_GE(8, needed);
+  const StepPlan plan = make_planner("static", cost, cp8)->plan(batch, 16);
+  EXPECT_LE(peak(plan, batch, cost, 16), cost.capacity_bytes);
+}
+
+// Every planner's plan fits, or the planner says it cannot (only the policies without context
+// parallelism may), on every deck, random batches and world sizes, with a capacity that binds.
+TEST(Memory, EveryPlannerStaysUnderTheCapacity) {
+  std::mt19937 random(12);
+  for (const char* name : {"quickstart", "text_longtail", "modality_incoherent", "llm_heavy"}) {
+    RunConfig config = deck(name);
+    for (int world : {4, 8, 64}) {
+      config.seed = random();
+      config.data.global_batch = world * (2 + random() % 6);
+      const GlobalBatch batch = Sampler(config).batch(static_cast<int>(random() % 5));
+      int longest = 0;
+      for (const SampleMeta& s : batch.samples) longest = std::max(longest, s.tokens());
+      // One rank holds 0.6 to 1.5 times the longest sample, and twice its share of the step's images (the
+      // encoder's activations are held for the whole step) with the largest image.
+      CostModel cost = bounded(config, longest * (0.6 + 0.9 * (random() % 100) / 100.0), 4);
+      double patches = 0.0, largest = 0.0;
+      for (const SampleMeta& s : batch.samples)
+        for (const ImageMeta& im : s.images)
+          patches += im.patches, largest = std::max<double>(largest, im.patches);
+      cost.capacity_bytes += 2.0 * cost.memory.per_patch * (patches / world + largest);
+      bool fits_somewhere = true;
+      try {
+        require_batch_fits(batch, cost, world);
+      } catch (const InputError&) {
+        fits_somewhere = false;
+      }
+      for (const std::string& policy : planner_names()) {
+        SCOPED_TRACE(std::string(name) + " " + policy + " on " + std::to_string(world));
+        const bool context_parallel = policy == "dhp" || policy == "flexsp" || policy == "megatron_dcp";
+        try {
+          const StepPlan plan = make_planner(policy, cost, {})->plan(batch, world);
+          ASSERT_TRUE(fits_somewhere);
+          ASSERT_NO_THROW(validate_plan(plan, batch, world));
+          EXPECT_LE(peak(plan, batch, cost, world), cost.capacity_bytes * (1 + 1e-12));
+        } catch (const DoesNotFit& e) {
+          EXPECT_FALSE(context_parallel && fits_somewhere) << e.what();
+        } catch (const InputError& e) {
+          EXPECT_FALSE(fits_somewhere && context_parallel) << e.what();
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The simulator: fits and peak bytes per rank, and the machine's precedence.
+
+TEST(SimulatorMemory, ReportsFitsAndPeakBytes) {
+  RunConfig config = parse_run_config(R"(
+name: long
+steps: 2
+model:
+  llm: {width: 128, heads: 4, layers: 2, vocab: 256}
+data:
+  global_batch: 64
+  text: {median: 64, sigma: 1.2, min: 8, max: 4096}
+  images: {mean_per_sample: 0, max_per_sample: 0}
+machine: {ranks_per_node: 8, peak_gflops: 100}
+)",
+                                      "long.yaml");
+  const MemoryModel m = memory_model(config.model, GemmPrecision::fp32);
+  int longest = 0;
+  for (int step = 0; step < config.steps; ++step)
+    for (const SampleMeta& s : Sampler(config).batch(step).samples) longest = std::max(longest, s.tokens());
+  SimulateOptions options;
+  options.ranks = 32;
+  options.policies = planner_names();
+  // One rank holds 70% of the longest sample.
+  options.memory_gib = (m.state + m.fixed + 0.7 * longest * m.per_row) / (1024.0 * 1024.0 * 1024.0);
+  options.out_path = "/tmp/minimllm-test-machine-" + std::to_string(getpid()) + ".h5";
+  options.overwrite = true;
+  const std::vector<PolicySummary> result = simulate(config, options);
+  for (const PolicySummary& s : result) {
+    SCOPED_TRACE(s.policy);
+    EXPECT_GT(s.peak_bytes_per_rank, m.state);
+    if (s.policy == "disagg") {
+      EXPECT_FALSE(s.fits);  // one rank per sample: the longest does not fit
+      EXPECT_NE(s.does_not_fit.find("would hold"), std::string::npos) << s.does_not_fit;
+    }
+    if (s.policy == "dhp" || s.policy == "flexsp" || s.policy == "megatron_dcp" || s.policy == "static") {
+      EXPECT_TRUE(s.fits) << s.does_not_fit;
+      EXPECT_LE(s.peak_bytes_per_rank, options.memory_gib * 1024.0 * 1024.0 * 1024.0);
+    }
+  }
+  EXPECT_GT(result[0].cp, 1);  // static's best degree holds the longest sample
+  hid_t file = H5Fopen(options.out_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  hid_t dset = H5Dopen2(file, "/simulation/disagg", H5P_DEFAULT);
+  std::vector<double> rows(2 * 13);
+  H5Dread(dset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data());
+  const PolicySummary& disagg =
+      *std::find_if(result.begin(), result.end(), [](auto& s) { return s.policy == "disagg"; });
+  EXPECT_EQ(std::max(rows[12], rows[13 + 12]), disagg.peak_bytes_per_rank);  // peak_bytes_per_rank column
+  EXPECT_EQ(std::min(rows[11], rows[13 + 11]), 0.0);                         // fits column
+  H5Dclose(dset);
+  H5Fclose(file);
+  unlink(options.out_path.c_str());
+}
+
+using testing_support::read_number_attribute;
+using testing_support::read_string_attribute;
+
+// Command line > machine file (replacing the deck's section) > the deck's section > defaults, each value
+// recorded in /run with where it came from.
+TEST(SimulatorMachine, PrecedenceIsRecorded) {
+  RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
+  config.steps = 1;
+  config.machine.ranks_per_node = 4, config.machine.peak_gflops = 50.0, config.machine.memory_gib = 2.0;
+  SimulateOptions options;
+  options.ranks = 16;
+  options.policies = {"static"};
+  options.ranks_per_node = 8;  // --ranks-per-node
+  options.out_path = "/tmp/minimllm-test-precedence-" + std::to_string(getpid()) + ".h5";
+  options.overwrite = true;
+  const auto run_attributes = [&](const std::function<void(hid_t)>& check) {
+    simulate(config, options);
+    hid_t file = H5Fopen(options.out_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t run = H5Gopen2(file, "/run", H5P_DEFAULT);
+    check(run);
+    H5Gclose(run), H5Fclose(file);
+  };
+  run_attributes([](hid_t run) {
+    EXPECT_EQ(read_number_attribute(run, "machine_ranks_per_node"), 8.0);
+    EXPECT_EQ(read_string_attribute(run, "machine_ranks_per_node_source"), "--ranks-per-node");
+    EXPECT_EQ(read_number_attribute(run, "machine_peak_gflops"), 50.0);
+    EXPECT_EQ(read_string_attribute(run, "machine_peak_source"), "machine section");
+    EXPECT_EQ(read_number_attribute(run, "machine_memory_gib"), 2.0);
+    EXPECT_EQ(read_string_attribute(run, "machine_intra_node_source"), "nominal default");
+    EXPECT_EQ(read_string_attribute(run, "machine_section"), "quickstart");
+  });
+  // A machine file replaces the deck's section as a whole: its memory, not the deck's.
+  const std::string machine = "/tmp/minimllm-test-machine-" + std::to_string(getpid()) + ".yaml";
+  {
+    std::ofstream out(machine);
+    out << "machine: {memory_gib: 3, peak_gflops: 70, inter_node: {bandwidth_gbs: 25, latency_us: 3}}\n";
+  }
+  options.machine_file = machine;
+  options.memory_gib = 1.5;  // --memory-gib
+  run_attributes([&](hid_t run) {
+    EXPECT_EQ(read_string_attribute(run, "machine_section"), machine);
+    EXPECT_EQ(read_number_attribute(run, "machine_peak_gflops"), 70.0);
+    EXPECT_EQ(read_number_attribute(run, "machine_memory_gib"), 1.5);
+    EXPECT_EQ(read_string_attribute(run, "machine_memory_source"), "--memory-gib");
+    EXPECT_EQ(read_number_attribute(run, "machine_inter_node_bandwidth_gbs"), 25.0);
+    EXPECT_EQ(read_string_attribute(run, "machine_inter_node_source"), "machine section");
+  });
+  unlink(machine.c_str());
+  unlink(options.out_path.c_str());
+}
+
+}  // namespace
+}  // namespace minimllm
