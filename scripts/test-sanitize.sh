@@ -8,7 +8,9 @@
 #
 # Default BUILD_DIR: build-sanitize. Not run, to keep CI short (sanitized code trains ~20x slower): the MPI
 # tests at 3 and 4 ranks (_np3, _np4: they oversubscribe the 2 cores; 2 ranks run every communication path,
-# in fewer group shapes) and cli_contract's 30-step benchmark_valid (its shorter benchmark runs stay). Any report fails its test: errors stop the program
+# in fewer group shapes), cli_contract's 30-step benchmark_valid (its shorter benchmark runs stay) and
+# fault_injection (its kills and stalls are timed against Release-speed steps; it runs on the three builds
+# of scripts/test.sh). Any report fails its test: errors stop the program
 # (halt_on_error), leaks are reported at exit, and every report exits 86. Leaks inside third-party
 # libraries would be suppressed in tests/sanitizer/lsan.supp (none is needed today); minimllm's never are.
 # docs/PORTABILITY.md, "Sanitizers", says more.
@@ -38,5 +40,5 @@ export ASAN_OPTIONS="halt_on_error=1:exitcode=86:detect_leaks=1:detect_stack_use
 export LSAN_OPTIONS="suppressions=$repo/tests/sanitizer/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:exitcode=86:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 start=$SECONDS
-(cd "$build_dir" && ctest --output-on-failure --timeout 900 -E '_np[34]$' "$@")
+(cd "$build_dir" && ctest --output-on-failure --timeout 900 -E '_np[34]$|^fault_injection$' "$@")
 echo "test-sanitize.sh: tests passed in $((SECONDS - start)) s"
