@@ -3,9 +3,6 @@
 // thrown by the step it belongs to.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <thread>
-
 #include "minimllm/config/input_error.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/plan/cost_model.hpp"
@@ -62,22 +59,20 @@ TEST(PlanAhead, GivesThePlansOfPlanningEachStepWhenItBegins) {
   }
 }
 
-TEST(PlanAhead, HidesPlanningBehindALongerStep) {
+TEST(PlanAhead, PlansTheNextStepWhileTheCurrentOneRuns) {
+  // How much the thread hides is a timing (the run's summary reports it); what is asserted is the
+  // schedule: after taking step t the helper thread has step t + 1 in hand, and inline planning has none.
   Fixture f;
   PlanAhead threaded(f.planner, 6, true), inline_(f.planner, 6, false);
-  double hidden_exposed = 0.0, hidden_work = 0.0, inline_exposed = 0.0;
+  threaded.queue(0);
   for (int step = 0; step < 6; ++step) {
     double exposed = 0.0;
-    const PlannedStep planned = threaded.take(step, exposed);
-    if (step > 0) hidden_exposed += exposed, hidden_work += planned.planning_seconds;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // "the step", far longer than planning
+    threaded.take(step, exposed);
+    EXPECT_EQ(threaded.in_flight(), step + 1 < 6 ? step + 1 : -1) << "after step " << step;
     inline_.take(step, exposed);
-    if (step > 0) inline_exposed += exposed;
+    EXPECT_EQ(inline_.in_flight(), -1);
+    EXPECT_GT(exposed, 0.0);  // planned on the step's own critical path
   }
-  EXPECT_GT(hidden_work, 0.0);
-  EXPECT_GT(inline_exposed, 0.0);
-  // The waits are a future's hand-over, not the planning: well under the planning itself.
-  EXPECT_LT(hidden_exposed, 0.5 * hidden_work);
 }
 
 TEST(PlanAhead, APlanningErrorIsThrownByItsStep) {

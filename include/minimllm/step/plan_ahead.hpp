@@ -29,6 +29,8 @@ class PlanAhead {
   // step + 1 on the helper thread when threaded, below end_step and not queued. An error of the helper
   // thread (e.g. a sample that fits no layout, InputError) is thrown here, by the step it belongs to.
   PlannedStep take(int step, double& exposed);
+  // The step the helper thread is planning (or has planned, not yet taken); -1 when none.
+  int in_flight() const { return next_.valid() ? next_step_ : -1; }
 
  private:
   const StepPlanner& planner_;
