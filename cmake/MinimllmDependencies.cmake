@@ -108,3 +108,15 @@ endif()
 if(MINIMLLM_ENABLE_NATIVE AND NOT "CUDA" IN_LIST MINIMLLM_KOKKOS_BACKENDS)
   target_compile_options(minimllm_flags INTERFACE -march=native)
 endif()
+# Sanitizers (scripts/test-sanitize.sh): compiled into minimllm's code and the Kokkos templates it
+# instantiates, linked into every program; third-party libraries stay uninstrumented. Frame pointers and
+# -g give whole stack traces; an undefined-behaviour report stops the program (else UBSan only prints).
+if(MINIMLLM_SANITIZE)
+  string(REPLACE "," ";" _sanitizers "${MINIMLLM_SANITIZE}")
+  target_compile_options(minimllm_flags INTERFACE -fsanitize=${MINIMLLM_SANITIZE} -fno-omit-frame-pointer -g)
+  if("undefined" IN_LIST _sanitizers)
+    target_compile_options(minimllm_flags INTERFACE -fno-sanitize-recover=undefined)
+  endif()
+  target_link_options(minimllm_flags INTERFACE -fsanitize=${MINIMLLM_SANITIZE})
+  message(STATUS "minimllm: sanitizers ${MINIMLLM_SANITIZE}")
+endif()

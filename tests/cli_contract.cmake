@@ -179,10 +179,16 @@ endfunction()
 # Benchmark runs (docs/RUN_RULES.md): VALID with the FOM line and exit 0 on the shipped small problem;
 # INVALID with the reason and exit 3, the file kept with the verdict; bad references are invalid input.
 find_program(H5DUMP h5dump)
-expect(benchmark_valid 0 "" ${MPIEXEC} -n 2 ${MINIMLLM} run ${SOURCE_DIR}/inputs/reference/small.yaml --out small.h5)
-check_match(benchmark_valid_fom "${last_out}"
-            "minimllm FOM problem=small tokens_per_second=[0-9.]+ samples_per_second=[0-9.]+ mfu=[0-9.]+ ranks=2 policy=dhp verdict=VALID")
-check_match(benchmark_valid_verdict "${last_out}" "\nVALID\n")
+# A sanitizer build (SANITIZE: MINIMLLM_SANITIZE, scripts/test-sanitize.sh) trains ~20x slower: the 30 steps
+# to the reference step would take ~3 minutes there, while the short benchmark runs below cover the same code.
+if(SANITIZE)
+  message(STATUS "skip benchmark_valid: sanitizer build (${SANITIZE}); the short benchmark runs cover its code")
+else()
+  expect(benchmark_valid 0 "" ${MPIEXEC} -n 2 ${MINIMLLM} run ${SOURCE_DIR}/inputs/reference/small.yaml --out small.h5)
+  check_match(benchmark_valid_fom "${last_out}"
+              "minimllm FOM problem=small tokens_per_second=[0-9.]+ samples_per_second=[0-9.]+ mfu=[0-9.]+ ranks=2 policy=dhp verdict=VALID")
+  check_match(benchmark_valid_verdict "${last_out}" "\nVALID\n")
+endif()
 file(WRITE ${WORK_DIR}/wrong.reference.yaml
      "problem: small\nstep: 2\nloss: 9.99\nrelative_tolerance: 1.0e-4\ninvariance_steps: 2\n"
      "invariance_relative_tolerance: 1.0e-5\n")
@@ -357,15 +363,8 @@ else()
   math(EXPR failures "${failures} + 1")
 endif()
 
-# The stall watchdog: rank 1 of 2 stopped (SIGSTOP) with runtime.stall_timeout: 2 ends the run by itself.
-execute_process(COMMAND bash ${SOURCE_DIR}/tests/stall_watchdog.sh ${MPIEXEC} ${MINIMLLM} ${WORK_DIR}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 90)
-if(rc EQUAL 0)
-  message(STATUS "ok   stalled_rank_watchdog: ${out}")
-else()
-  message(STATUS "FAIL stalled_rank_watchdog: ${rc}\n${out}${err}")
-  math(EXPR failures "${failures} + 1")
-endif()
+# The stall watchdog (a rank stopped with SIGSTOP), kill -9, a disk filling mid-run: tests/fault_injection.sh
+# (ctest fault_injection).
 
 
 # Checkpoint and restart (docs/RUNNING.md): the file next to --out by default, a restart goes on from it;

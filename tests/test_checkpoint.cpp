@@ -41,6 +41,12 @@ struct RemoveAtEnd {
   }
 };
 
+TrainResult restart_from(const RunConfig& config, const World& world, const std::string& checkpoint) {
+  TrainOptions options;
+  options.restart_path = checkpoint;
+  return train(config, world, options);
+}
+
 // Steps [0, stop) with a checkpoint after the last, then a restart to `steps`: the second run's records.
 TrainResult run_in_two_parts(RunConfig config, int stop, const std::string& checkpoint, const World& first,
                              const World& second, const std::string& restart_policy = "") {
@@ -53,9 +59,14 @@ TrainResult run_in_two_parts(RunConfig config, int stop, const std::string& chec
   EXPECT_EQ(part.checkpoints_written, 1);
   config.steps = steps;
   if (!restart_policy.empty()) config.parallel.policy = restart_policy;
-  TrainOptions resume;
-  resume.restart_path = checkpoint;
-  return train(config, second, resume);
+  return restart_from(config, second, checkpoint);
+}
+
+// The resumed run's losses are the uninterrupted run's from step `from` on, bit for bit.
+void expect_bitwise_from(const TrainResult& resumed, const TrainResult& straight, size_t from) {
+  ASSERT_EQ(resumed.steps.size(), straight.steps.size() - from);
+  for (size_t i = 0; i < resumed.steps.size(); ++i)
+    EXPECT_EQ(resumed.steps[i].loss, straight.steps[from + i].loss) << "step " << from + i;
 }
 
 class RestartIsBitwise : public ::testing::TestWithParam<const char*> {};
@@ -92,12 +103,7 @@ TEST(Restart, PlansWithTheCheckpointedRunsCostModel) {
   train(config, world, save);
   config.steps = 12;
   config.machine.peak_gflops = 3.0;  // what this "other machine" would plan with
-  TrainOptions resume;
-  resume.restart_path = file.path;
-  const TrainResult resumed = train(config, world, resume);
-  ASSERT_EQ(resumed.steps.size(), 6u);
-  for (size_t i = 0; i < resumed.steps.size(); ++i)
-    EXPECT_EQ(resumed.steps[i].loss, straight.steps[6 + i].loss);
+  expect_bitwise_from(restart_from(config, world, file.path), straight, 6);
 }
 
 TEST(Restart, OnOneRankOrAnotherPolicyKeepsTheLossWithinTheInvarianceBound) {
@@ -161,13 +167,9 @@ TEST(StopRequest, OneRanksSignalStopsEveryRankAfterTheSameStepWithACheckpoint) {
   EXPECT_TRUE(stopped.stopped_on_request);
   ASSERT_EQ(stopped.steps.size(), 4u);  // steps 0-3 on every rank
   EXPECT_EQ(stopped.checkpoints_written, 1);
-  TrainOptions resume;
-  resume.restart_path = file.path;
-  const TrainResult resumed = train(config, world, resume);
+  const TrainResult resumed = restart_from(config, world, file.path);
   EXPECT_FALSE(resumed.stopped_on_request);
-  ASSERT_EQ(resumed.steps.size(), 8u);
-  for (size_t i = 0; i < resumed.steps.size(); ++i)
-    EXPECT_EQ(resumed.steps[i].loss, straight.steps[4 + i].loss);
+  expect_bitwise_from(resumed, straight, 4);
 }
 
 TEST(Restart, RefusesACheckpointOfAnotherRunOnEveryRank) {

@@ -414,25 +414,26 @@ TEST(CommPool, CappedPoolUnderChurn) {
   }
 }
 
-TEST(CommPool, EvictsLeastRecentlyUsed) {
+TEST(CommPool, CapCountsTheCommunicatorsEachRankHolds) {
   SKIP_BELOW_RANKS(3);
-  const Group a = {0, 1}, b = {1, 2}, c = {0, 2};
+  const Group a = {0, 1}, b = {1, 2}, c = {0, 2}, all = {0, 1, 2};
   CommPool pool(MPI_COMM_WORLD, 2, create_mpi_communicator);
   auto step = [&pool](const Group& group, std::int64_t hits, std::int64_t evictions) {
     auto comm = pool.acquire(group);
     if (comm) check_allreduce(*comm);
     EXPECT_EQ(pool.stats().hits, hits) << "after acquiring " << ::testing::PrintToString(group);
     EXPECT_EQ(pool.stats().evictions, evictions) << "after acquiring " << ::testing::PrintToString(group);
+    EXPECT_LE(pool.stats().live, 2);
   };
   step(a, 0, 0);
   step(b, 0, 0);
-  step(a, 1, 0);  // a is now the most recent
-  step(c, 1, 1);  // evicts b
-  step(a, 2, 1);
-  step(b, 2, 2);  // evicts c, the least recent
-  step(a, 3, 2);
+  step(a, 1, 0);    // a is now rank 1's most recent
+  step(c, 1, 0);    // ranks 0 and 2 hold one each: room for c, three groups live, none evicted
+  step(all, 1, 2);  // rank 0, at its cap, drops a (its least recent); rank 2 drops b
+  step(c, 2, 2);
   EXPECT_EQ(pool.stats().creations, 4);
-  EXPECT_EQ(pool.stats().live, contains(a, world_rank()) + contains(b, world_rank()));  // a and b cached
+  const int rank = world_rank();
+  EXPECT_EQ(pool.stats().live, contains(c, rank) + contains(all, rank));  // c and all live
 }
 
 TEST(CommPool, EvictedCommunicatorStaysValidWhileHeld) {

@@ -76,6 +76,7 @@ StepRecord make_record(int i) {
   r.comm_creations = 11 + i;
   r.comm_evictions = 13 + i;
   r.comm_creation_seconds = 2.5 + i;
+  r.planning_work_seconds = 3.25 + i;
   r.output_seconds = 0.001953125 + i;
   return r;
 }
@@ -110,6 +111,7 @@ void expect_record_eq(const StepRecord& a, const StepRecord& b, std::size_t row)
   EXPECT_EQ(a.comm_creations, b.comm_creations);
   EXPECT_EQ(a.comm_evictions, b.comm_evictions);
   EXPECT_EQ(a.comm_creation_seconds, b.comm_creation_seconds);
+  EXPECT_EQ(a.planning_work_seconds, b.planning_work_seconds);
   EXPECT_EQ(a.output_seconds, b.output_seconds);
 }
 
@@ -151,6 +153,7 @@ std::vector<Member> expected_members() {
           {"comm_creations", offsetof(StepRecord, comm_creations), H5T_NATIVE_INT64},
           {"comm_evictions", offsetof(StepRecord, comm_evictions), H5T_NATIVE_INT64},
           {"comm_creation_seconds", offsetof(StepRecord, comm_creation_seconds), H5T_NATIVE_DOUBLE},
+          {"planning_work_seconds", offsetof(StepRecord, planning_work_seconds), H5T_NATIVE_DOUBLE},
           {"output_seconds", offsetof(StepRecord, output_seconds), H5T_NATIVE_DOUBLE}};
 }
 
@@ -415,6 +418,9 @@ TEST_F(Hdf5WriterTest, SetUpFailureLeavesNoFile) {
   EXPECT_FALSE(fs::exists(FileLock::lock_path(path)));
   { Hdf5RunWriter w(path, false); }
   EXPECT_TRUE(fs::exists(path));
+  // The file is made as <path>.<pid>.part and renamed once its layout is on disk: none is left.
+  for (const auto& entry : fs::directory_iterator(fs::path(path).parent_path()))
+    EXPECT_NE(entry.path().extension(), ".part") << entry.path();
 }
 
 // Reads a whole 2-D table as doubles (HDF5 converts int32 on read).

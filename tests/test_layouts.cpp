@@ -208,13 +208,14 @@ TEST(Layouts, PlanChangingEveryStepForTenSteps) {
   expect_same_curve(config);
 }
 
-TEST(Layouts, PoolCappedAtTwoUnderChurn) {
+TEST(Layouts, PoolCappedAtOneCommunicatorPerRankUnderChurn) {
   if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
   RunConfig config = deck();
   config.steps = 10;
   config.parallel.group_sizes = {2, 1, 1};  // rotating: the 2-rank group moves every step
   config.parallel.rotate_groups = true;
-  config.parallel.comm_pool_capacity = 2;
+  // Every rank is in two of the rotating pairs: a cap of one communicator per rank evicts.
+  config.parallel.comm_pool_capacity = 1;
   expect_same_curve(config);
   const TrainResult result = train(config, World::of(MPI_COMM_WORLD), {});
   std::int64_t evictions = 0, creations = 0;

@@ -56,9 +56,10 @@ TEST(Simulator, ProjectsEveryPolicyAboveItsLowerBound) {
   hid_t space = H5Dget_space(dset);
   hsize_t dims[2] = {0, 0};
   H5Sget_simple_extent_dims(space, dims, nullptr);
-  EXPECT_EQ(dims[0], 3u);   // one row per step
-  EXPECT_EQ(dims[1], 13u);  // makespan, lower bound, idle, comm, planning, encoder, boundary, llm, data,
-                            // gradient all-reduce, optimizer, fits, peak bytes per rank
+  EXPECT_EQ(dims[0], 3u);  // one row per step
+  EXPECT_EQ(dims[1],
+            14u);  // makespan, lower bound, idle, comm, planning, encoder, boundary, llm, data,
+                   // gradient all-reduce, optimizer, fits, peak bytes per rank, communicators created
   H5Sclose(space), H5Dclose(dset);
   hid_t run = H5Gopen2(file, "/run", H5P_DEFAULT);
   hid_t attr = H5Aopen(run, "static_cp", H5P_DEFAULT);

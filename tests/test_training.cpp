@@ -58,6 +58,20 @@ TEST(Training, SameLossOnAnyRankCount) {
   }
 }
 
+TEST(Training, PlanningAheadOnAHelperThreadKeepsTheLossesBitwise) {
+  RunConfig config = quickstart(20);  // past the 16 steps planned at start-up
+  config.parallel.policy = "dhp";
+  const TrainResult ahead = train(config, World::of(MPI_COMM_WORLD), {});
+  config.runtime.plan_ahead = false;
+  const TrainResult when_begun = train(config, World::of(MPI_COMM_WORLD), {});
+  ASSERT_EQ(ahead.steps.size(), when_begun.steps.size());
+  for (size_t i = 0; i < ahead.steps.size(); ++i) {
+    EXPECT_EQ(ahead.steps[i].loss, when_begun.steps[i].loss) << "step " << i;
+    // Each step's exposed planning is at most the planning it needed.
+    EXPECT_LE(ahead.steps[i].phase_seconds[Phase::planning], ahead.steps[i].planning_work_seconds + 1e-3);
+  }
+}
+
 TEST(Training, LossFallsWellBelowUnigramEntropyOnQuickstart) {
   const RunConfig config = quickstart(40);
   const TrainResult result = train(config, World::of(MPI_COMM_WORLD), {});

@@ -118,6 +118,7 @@ void read_runtime(const Section& s, RuntimeConfig& c, MachineConfig& machine) {
   s.read_choice("collectives", c.collectives, {"auto", "mpi", "nccl"});
   s.read_bool("calibrate", c.calibrate);
   s.read_real("stall_timeout", c.stall_timeout, at_least(0.0));
+  s.read_bool("plan_ahead", c.plan_ahead);
 }
 
 void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) {
@@ -254,7 +255,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   read_optimizer(top.section("optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps"}),
                  cfg.optimizer);
   read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives",
-                                       "calibrate", "stall_timeout"}),
+                                       "calibrate", "stall_timeout", "plan_ahead"}),
                cfg.runtime, cfg.machine);
   read_parallel(top.section("parallel", {"policy", "cp", "tokens_per_rank", "ranks_per_node", "group_sizes",
                                          "rotate_groups", "micro_batches", "placement", "encoder_ranks",

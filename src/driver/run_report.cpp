@@ -95,6 +95,16 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
         1e3 * median_after_warmup(r, [phase](const StepRecord& s) { return s.phase_seconds[phase]; }));
   }
   log << "phases (median ms, slowest rank): " << phases << "\n";
+  // Planning after the start-up steps: what the helper thread hid (runtime.plan_ahead).
+  double work = 0.0, exposed = 0.0;
+  for (size_t i = std::min<size_t>(kEstimateSteps, r.steps.size()); i < r.steps.size(); ++i)
+    work += r.steps[i].planning_work_seconds, exposed += r.steps[i].phase_seconds[Phase::planning];
+  if (work > 0.0)
+    log << fmt::format(
+        "planning after the first {} steps: {:.3f} ms per step, {:.1f}% of it hidden behind the step "
+        "before\n",
+        kEstimateSteps, 1e3 * work / (r.steps.size() - kEstimateSteps),
+        100.0 * std::max(0.0, 1.0 - exposed / work));
   if (!out_path.empty()) {
     // Step 0 also creates every table; the median is the steady cost of a step.
     const std::vector<double> later(r.output_seconds.begin() + (r.output_seconds.size() > 1),

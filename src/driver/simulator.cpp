@@ -19,6 +19,7 @@
 #include "minimllm/kernels/gemm_rate.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 #include "minimllm/model/model.hpp"
+#include "minimllm/plan/comm_ledger.hpp"
 #include "minimllm/plan/memory_fit.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/step_prediction.hpp"
@@ -40,8 +41,11 @@ struct Projection {
   std::vector<std::vector<double>> rows;
 };
 
+// pool_capacity: parallel.comm_pool_capacity, for the communicators each step creates (CommLedger, the
+// bookkeeping of the real pool, played for every virtual rank).
 Projection project(const std::string& policy, const PlannerOptions& planner_options,
-                   const std::vector<GlobalBatch>& batches, const CostModel& cost, int ranks) {
+                   const std::vector<GlobalBatch>& batches, const CostModel& cost, int ranks,
+                   int pool_capacity) {
   const std::unique_ptr<Planner> planner = make_planner(policy, cost, planner_options);
   std::unique_ptr<Planner> unbounded;  // what a policy that does not fit would plan with unlimited memory
   Projection out;
@@ -50,6 +54,8 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
   sum.cp = planner_options.cp;
   std::vector<double> planning;
   double tokens = 0.0;
+  CommLedger pool(pool_capacity);
+  double warm_creations = 0.0;  // after the first step
   for (const GlobalBatch& batch : batches) {
     const auto t0 = std::chrono::steady_clock::now();
     StepPlan plan;
@@ -80,10 +86,18 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     sum.idle_fraction += p.idle_fraction / batches.size();
     sum.comm_fraction += p.comm_fraction / batches.size();
     tokens += static_cast<double>(batch.text_tokens() + batch.image_tokens());
+    std::vector<std::vector<int>> groups;  // in the pool's canonical (sorted) order, as acquire_step does
+    for (const LlmGroup& group : plan.llm_groups)
+      if (group.ranks.size() > 1) groups.push_back(group.ranks);
+    std::sort(groups.begin(), groups.end());
+    double creations = 0.0;
+    for (const std::vector<int>& group : groups) creations += pool.use(group).hit ? 0.0 : 1.0;
+    if (&batch != &batches.front()) warm_creations += creations;
     out.rows.push_back({p.makespan, p.lower_bound, p.idle_fraction, p.comm_fraction, planning.back() * 1e-3,
                         p.encoder, p.boundary, p.llm, p.data, p.grad_sync, p.optimizer, fits ? 1.0 : 0.0,
-                        peak});
+                        peak, creations});
   }
+  sum.comm_creations_per_step = batches.size() > 1 ? warm_creations / (batches.size() - 1) : 0.0;
   sum.tokens_per_second = tokens / (sum.step_seconds * batches.size());
   sum.planning_ms = median(planning);
   return out;
@@ -140,7 +154,8 @@ Projection project_static(const RunConfig& config, const SimulateOptions& option
   PlannerOptions planner_options = planner_options_of(config.parallel);
   if (options.cp > 0) {
     planner_options.cp = options.cp;
-    Projection p = project("static", planner_options, batches, cost, options.ranks);
+    Projection p =
+        project("static", planner_options, batches, cost, options.ranks, config.parallel.comm_pool_capacity);
     p.summary.cp_steps = {{options.cp, p.summary.step_seconds}};
     return p;
   }
@@ -150,7 +165,8 @@ Projection project_static(const RunConfig& config, const SimulateOptions& option
   for (int cp : cp_degrees(options.ranks)) {
     planner_options.cp = cp;
     try {
-      Projection p = project("static", planner_options, batches, cost, options.ranks);
+      Projection p = project("static", planner_options, batches, cost, options.ranks,
+                             config.parallel.comm_pool_capacity);
       steps.emplace_back(cp, p.summary.step_seconds);
       if (!best || p.summary.step_seconds < best->summary.step_seconds) best = std::move(p);
     } catch (const InputError& e) {  // a sample longer than its bins or than cp ranks' memory holds
@@ -218,8 +234,9 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
   planner_options.cp = reference.summary.cp;
   std::vector<Projection> projections;
   for (const std::string& policy : options.policies)
-    projections.push_back(
-        policy == "static" ? reference : project(policy, planner_options, batches, cost, options.ranks));
+    projections.push_back(policy == "static" ? reference
+                                             : project(policy, planner_options, batches, cost, options.ranks,
+                                                       config.parallel.comm_pool_capacity));
   const auto dcp = std::find_if(projections.begin(), projections.end(),
                                 [](const Projection& p) { return p.summary.policy == "megatron_dcp"; });
   std::vector<PolicySummary> summaries;
@@ -258,7 +275,8 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     }
     out.set_run_attribute("simulation_columns",
                           "makespan_s, lower_bound_s, idle_fraction, comm_fraction, planning_s, encoder_s, "
-                          "boundary_s, llm_s, data_s, grad_sync_s, optimizer_s, fits, peak_bytes_per_rank");
+                          "boundary_s, llm_s, data_s, grad_sync_s, optimizer_s, fits, peak_bytes_per_rank, "
+                          "comm_creations");
     out.close();  // flushed, fsynced, the lock released
   }
   if (options.log) {
@@ -266,15 +284,16 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     log << fmt::format("static: {} ({})\n",
                        options.cp > 0 ? "--cp " + std::to_string(options.cp) : "fastest of " + tried,
                        baseline);
-    log << fmt::format("{:<12} {:>14} {:>7} {:>13} {:>6} {:>6} {:>11} {:>19} {:>17} {:>4} {:>13}\n", "policy",
-                       "step ms (pred)", "vs LB", "tokens/s", "idle", "comm", "planning ms",
-                       "over " + baseline, "over megatron_dcp", "fits", "peak GiB/rank");
+    log << fmt::format("{:<12} {:>14} {:>7} {:>13} {:>6} {:>6} {:>11} {:>10} {:>19} {:>17} {:>4} {:>13}\n",
+                       "policy", "step ms (pred)", "vs LB", "tokens/s", "idle", "comm", "planning ms",
+                       "new comms", "over " + baseline, "over megatron_dcp", "fits", "peak GiB/rank");
     for (const PolicySummary& s : summaries)
       log << fmt::format(
-          "{:<12} {:>14.2f} {:>7.3f} {:>13.0f} {:>5.1f}% {:>5.1f}% {:>11.2f} {:>18.2f}x {:>17} {:>4} "
+          "{:<12} {:>14.2f} {:>7.3f} {:>13.0f} {:>5.1f}% {:>5.1f}% {:>11.2f} {:>10.1f} {:>18.2f}x {:>17} "
+          "{:>4} "
           "{:>13.3f}\n",
           s.policy, 1e3 * s.step_seconds, s.step_seconds / s.lower_bound_seconds, s.tokens_per_second,
-          100 * s.idle_fraction, 100 * s.comm_fraction, s.planning_ms, s.speedup,
+          100 * s.idle_fraction, 100 * s.comm_fraction, s.planning_ms, s.comm_creations_per_step, s.speedup,
           s.speedup_over_megatron_dcp > 0 ? fmt::format("{:.2f}x", s.speedup_over_megatron_dcp) : "-",
           s.fits ? "yes" : "no", s.peak_bytes_per_rank / (1024.0 * 1024.0 * 1024.0));
     for (const PolicySummary& s : summaries)

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -33,6 +32,7 @@
 #include "minimllm/step/finite_check.hpp"
 #include "minimllm/step/memory_estimate.hpp"
 #include "minimllm/step/optimizer.hpp"
+#include "minimllm/step/plan_ahead.hpp"
 #include "minimllm/step/planned_step.hpp"
 #include "minimllm/step/run_step.hpp"
 #include "minimllm/step/step_metrics.hpp"
@@ -112,19 +112,20 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   // The first kEstimateSteps steps are planned before anything is written (a deck whose layout cannot fit
   // them fails here, InputError, and leaves no output file; a later step that cannot fails when planned);
   // they size the memory estimate and the workspace, and run as planned.
-  std::deque<PlannedStep> planned_ahead;
+  // Later steps are planned on a helper thread while the step before computes (runtime.plan_ahead).
+  PlanAhead plans(planner, config.steps, config.runtime.plan_ahead);
   const auto check_activations = [&](const PeakWork& peak) {
     need.peak = peak, need.planned = true;
     need.activation_bytes = model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows);
     check_memory_fits(config, world, budget, need);
   };
   for (int step = first_step; step < std::min(config.steps, first_step + kEstimateSteps); ++step) {
-    planned_ahead.push_back(planner.plan(step));
+    plans.queue(step);
     // The first step's footprint is a lower bound of the peak: a batch far too large fails after one
     // step's planning, not kEstimateSteps'.
-    if (step == first_step) check_activations(peak_work({planned_ahead.front()}, world.comm));
+    if (step == first_step) check_activations(peak_work({plans.queued().front()}, world.comm));
   }
-  const PeakWork peak = peak_work({planned_ahead.begin(), planned_ahead.end()}, world.comm);
+  const PeakWork peak = peak_work({plans.queued().begin(), plans.queued().end()}, world.comm);
   check_activations(peak);
   model.reserve_workspace(peak.llm_rows, peak.key_rows);
   RunOutput out(options.out_path, options.overwrite, world);
@@ -189,18 +190,25 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   for (int step = first_step; step < config.steps; ++step) {
     const double t_start = now_seconds();
     heartbeat_step(step, "planning");
-    // GlobalBatch -> StepPlan -> RankWork (once per step; the first ones were planned ahead).
-    const bool was_ahead = !planned_ahead.empty();
-    PlannedStep planned = was_ahead ? std::move(planned_ahead.front()) : planner.plan(step);
+    // GlobalBatch -> StepPlan -> RankWork (once per step; the first ones were planned at start-up, the
+    // others on the helper thread during the step before, or now).
+    const bool was_ahead = !plans.queued().empty();
+    double exposed_planning = 0.0;
+    PhaseTimes planning_wait;
+    PlannedStep planned;
+    {
+      PhaseClock clock(planning_wait, Phase::planning);
+      planned = plans.take(step, exposed_planning);
+    }
     if (was_ahead) {
-      planned_ahead.pop_front();
+      exposed_planning = planned.planning_seconds;  // paid at start-up
       planned_ahead_seconds[0] += planned.planning_seconds;
       if (step > first_step) planned_ahead_seconds[1] += planned.planning_seconds;
     }
     const CommPoolStats pool_before = pool.stats();
     // -> StepComms -> StepInputs -> StepOutcome -> synchronised gradients (run_step), -> AdamW.
     StepOutcome outcome = run_step(sampler, executor, pool, planned);
-    outcome.seconds[Phase::planning] = planned.planning_seconds;
+    outcome.seconds[Phase::planning] = exposed_planning;
     // -> a finite loss and gradient, or the run stops here, before AdamW spreads a NaN into every
     // parameter (every rank alike: the values are the synchronised ones). The completed steps' rows stay in
     // the file, which the unwinding closes; /run says why the run stopped.

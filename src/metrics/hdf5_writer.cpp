@@ -112,6 +112,7 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(comm_creations, "1"),
       MINIMLLM_FIELD(comm_evictions, "1"),
       MINIMLLM_FIELD(comm_creation_seconds, "s"),
+      MINIMLLM_FIELD(planning_work_seconds, "s"),
       MINIMLLM_FIELD(output_seconds, "s"),
   };
   const std::vector<Field> phases = phase_fields();
@@ -197,6 +198,29 @@ struct Hdf5RunWriter::Handles {
   }
 };
 
+namespace {
+
+// Names the file made as `part` `path`: with overwrite a rename, which replaces path; else a link, which
+// fails (EEXIST) when path exists, so of two runs that both did not see the file only one gets it; on a
+// file system without hard links, path is claimed with O_EXCL and renamed over. Returns 0 or an errno.
+int give_name(const std::string& part, const std::string& path, bool overwrite) {
+  if (overwrite) return ::rename(part.c_str(), path.c_str()) == 0 ? 0 : errno;
+  if (::link(part.c_str(), path.c_str()) == 0) {
+    ::unlink(part.c_str());
+    return 0;
+  }
+  if (errno == EEXIST) return EEXIST;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  ::close(fd);
+  if (::rename(part.c_str(), path.c_str()) == 0) return 0;
+  const int error = errno;
+  ::unlink(path.c_str());
+  return error;
+}
+
+}  // namespace
+
 Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
     : path_(path), h_(std::make_unique<Handles>()), uncaught_at_creation_(std::uncaught_exceptions()) {
   const auto exists_message = [&] {
@@ -209,28 +233,35 @@ Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
   lock_ = std::make_unique<FileLock>(path, "HDF5 output file");
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures surface only as our exceptions
 
-  // Without overwrite the path is claimed with O_CREAT | O_EXCL, so of two runs that both did not see
-  // the file only one creates it; under the lock the file is then ours to create over (TRUNC).
-  if (!overwrite) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == EEXIST) throw InputError(exists_message());
-    if (fd < 0)
-      throw std::runtime_error(fmt::format("{}: cannot create HDF5 output file: {}", path,
-                                           create_failure_reason(path, "HDF5 could not create it")));
-    ::close(fd);
-  }
+  // The file is made as `<path>.<pid>.part` beside path and given its name only once its layout is flushed
+  // and fsynced: a run killed while creating it (kill -9, a node crash) leaves no unreadable file at path
+  // (at most the .part file), and --overwrite replaces the old file only then.
+  const std::string part = fmt::format("{}.{}.part", path, ::getpid());
+  const auto abandon = [&] {  // the .part file and the lock go; path is untouched
+    h_.reset();
+    ::unlink(part.c_str());
+    lock_.reset();
+  };
   // Default (serial) access: only rank 0 writes.
-  h_->file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  h_->file = H5Fcreate(part.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (h_->file < 0) {
     const std::string reason = create_failure_reason(path, "HDF5 could not create it");
-    ::unlink(path.c_str());  // ours (claimed above, or replaced under the lock): no empty file is left
+    abandon();
     throw std::runtime_error(fmt::format("{}: cannot create HDF5 output file: {}", path, reason));
   }
   try {
     create_layout();
+    sync();
   } catch (...) {
-    discard();  // e.g. a full disk: no half-made file is left behind
+    abandon();  // e.g. a full disk: no half-made file is left behind
     throw;
+  }
+  const int error = give_name(part, path, overwrite);
+  if (error != 0) {
+    abandon();
+    if (error == EEXIST) throw InputError(exists_message());
+    throw std::runtime_error(
+        fmt::format("{}: cannot create HDF5 output file: {}", path, std::strerror(error)));
   }
 }
 

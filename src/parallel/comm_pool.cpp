@@ -16,13 +16,8 @@
 
 namespace minimllm {
 
-struct CommPool::Entry {
-  std::shared_ptr<Communicator> comm;                  // null on non-members
-  std::list<std::vector<int>>::iterator lru_position;  // lru_.end() for this rank's own singleton
-};
-
 CommPool::CommPool(MPI_Comm world, int capacity, Factory factory)
-    : world_(world), capacity_(capacity), factory_(std::move(factory)) {
+    : world_(world), capacity_(capacity), factory_(std::move(factory)), ledger_(std::max(capacity, 1)) {
   if (capacity < 1) {
     throw std::invalid_argument(
         fmt::format("CommPool: capacity {} is invalid; it must be at least 1", capacity));
@@ -48,43 +43,34 @@ std::shared_ptr<Communicator> CommPool::acquire(const std::vector<int>& ranks) {
   if (ranks.size() == 1) {
     if (!member) return nullptr;
     // Local to this rank (no communication), so ranks need not agree on when it is created.
-    Entry& self = entries_[ranks];
-    if (!self.comm) {
-      self.comm = factory_(world_, ranks);
-      self.lru_position = lru_.end();
-    }
-    return self.comm;
+    std::shared_ptr<Communicator>& self = singletons_[ranks];
+    if (!self) self = factory_(world_, ranks);
+    return self;
   }
 
-  if (auto found = entries_.find(ranks); found != entries_.end()) {
+  // Every rank plays the same ledger: the members of an evicted group all drop it here, and all members
+  // of a group to create create it here.
+  const CommLedger::Use use = ledger_.use(ranks);
+  if (use.hit) {
     ++stats_.hits;
-    lru_.splice(lru_.begin(), lru_, found->second.lru_position);
-    return found->second.comm;
+    return member ? members_.at(ranks) : nullptr;
   }
-
   ++stats_.misses;
-  // Evict before creating, so a rank never holds more than capacity_ pooled communicators. Every rank
-  // evicts the same group here, so its members all destroy their communicator at this same point.
-  while (lru_.size() >= static_cast<std::size_t>(capacity_)) {
-    auto victim = entries_.find(lru_.back());
-    if (victim->second.comm) --stats_.live;
-    entries_.erase(victim);  // a caller still holding the shared_ptr keeps it valid until released
-    lru_.pop_back();
+  for (const std::vector<int>& evicted : use.evicted) {
+    members_.erase(evicted);  // a caller still holding the shared_ptr keeps it valid until released
     ++stats_.evictions;
   }
-
-  Entry entry;
+  ++stats_.creations;
+  std::shared_ptr<Communicator> comm;
   if (member) {
     const auto start = std::chrono::steady_clock::now();
-    entry.comm = factory_(world_, ranks);  // collective over the members only
+    comm = factory_(world_, ranks);  // collective over the members only
     stats_.creation_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ++stats_.live;
+    members_[ranks] = comm;
   }
-  ++stats_.creations;
-  lru_.push_front(ranks);
-  entry.lru_position = lru_.begin();
-  return entries_.emplace(ranks, std::move(entry)).first->second.comm;
+  stats_.live = static_cast<std::int64_t>(members_.size());
+  return comm;
 }
 
 std::shared_ptr<Communicator> CommPool::acquire_step(std::vector<std::vector<int>> groups) {

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "minimllm/core/phase.hpp"
+#include "minimllm/core/clock.hpp"
 
 namespace minimllm {
 
@@ -23,14 +23,13 @@ StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, in
       linear_weight_(linear_weight) {}
 
 PlannedStep StepPlanner::plan(int step) const {
-  PhaseTimes times;
-  PhaseClock clock(times, Phase::planning);
+  // Host work only (no kernel, no MPI, no Kokkos Tools region), so it may run on a helper thread.
+  const double t0 = host_seconds();
   GlobalBatch batch = sampler_.batch(step);
   StepPlan plan = layouts_.plan(batch);
   PlannedStep planned = planned_step(std::move(batch), std::move(plan), rank_, world_size_, linear_weight_);
   planned.prediction = layouts_.predict(planned.plan, planned.batch);
-  clock.stop();
-  planned.planning_seconds = times[Phase::planning];
+  planned.planning_seconds = host_seconds() - t0;
   return planned;
 }
 

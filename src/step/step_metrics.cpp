@@ -64,7 +64,8 @@ StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, cons
   s.step_seconds = step_seconds;
   s.phase_seconds = outcome.seconds;
   s.comm_creation_seconds = pool.creation_seconds;
-  std::vector<double*> maxima = {&s.step_seconds, &s.comm_creation_seconds};
+  s.planning_work_seconds = planned.planning_seconds;
+  std::vector<double*> maxima = {&s.step_seconds, &s.comm_creation_seconds, &s.planning_work_seconds};
   for (double& t : s.phase_seconds.seconds) maxima.push_back(&t);
   std::vector<double> values;
   for (double* x : maxima) values.push_back(*x);

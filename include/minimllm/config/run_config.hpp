@@ -84,6 +84,9 @@ struct RuntimeConfig {
   // runtime.stall_timeout: seconds without progress (no phase change) after which the watchdog ends the
   // run (exit 1); 0 = automatic: max(300 s, 10 x the slowest step so far).
   double stall_timeout = 0.0;
+  // runtime.plan_ahead: plan step t+1 on a helper thread while step t computes (FlexSP's overlap), so
+  // that planning leaves the critical path; false: each step is planned when it begins.
+  bool plan_ahead = true;
 };
 
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).

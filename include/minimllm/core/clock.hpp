@@ -1,4 +1,5 @@
 // Wall-clock time for phase timers: fences Kokkos first, so a timed region ends when its kernels have.
+// host_seconds() does not fence.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -6,9 +7,14 @@
 
 namespace minimllm {
 
+// Wall-clock time with no fence: for host-only work, and for threads other than the one driving Kokkos.
+inline double host_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 inline double now_seconds() {
   Kokkos::fence();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return host_seconds();
 }
 
 }  // namespace minimllm

@@ -39,10 +39,13 @@ struct PolicySummary {
   double lower_bound_seconds = 0.0;
   double tokens_per_second = 0.0;
   double idle_fraction = 0.0, comm_fraction = 0.0;
-  double planning_ms = 0.0;                // median wall time of the planner per step, on this machine
-  bool fits = true;                        // every step's plan fits the memory per rank
-  double peak_bytes_per_rank = 0.0;        // the most any rank holds in any step (memory_fit.hpp)
-  std::string does_not_fit;                // why not (the first step's DoesNotFit), when it does not
+  double planning_ms = 0.0;          // median wall time of the planner per step, on this machine
+  bool fits = true;                  // every step's plan fits the memory per rank
+  double peak_bytes_per_rank = 0.0;  // the most any rank holds in any step (memory_fit.hpp)
+  std::string does_not_fit;          // why not (the first step's DoesNotFit), when it does not
+  // Communicators created per step after the first, the pool capped at parallel.comm_pool_capacity per
+  // rank (CommLedger): a layout that repeats creates none once warm.
+  double comm_creations_per_step = 0.0;
   int cp = 1;                              // the parallel.cp it ran with (static: its degree)
   double speedup = 1.0;                    // over static at its best (or the given) context-parallel degree
   double speedup_over_megatron_dcp = 0.0;  // 0: megatron_dcp not among the policies

@@ -24,7 +24,8 @@ class Hdf5RunWriter {
   // Creates path, holding the exclusive lock on `<path>.lock` until closed (docs/HDF5.md, "Output
   // safety"). Throws InputError if it exists and overwrite is false, or if another process holds the lock
   // ("<path> is being written by another running minimllm (pid N)"); nothing is touched then. Throws
-  // std::runtime_error if HDF5 cannot create it. Without overwrite the file is created with O_EXCL.
+  // std::runtime_error if HDF5 cannot create it. The file is made as `<path>.<pid>.part` and named path
+  // once its layout is on disk (without overwrite with link(), which fails when path exists).
   Hdf5RunWriter(const std::string& path, bool overwrite);
   // Closes every HDF5 id (no fsync, no exception) and removes the lock file; call close() at the end.
   // A file destroyed by an exception before its first /steps row (a run that failed in set-up) is removed

@@ -30,6 +30,10 @@ struct StepRecord {
   std::int64_t comm_creations = 0;
   std::int64_t comm_evictions = 0;
   double comm_creation_seconds = 0.0;  // max over ranks
+  // Generating, planning and predicting this step's plan, wherever it ran, max over ranks. On the helper
+  // thread (runtime.plan_ahead) it overlaps the step before; phase_seconds[planning] holds only what this
+  // step waited for (its exposed planning), so hidden = planning_work_seconds - planning_seconds.
+  double planning_work_seconds = 0.0;
   // Rank 0's time writing this step's /ranks and /plans rows to HDF5 (the per-rank values were gathered
   // with the metric reductions before; the append and flush of this row itself come after it).
   double output_seconds = 0.0;

@@ -1,4 +1,5 @@
-// CommPool: communicators cached by sorted rank set, bounded, least-recently-used eviction.
+// CommPool: communicators cached by sorted rank set, at most `capacity` held by each rank, least recently
+// used evicted (the bookkeeping is plan/comm_ledger.hpp's CommLedger, which the simulator also plays).
 //
 // Safety without extra messages: every rank calls acquire() for EVERY group of a step (members and
 // non-members alike), in the same canonical order (the plan is identical on every rank). The pool's
@@ -12,12 +13,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <map>
 #include <memory>
 #include <vector>
 
 #include "minimllm/parallel/communicator.hpp"
+#include "minimllm/plan/comm_ledger.hpp"
 
 namespace minimllm {
 
@@ -31,9 +32,10 @@ class CommPool {
  public:
   using Factory = CommunicatorFactory;
 
-  // capacity: most cached groups (>= 1). factory: create_mpi_communicator or create_nccl_communicator
-  // (choose_collectives picks one at start-up). Collective over world: creates the world communicator
-  // (gradient all-reduce, loss, boundary exchange) once, outside the cache and its statistics.
+  // capacity: most communicators a rank holds (>= 1; groups of one rank aside). factory:
+  // create_mpi_communicator or create_nccl_communicator (choose_collectives picks one at start-up).
+  // Collective over world: creates the world communicator (gradient all-reduce, loss, boundary exchange)
+  // once, outside the cache and its statistics.
   CommPool(MPI_Comm world, int capacity, Factory factory);
   ~CommPool();
 
@@ -53,13 +55,13 @@ class CommPool {
   int capacity() const { return capacity_; }
 
  private:
-  struct Entry;
   MPI_Comm world_;
   int world_rank_ = 0;
   int capacity_;
   Factory factory_;
-  std::list<std::vector<int>> lru_;  // most recent first
-  std::map<std::vector<int>, Entry> entries_;
+  CommLedger ledger_;                                                  // identical on every rank
+  std::map<std::vector<int>, std::shared_ptr<Communicator>> members_;  // this rank's live groups
+  std::map<std::vector<int>, std::shared_ptr<Communicator>> singletons_;
   CommPoolStats stats_;
   std::shared_ptr<Communicator> world_comm_;
 };

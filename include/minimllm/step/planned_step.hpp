@@ -29,6 +29,7 @@ class StepPlanner {
   StepPlanner(const Sampler& sampler, const LayoutSource& layouts, int rank, int world_size,
               double linear_weight);
 
+  // Host work only, and const: safe on a helper thread while the main thread runs kernels (PlanAhead).
   PlannedStep plan(int step) const;
 
  private:

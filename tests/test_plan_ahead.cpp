@@ -1,0 +1,98 @@
+// Planning ahead on a helper thread (step/plan_ahead.hpp): the same plans as planning each step when it
+// begins, in step order; planning hidden behind a step that takes longer than it; a planning error
+// thrown by the step it belongs to.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "minimllm/config/input_error.hpp"
+#include "minimllm/data/sampler.hpp"
+#include "minimllm/plan/cost_model.hpp"
+#include "minimllm/plan/layout_source.hpp"
+#include "minimllm/step/plan_ahead.hpp"
+
+namespace minimllm {
+namespace {
+
+constexpr int kRanks = 4;
+
+RunConfig dhp_config() {
+  RunConfig config;
+  config.parallel.policy = "dhp";
+  config.data.global_batch = 24;
+  return config;
+}
+
+void expect_same_plan(const PlannedStep& a, const PlannedStep& b) {
+  EXPECT_EQ(a.step, b.step);
+  ASSERT_EQ(a.plan.llm_groups.size(), b.plan.llm_groups.size());
+  for (size_t g = 0; g < a.plan.llm_groups.size(); ++g) {
+    EXPECT_EQ(a.plan.llm_groups[g].ranks, b.plan.llm_groups[g].ranks);
+    EXPECT_EQ(a.plan.llm_groups[g].samples, b.plan.llm_groups[g].samples);
+  }
+  EXPECT_EQ(a.plan.image_owner, b.plan.image_owner);
+  EXPECT_EQ(a.work.group_ranks, b.work.group_ranks);
+  EXPECT_EQ(a.work.images, b.work.images);
+  EXPECT_EQ(a.work.micro_batches.size(), b.work.micro_batches.size());
+  EXPECT_EQ(a.prediction.makespan, b.prediction.makespan);
+}
+
+struct Fixture {
+  RunConfig config = dhp_config();
+  Sampler sampler{config};
+  LayoutSource layouts{config, kRanks, default_cost_model(config, 100.0, kRanks)};
+  StepPlanner planner{sampler, layouts, 1, kRanks, 1.0};
+};
+
+TEST(PlanAhead, GivesThePlansOfPlanningEachStepWhenItBegins) {
+  Fixture f;
+  PlanAhead ahead(f.planner, 12, true);
+  ahead.queue(0);
+  ahead.queue(1);
+  for (int step = 0; step < 12; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    double exposed = -1.0;
+    const PlannedStep planned = ahead.take(step, exposed);
+    EXPECT_GE(exposed, 0.0);
+    if (step < 2) {
+      EXPECT_EQ(exposed, 0.0);  // queued: paid at start-up
+    }
+    expect_same_plan(planned, f.planner.plan(step));
+  }
+}
+
+TEST(PlanAhead, HidesPlanningBehindALongerStep) {
+  Fixture f;
+  PlanAhead threaded(f.planner, 6, true), inline_(f.planner, 6, false);
+  double hidden_exposed = 0.0, hidden_work = 0.0, inline_exposed = 0.0;
+  for (int step = 0; step < 6; ++step) {
+    double exposed = 0.0;
+    const PlannedStep planned = threaded.take(step, exposed);
+    if (step > 0) hidden_exposed += exposed, hidden_work += planned.planning_seconds;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // "the step", far longer than planning
+    inline_.take(step, exposed);
+    if (step > 0) inline_exposed += exposed;
+  }
+  EXPECT_GT(hidden_work, 0.0);
+  EXPECT_GT(inline_exposed, 0.0);
+  // The waits are a future's hand-over, not the planning: well under the planning itself.
+  EXPECT_LT(hidden_exposed, 0.5 * hidden_work);
+}
+
+TEST(PlanAhead, APlanningErrorIsThrownByItsStep) {
+  RunConfig config = dhp_config();
+  config.parallel.policy = "static";
+  config.parallel.cp = 1;
+  config.parallel.tokens_per_rank = 1;  // no sample fits: every step's planning fails
+  const Sampler sampler(config);
+  const LayoutSource layouts(config, kRanks, default_cost_model(config, 100.0, kRanks));
+  const StepPlanner planner(sampler, layouts, 0, kRanks, 1.0);
+  PlanAhead ahead(planner, 4, true);
+  double exposed = 0.0;
+  EXPECT_THROW(ahead.take(0, exposed), InputError);  // planned now
+  EXPECT_THROW(ahead.take(1, exposed), InputError);  // from the helper thread
+}
+
+}  // namespace
+}  // namespace minimllm
