@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/model/model.hpp"
 #include "minimllm/plan/planner.hpp"
 
 namespace minimllm {
@@ -19,6 +20,7 @@ namespace {
 
 constexpr double kGflops = 100.0;  // nominal per-rank rate of the default cost model
 constexpr int kRanksPerNode = 8;
+constexpr double kMemoryGib = 79.6;  // inputs/machines/dgx-h100.yaml
 
 struct Workload {
   RunConfig config;
@@ -38,6 +40,8 @@ const Workload& workload(const std::string& deck, int samples, int ranks) {
     entry->config.data.global_batch = samples;
     entry->batch = Sampler(entry->config).batch(0);
     entry->cost = default_cost_model(entry->config, kGflops, kRanksPerNode);
+    entry->cost.memory = memory_model(entry->config.model, GemmPrecision::fp32);
+    entry->cost.capacity_bytes = kMemoryGib * 1024.0 * 1024.0 * 1024.0;
     const StepPlan baseline = make_planner("static", entry->cost, {})->plan(entry->batch, ranks);
     entry->static_makespan = predict(baseline, entry->batch, entry->cost, ranks).makespan;
   }

@@ -115,6 +115,10 @@ expect(simulate_does_not_fit 2 "memory: sample [0-9]+ of step 0 has [0-9]+ token
        ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/text_longtail.yaml --ranks 8 --gflops 100 --memory-gib 0.01
        --out sim_fit.h5)
 expect_no_file(simulate_does_not_fit_no_output sim_fit.h5)
+file(WRITE ${WORK_DIR}/tight.yaml "name: tight\nmachine: {memory_gib: 0.0025, peak_gflops: 100}\nparallel: {policy: dhp}\n")
+expect(run_does_not_fit 2 "tight.yaml: memory: sample [0-9]+ of step 0 has [0-9]+ tokens.*machine.memory_gib"
+       ${MPIEXEC} -n 2 ${MINIMLLM} run tight.yaml --out tight.h5)
+expect_no_file(run_does_not_fit_no_output tight.h5)
 
 # Calibration: a quick one of the quickstart model (one rank, then two: collectives measured), its use by
 # run and simulate, and invalid calibration input (exit 2, one line naming the file and key, no output).

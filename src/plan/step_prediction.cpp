@@ -1,7 +1,6 @@
 #include "minimllm/plan/step_prediction.hpp"
 
 #include <algorithm>
-#include <array>
 #include <vector>
 
 #include "assignment.hpp"
@@ -38,24 +37,33 @@ double image_route_time(const CostModel& cost, const LlmGroup& group, const Grou
 
 // Latency of the boundary exchange, one direction, as a pairwise all-to-all (cost_model.hpp): a message
 // step per peer, at the link to that peer. A sender's peers are the members of the groups its images go
-// to; a group's members each hear from the images' owners. routes: (stage, owner, group), any order.
-std::vector<double> route_latency(const CostModel& cost, std::vector<std::array<int, 3>> routes,
-                                  const StepPlan& plan, const std::vector<GroupShape>& shapes,
-                                  const std::vector<int>& node_of_rank, int stages, int world_size) {
-  std::sort(routes.begin(), routes.end());
-  routes.erase(std::unique(routes.begin(), routes.end()), routes.end());
+// to; a group's members each hear from the images' owners. Distinct (stage, owner, group) routes are
+// found group by group: a group's samples come stage by stage, so a stamp per owner suffices. O(images).
+std::vector<double> route_latency(const CostModel& cost, const StepPlan& plan, const GlobalBatch& batch,
+                                  const std::vector<GroupShape>& shapes, const std::vector<int>& node_of_rank,
+                                  const std::vector<int>& stage_of_sample, int stages, int world_size) {
   const int n_groups = static_cast<int>(shapes.size());
+  const std::vector<int> first_image = first_image_of_samples(batch);
   std::vector<double> send(stages * world_size, 0.0), receive(stages * n_groups, 0.0);
-  for (const auto& [m, owner, k] : routes) {
+  std::vector<int> stamp(world_size, -1);
+  for (int k = 0; k < n_groups; ++k) {
     const GroupShape& shape = shapes[k];
-    const auto it = std::lower_bound(shape.nodes.begin(), shape.nodes.end(), node_of_rank[owner]);
-    const bool near = it != shape.nodes.end() && *it == node_of_rank[owner];
-    const int on_node = near ? shape.members[it - shape.nodes.begin()] : 0;
-    const bool member =
-        near && std::binary_search(plan.llm_groups[k].ranks.begin(), plan.llm_groups[k].ranks.end(), owner);
-    send[m * world_size + owner] +=
-        (on_node - member) * cost.intra_node.latency + (shape.size - on_node) * cost.inter_node.latency;
-    if (!member || shape.size > 1) receive[m * n_groups + k] += cost.link(!near).latency;
+    const std::vector<int>& ranks = plan.llm_groups[k].ranks;
+    for (int s : plan.llm_groups[k].samples) {
+      const int m = stage_of_sample[s], route = m * n_groups + k;
+      for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
+        const int owner = plan.image_owner[i];
+        if (stamp[owner] == route || (shape.size == 1 && owner == ranks.front())) continue;
+        stamp[owner] = route;
+        const auto it = std::lower_bound(shape.nodes.begin(), shape.nodes.end(), node_of_rank[owner]);
+        const bool near = it != shape.nodes.end() && *it == node_of_rank[owner];
+        const int on_node = near ? shape.members[it - shape.nodes.begin()] : 0;
+        const bool member = near && std::binary_search(ranks.begin(), ranks.end(), owner);
+        send[m * world_size + owner] +=
+            (on_node - member) * cost.intra_node.latency + (shape.size - on_node) * cost.inter_node.latency;
+        receive[route] += cost.link(!near).latency;
+      }
+    }
   }
   std::vector<double> latency = send;
   for (int m = 0; m < stages; ++m)
@@ -100,7 +108,6 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
       group_receive(stages * n_groups, 0.0);
   double llm_total = 0.0, largest_tokens = 0.0, encoder_total = 0.0, largest_image = 0.0;  // lower bound
   double images_of_largest = 0.0;            // encoder time of the longest sample's largest image
-  std::vector<std::array<int, 3>> routes;    // (stage, owner, group) of every image
   std::vector<double> latency_of(n_groups);  // the K/V exchange's latency per micro-batch of each group
   for (int k = 0; k < n_groups; ++k) latency_of[k] = cost.llm_comm(0.0, shapes[k].size, shapes[k].spans);
   int image = 0;
@@ -117,7 +124,6 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
       const double route =
           image_route_time(cost, plan.llm_groups[k], shapes[k], node_of_rank, owner, im.patches);
       send[m * world_size + owner] += route, group_receive[m * n_groups + k] += route;
-      if (owner != plan.llm_groups[k].ranks.front() || shapes[k].size > 1) routes.push_back({m, owner, k});
       tokens += im.patches;
     }
     const double one_rank = cost.llm(tokens);
@@ -155,7 +161,7 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
       }
   // Each exchange (forward and backward) pays a message step per peer (route_latency).
   const std::vector<double> latency =
-      route_latency(cost, std::move(routes), plan, shapes, node_of_rank, stages, world_size);
+      route_latency(cost, plan, batch, shapes, node_of_rank, stage_of_sample, stages, world_size);
   for (size_t i = 0; i < boundary.size(); ++i) boundary[i] += 2.0 * latency[i];
   const auto slowest = [&](const std::vector<double>& v, int m) {
     return *std::max_element(v.begin() + m * world_size, v.begin() + (m + 1) * world_size);
