@@ -47,15 +47,21 @@ TrainResult restart_from(const RunConfig& config, const World& world, const std:
   return train(config, world, options);
 }
 
+// Trains config with a checkpoint to `path` every `every` steps (and after the last).
+TrainResult train_checkpointing(const RunConfig& config, const World& world, const std::string& path,
+                                int every) {
+  TrainOptions options;
+  options.checkpoint_path = path;
+  options.checkpoint_every = every;
+  return train(config, world, options);
+}
+
 // Steps [0, stop) with a checkpoint after the last, then a restart to `steps`: the second run's records.
 TrainResult run_in_two_parts(RunConfig config, int stop, const std::string& checkpoint, const World& first,
                              const World& second, const std::string& restart_policy = "") {
   const int steps = config.steps;
   config.steps = stop;
-  TrainOptions save;
-  save.checkpoint_path = checkpoint;
-  save.checkpoint_every = stop;
-  const TrainResult part = train(config, first, save);
+  const TrainResult part = train_checkpointing(config, first, checkpoint, stop);
   EXPECT_EQ(part.checkpoints_written, 1);
   config.steps = steps;
   if (!restart_policy.empty()) config.parallel.policy = restart_policy;
@@ -97,10 +103,7 @@ TEST(Restart, PlansWithTheCheckpointedRunsCostModel) {
   RunConfig config = quickstart(12, "dhp");
   const TrainResult straight = train(config, world, {});
   config.steps = 6;
-  TrainOptions save;
-  save.checkpoint_path = file.path;
-  save.checkpoint_every = 6;
-  train(config, world, save);
+  train_checkpointing(config, world, file.path, 6);
   config.steps = 12;
   config.machine.peak_gflops = 3.0;  // what this "other machine" would plan with
   expect_bitwise_from(restart_from(config, world, file.path), straight, 6);
@@ -117,10 +120,7 @@ TEST(Restart, OnOneRankOrAnotherPolicyKeepsTheLossWithinTheInvarianceBound) {
   {
     RunConfig first = config;
     first.steps = 8;
-    TrainOptions save;
-    save.checkpoint_path = file.path;
-    save.checkpoint_every = 8;
-    train(first, world, save);
+    train_checkpointing(first, world, file.path, 8);
   }
   TrainOptions resume;
   resume.restart_path = file.path;
@@ -176,10 +176,7 @@ TEST(Restart, RefusesACheckpointOfAnotherRunOnEveryRank) {
   const RemoveAtEnd file{temp_path("refuse.ckpt.h5")};
   const World world = World::of(MPI_COMM_WORLD);
   RunConfig config = quickstart(4, "static");
-  TrainOptions save;
-  save.checkpoint_path = file.path;
-  save.checkpoint_every = 2;
-  train(config, world, save);
+  train_checkpointing(config, world, file.path, 2);
   TrainOptions resume;
   resume.restart_path = file.path;
   const auto refused = [&](RunConfig other, const std::string& says) {

@@ -176,6 +176,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   // SIGUSR1 (e.g. Slurm's --signal before the walltime) asks a checkpointing run to stop after the step.
   const bool checkpointing = !options.checkpoint_path.empty();
   if (checkpointing) install_stop_request_handler();
+  // SIGUSR1's default action back when the loop ends, also by an exception (a NaN, a failed write).
+  const std::unique_ptr<void, void (*)(void*)> stop_handler(checkpointing ? &result : nullptr,
+                                                            [](void*) { remove_stop_request_handler(); });
   result.first_step = first_step;
   const auto checkpoint = [&](int next_step) {
     heartbeat("checkpoint");
@@ -261,7 +264,6 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
       break;
     }
   }
-  if (checkpointing) remove_stop_request_handler();
   heartbeat("end of run");
   // Steps planned before the loop paid for their planning there: their wall time counts it all the same.
   double loop[2] = {now_seconds() - t_loop + planned_ahead_seconds[0],
