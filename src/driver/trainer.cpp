@@ -86,8 +86,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   agree_on_error(world.comm, error);
   result.cost_model_source = cost.source;
   const LayoutSource layouts(config, world.size, cost.model);
-  const StepPlanner planner(sampler, layouts, world.rank, world.size,
-                            model.linear_weight_in_attention_pairs());
+  const StepPlanner planner(sampler, layouts, world, model.linear_weight_in_attention_pairs());
 
   // The first kEstimateSteps steps are planned before anything is written (a deck whose layout cannot fit
   // them fails here, InputError, and leaves no output file; a later step that cannot fails when planned);
@@ -99,7 +98,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     check_memory_fits(config, world, budget, need);
   };
   for (int step = first_step; step < std::min(config.steps, first_step + kEstimateSteps); ++step) {
-    planned_ahead.push_back(planner.plan(step));
+    planned_ahead.push_back(planner.plan_agreed(step));
     // The first step's footprint is a lower bound of the peak: a batch far too large fails after one
     // step's planning, not kEstimateSteps'.
     if (step == first_step) check_activations(peak_work({planned_ahead.front()}, world.comm));
@@ -171,7 +170,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     heartbeat_step(step, "planning");
     // GlobalBatch -> StepPlan -> RankWork (once per step; the first ones were planned ahead).
     const bool was_ahead = !planned_ahead.empty();
-    PlannedStep planned = was_ahead ? std::move(planned_ahead.front()) : planner.plan(step);
+    PlannedStep planned = was_ahead ? std::move(planned_ahead.front()) : planner.plan_agreed(step);
     if (was_ahead) {
       planned_ahead.pop_front();
       planned_ahead_seconds[0] += planned.planning_seconds;

@@ -160,7 +160,7 @@ std::vector<int> spread_over_nodes(int count, int world_size, int ranks_per_node
 StepPlan assemble_plan(const std::string& policy, Placement placement, const std::vector<RankRange>& groups,
                        std::vector<std::vector<int>> samples, std::vector<int> encoder_ranks,
                        const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
-                       double locality_tolerance) {
+                       double locality_tolerance, const std::vector<std::vector<int>>& micro_batch_ends) {
   StepPlan plan;
   plan.policy = policy;
   plan.placement = placement;
@@ -174,7 +174,12 @@ StepPlan assemble_plan(const std::string& policy, Placement placement, const std
     group.ranks.resize(groups[k].size);
     std::iota(group.ranks.begin(), group.ranks.end(), groups[k].first);
     group.samples = std::move(samples[k]);
-    fit_micro_batches(group, costs, cost);
+    if (k < static_cast<int>(micro_batch_ends.size()) && !micro_batch_ends[k].empty()) {
+      group.micro_batch_ends = micro_batch_ends[k];
+      group.micro_batches = static_cast<int>(group.micro_batch_ends.size());
+    } else {
+      fit_micro_batches(group, costs, cost);
+    }
     for (int s : group.samples) preferred_rank[s] = groups[k].first;
     plan.llm_groups.push_back(std::move(group));
   }

@@ -6,51 +6,11 @@
 #include <tuple>
 #include <utility>
 
+#include "group_time.hpp"
 #include "placement.hpp"
 
 namespace minimllm::planning {
 namespace {
-
-// Time of samples with summed one-rank compute `work`, tokens and count on one group of g ranks that
-// spans nodes iff g > ranks_per_node: (work - k) / g + const, with k the bandwidth term's limit.
-struct RunTime {
-  double scaled, fixed;  // time(g) = scaled / g + fixed for g >= 2
-};
-RunTime run_time(const CostModel& cost, double work, double tokens, double count, bool spans) {
-  const LinkCost& l = cost.link(spans);
-  const double bandwidth_term = cost.kv_bytes_per_token * tokens / l.bandwidth;
-  return {work - bandwidth_term, count * cost.collectives_per_sample * l.latency + bandwidth_term};
-}
-
-double group_time(const CostModel& cost, double work, double tokens, double count, int g) {
-  if (g == 1) return work;
-  const RunTime t = run_time(cost, work, tokens, count, g > cost.ranks_per_node);
-  return t.scaled / g + t.fixed;
-}
-
-// Smallest g in [min_g, max_g] whose group time meets `target`; max_g + 1 if none. O(1): solve
-// scaled / g + fixed <= target on the node-local sizes, then on the spanning ones.
-int ranks_for_target(const CostModel& cost, double work, double tokens, double count, double target,
-                     int min_g, int max_g) {
-  if (min_g <= 1 && work <= target) return 1;
-  const auto solve = [&](bool spans, int lo, int hi) {
-    if (lo > hi) return -1;
-    const RunTime t = run_time(cost, work, tokens, count, spans);
-    const auto meets = [&](int g) { return t.scaled / g + t.fixed <= target; };
-    if (t.scaled <= 0.0) return meets(lo) ? lo : -1;  // the time only grows with g
-    if (target <= t.fixed) return -1;
-    const double g = std::max<double>(lo, std::ceil(t.scaled / (target - t.fixed) - 1e-9));
-    if (g > hi) return -1;
-    int gi = static_cast<int>(g);
-    if (!meets(gi)) ++gi;  // floating-point rounding of the ceiling
-    return gi <= hi && meets(gi) ? gi : -1;
-  };
-  const int lo = std::max(2, min_g);
-  const int local = solve(false, lo, std::min(cost.ranks_per_node, max_g));
-  if (local > 0) return local;
-  const int spanning = solve(true, std::max(lo, cost.ranks_per_node + 1), max_g);
-  return spanning > 0 ? spanning : max_g + 1;
-}
 
 int round_to_rule(SizeRule rule, int g, const CostModel& cost, double work, double tokens, double count,
                   double target, int max_g) {
@@ -62,26 +22,6 @@ int round_to_rule(SizeRule rule, int g, const CostModel& cost, double work, doub
     if (group_time(cost, work, tokens, count, p) <= target * (1.0 + 1e-12)) return p;
   return max_g + 1;
 }
-
-// Smallest group size g <= max_g whose token_capacity holds `tokens` (max_g if none).
-class CapacityTable {
- public:
-  CapacityTable(const CostModel& cost, int max_g) : unlimited_(cost.capacity_bytes <= 0.0) {
-    if (unlimited_) return;
-    best_up_to_.resize(max_g + 1, 0.0);
-    for (int g = 1; g <= max_g; ++g) best_up_to_[g] = std::max(best_up_to_[g - 1], cost.token_capacity(g));
-  }
-  int smallest_group(double tokens) const {
-    if (unlimited_) return 1;
-    const auto it = std::lower_bound(best_up_to_.begin() + 1, best_up_to_.end(), tokens);
-    return it == best_up_to_.end() ? static_cast<int>(best_up_to_.size()) - 1
-                                   : static_cast<int>(it - best_up_to_.begin());
-  }
-
- private:
-  bool unlimited_;
-  std::vector<double> best_up_to_;  // best_up_to_[g] = max over g' <= g of token_capacity(g')
-};
 
 struct Demand {
   long long ranks = 0;

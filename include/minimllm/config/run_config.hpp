@@ -101,6 +101,10 @@ struct ParallelConfig {
   // max_seqlen_per_dp_cp_rank; a bin holds cp x budget tokens) and of megatron_dcp's groups; 0 = derived
   // each step: the longest sample's tokens / cp, rounded up.
   int tokens_per_rank = 0;
+  // parallel.flexsp_time_limit: seconds of wall time for flexsp's MILP (COIN-OR CBC) per step, solved on
+  // rank 0 and broadcast; on time-out the best solution found (at worst the heuristic it starts from) is
+  // used. 0: the heuristic only (deterministic, no solver).
+  double flexsp_time_limit = 0.1;
   int ranks_per_node = 0;  // parallel.ranks_per_node: for the planners' cost model; 0 = detect
   // parallel.group_sizes: LLM group sizes, any positive integers summing to the LLM ranks (all ranks,
   // or all but the encoder ranks when disaggregated); context parallel inside each group. Empty: one

@@ -48,6 +48,8 @@ struct CostModel {
   double kv_bytes_per_token = 0.0;
   double collectives_per_sample = 1.0;    // context-parallel collectives per sample (2 per LLM layer)
   double boundary_bytes_per_patch = 0.0;  // encoder output row forward + its gradient backward
+  // A sample's raw inputs as its loader holds them: int32 token ids, fp32 pixels (plan_traffic.hpp).
+  double input_bytes_per_token = 4.0, input_bytes_per_patch = 0.0;
   // Memory per rank (bytes): fixed (parameters, gradients, optimizer) + per LLM token held (its share,
   // tokens / g) + the gathered K|V every member holds for all tokens of the micro-batch (g > 1 only).
   double fixed_bytes = 0.0, bytes_per_token = 0.0, capacity_bytes = 0.0;  // capacity 0: unlimited

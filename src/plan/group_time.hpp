@@ -1,0 +1,39 @@
+// The LLM time of a run of samples on one group, as the target-driven planners size groups (internal):
+// DHP's and FlexSP's searches (target_search.hpp) and DHP's packs (dhp_packing.hpp).
+#pragma once
+
+#include <vector>
+
+#include "minimllm/plan/cost_model.hpp"
+
+namespace minimllm::planning {
+
+// Time of samples with summed one-rank compute `work`, tokens and count on one group of g ranks that
+// spans nodes iff g > ranks_per_node: work for g = 1, else scaled / g + fixed (the bandwidth term's limit
+// moved into fixed).
+struct RunTime {
+  double scaled, fixed;
+};
+RunTime run_time(const CostModel& cost, double work, double tokens, double count, bool spans);
+double group_time(const CostModel& cost, double work, double tokens, double count, int g);
+
+// Smallest g in [min_g, max_g] whose group time meets `target`; max_g + 1 if none. O(1): solves
+// scaled / g + fixed <= target on the node-local sizes, then on the spanning ones.
+int ranks_for_target(const CostModel& cost, double work, double tokens, double count, double target,
+                     int min_g, int max_g);
+
+// Tokens a group of g ranks holds in one micro-batch: CostModel::token_capacity(g) (memory), and at most
+// g x tokens_per_rank when a per-rank token budget is given (> 0); smallest_group(tokens) is the smallest
+// g <= max_g whose capacity (the best of the sizes up to g) holds them, max_g if none.
+class CapacityTable {
+ public:
+  CapacityTable(const CostModel& cost, int max_g, double tokens_per_rank = 0.0);
+  double capacity(int g) const;
+  int smallest_group(double tokens) const;
+
+ private:
+  bool unlimited_;
+  std::vector<double> best_up_to_;  // best_up_to_[g] = max over g' <= g of capacity(g')
+};
+
+}  // namespace minimllm::planning
