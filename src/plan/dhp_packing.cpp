@@ -38,13 +38,13 @@ std::vector<DhpPack> pack_best_fit_decreasing(const BatchCosts& costs, const Cap
 
 namespace {
 
-constexpr double kTolerance = 1e-6;  // of the makespan's bisection, relative
+constexpr double kTolerance = 1e-4;  // of the makespan's bisection, relative
 
-// Runs of packs a group may take: every length up to 16, then 1.5x apart (the whole prefix is added by
+// Runs of packs a group may take: every length up to 8, then 1.5x apart (the whole prefix is added by
 // the caller).
 std::vector<int> run_lengths(int packs) {
   std::vector<int> lengths;
-  for (int l = 1; l <= packs; l = l < 16 ? l + 1 : (3 * l + 1) / 2) lengths.push_back(l);
+  for (int l = 1; l <= packs; l = l < 8 ? l + 1 : (3 * l + 1) / 2) lengths.push_back(l);
   return lengths;
 }
 
@@ -95,18 +95,43 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
         for (int j = i - previous - 1; j >= 0; --j) need = std::max(need, packs[order[j]].need);
         try_run(0);
       }
+      if (best[i] >= too_many) return too_many;  // a longer prefix needs at least as many ranks
     }
     return best[n];
   };
 
-  // Bisection on the makespan, from the mean load (a lower bound) upwards.
-  for (const DhpPack& p : packs)
+  // The makespan of the last feasible DP's allocation (at most its target).
+  const auto makespan = [&] {
+    double worst = 0.0;
+    for (int i = n; i > 0; i = from[i])
+      worst = std::max(worst, group_time(cost, work[i] - work[from[i]], tokens[i] - tokens[from[i]],
+                                         count[i] - count[from[i]], size[i]));
+    return worst;
+  };
+  // Bisection on the makespan, from a lower bound: the mean load, and each pack alone on its fastest
+  // group (the time is scaled / g + fixed within a node and across nodes: least at either range's end).
+  double lo = work[n] / ranks;
+  for (const DhpPack& p : packs) {
     if (p.need > ranks) return out;  // no group can hold it
-  double lo = work[n] / ranks, hi = std::max(lo, 1e-12);
-  while (fewest_ranks(hi) > ranks) lo = hi, hi *= 2.0;  // one group of all ranks per pack fits eventually
+    double fastest = group_time(cost, p.work, p.tokens, p.samples.size(), ranks);
+    for (int g : {p.need, std::min(ranks, cost.ranks_per_node)})
+      if (g >= p.need) fastest = std::min(fastest, group_time(cost, p.work, p.tokens, p.samples.size(), g));
+    lo = std::max(lo, fastest);
+  }
+  // Often one pack bounds the makespan and the bound is met at once; else from twice it upwards.
+  double hi = std::max(lo, 1e-12) * (1.0 + kTolerance);
+  if (fewest_ranks(hi) > ranks) {
+    lo = hi, hi = 2.0 * lo;
+    while (fewest_ranks(hi) > ranks) lo = hi, hi *= 2.0;  // one group of all ranks per pack fits eventually
+  }
+  hi = makespan();
   for (int i = 0; i < 200 && hi - lo > kTolerance * hi; ++i) {
     const double mid = 0.5 * (lo + hi);
-    (fewest_ranks(mid) <= ranks ? hi : lo) = mid;
+    if (fewest_ranks(mid) <= ranks) {
+      hi = std::min(mid, makespan());
+    } else {
+      lo = mid;
+    }
   }
   fewest_ranks(hi);
   out.feasible = true;

@@ -1,7 +1,6 @@
 #include "node_locality.hpp"
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 #include <tuple>
 #include <utility>
@@ -34,22 +33,28 @@ std::vector<int> assign_greedily(std::vector<std::tuple<double, int, int>> weigh
   return place;
 }
 
-// (bytes, bundle, key) for every bundle and every key its samples' loaders map to.
+// (bytes, bundle, key) for every bundle and every key in [0, keys) its items' places map to (-1: none).
 template <typename KeyOf>
 std::vector<std::tuple<double, int, int>> bytes_by(const std::vector<std::vector<int>>& bundles,
                                                    const std::vector<int>& members,
                                                    const std::vector<double>& bytes,
-                                                   const std::vector<int>& loader, KeyOf key_of) {
+                                                   const std::vector<int>& loader, int keys, KeyOf key_of) {
   std::vector<std::tuple<double, int, int>> weight;
-  std::map<int, double> per_key;
+  std::vector<double> per_key(keys, 0.0);  // one bundle's bytes by key; touched lists the keys it reached
+  std::vector<int> touched;
   for (size_t i = 0; i < members.size(); ++i) {
-    per_key.clear();
     for (int s : bundles[members[i]]) {
       const int key = key_of(loader[s]);
-      if (key >= 0) per_key[key] += bytes[s];
+      if (key < 0 || bytes[s] <= 0.0) continue;
+      if (per_key[key] == 0.0) touched.push_back(key);
+      per_key[key] += bytes[s];
     }
-    for (const auto& [key, b] : per_key)
-      if (b > 0.0) weight.emplace_back(b, static_cast<int>(i), key);
+    std::sort(touched.begin(), touched.end());
+    for (int key : touched) {
+      if (per_key[key] > 0.0) weight.emplace_back(per_key[key], static_cast<int>(i), key);
+      per_key[key] = 0.0;
+    }
+    touched.clear();
   }
   return weight;
 }
@@ -66,7 +71,7 @@ void place_bundles_near_loaders(std::vector<std::vector<int>>& bundles, int firs
   std::vector<int> node_room(nodes, 0), all(count);
   for (int i = 0; i < count; ++i) ++node_room[(first_rank + i) / ranks_per_node - first_node], all[i] = i;
   const std::vector<int> node_of_bundle =
-      assign_greedily(bytes_by(bundles, all, bytes, loader,
+      assign_greedily(bytes_by(bundles, all, bytes, loader, nodes,
                                [&](int r) {
                                  const int node = r / ranks_per_node - first_node;
                                  return node >= 0 && node < nodes ? node : -1;
@@ -80,7 +85,7 @@ void place_bundles_near_loaders(std::vector<std::vector<int>>& bundles, int firs
     const int begin = std::max(first_rank, (first_node + node) * ranks_per_node);  // the node's first rank
     std::vector<int> rank_room(node_room[node], 1);
     const std::vector<int> slot = assign_greedily(
-        bytes_by(bundles, members, bytes, loader,
+        bytes_by(bundles, members, bytes, loader, node_room[node],
                  [&](int r) { return r >= begin && r < begin + node_room[node] ? r - begin : -1; }),
         static_cast<int>(members.size()), rank_room);
     for (size_t i = 0; i < members.size(); ++i)
@@ -89,20 +94,16 @@ void place_bundles_near_loaders(std::vector<std::vector<int>>& bundles, int firs
   bundles = std::move(placed);
 }
 
-std::vector<int> balance_over_nodes(const std::vector<double>& cost, const std::vector<double>& bytes,
-                                    const std::vector<int>& home, const std::vector<int>& ranks_of_node) {
+std::vector<int> balance_over_nodes(const std::vector<double>& cost, const std::vector<int>& home,
+                                    const std::vector<int>& ranks_of_node,
+                                    const std::vector<int>& stay_order) {
   const int nodes = static_cast<int>(ranks_of_node.size());
   const double ranks = std::accumulate(ranks_of_node.begin(), ranks_of_node.end(), 0.0);
   const double total = std::accumulate(cost.begin(), cost.end(), 0.0);
-  std::vector<int> order(cost.size());
-  std::iota(order.begin(), order.end(), 0);
-  // Those that would move the most bytes per unit of work stay first.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return bytes[a] * cost[b] > bytes[b] * cost[a]; });
   std::vector<int> node(cost.size(), -1);
   std::vector<double> kept(nodes, 0.0);
   std::vector<int> moving;
-  for (int i : order) {
+  for (int i : stay_order) {
     const int n = home[i];
     if (kept[n] + cost[i] <= total * ranks_of_node[n] / ranks * (1.0 + 1e-12)) {
       node[i] = n, kept[n] += cost[i];
@@ -110,7 +111,8 @@ std::vector<int> balance_over_nodes(const std::vector<double>& cost, const std::
       moving.push_back(i);
     }
   }
-  std::stable_sort(moving.begin(), moving.end(), [&](int a, int b) { return cost[a] > cost[b]; });
+  const auto larger = [&](int a, int b) { return cost[a] != cost[b] ? cost[a] > cost[b] : a < b; };
+  if (!std::is_sorted(moving.begin(), moving.end(), larger)) std::sort(moving.begin(), moving.end(), larger);
   LoadTree per_rank(nodes);  // load per rank of each node
   for (int n = 0; n < nodes; ++n) per_rank.add(n, kept[n] / ranks_of_node[n]);
   for (int i : moving) {
@@ -137,7 +139,13 @@ NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& cos
     home[s] = cost.node_of(loader[s]);
     bytes[s] = sample_input_bytes(batch.samples[s], cost);
   }
-  const std::vector<int> node_of_sample = balance_over_nodes(costs.llm, bytes, home, ranks_of_node);
+  // Samples that would move the most bytes per unit of work stay first (ties: lower index).
+  std::vector<std::pair<double, int>> by_density(n);
+  for (int s = 0; s < n; ++s) by_density[s] = {costs.llm[s] > 0.0 ? -bytes[s] / costs.llm[s] : -kInf, s};
+  std::sort(by_density.begin(), by_density.end());
+  std::vector<int> stay_order(n);
+  for (int i = 0; i < n; ++i) stay_order[i] = by_density[i].second;
+  const std::vector<int> node_of_sample = balance_over_nodes(costs.llm, home, ranks_of_node, stay_order);
   std::vector<std::vector<int>> order(nodes);  // each node's samples, largest first
   for (int s : costs.by_llm) order[node_of_sample[s]].push_back(s);
   const std::vector<RankRange> groups = place_groups({}, 0, world, per_node);  // rank r = group r
@@ -170,12 +178,14 @@ NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& cos
       image_near.push_back(llm_rank[s]);
       patches.push_back(image.patches);
     }
+  // Images (whose bytes and work both grow with their patches) stay largest first.
+  const std::vector<int> largest_first = order_by_decreasing(patches);
   const std::vector<int> node_of_image =
-      balance_over_nodes(image_cost, image_bytes, image_home, ranks_of_node);
+      balance_over_nodes(image_cost, image_home, ranks_of_node, largest_first);
   std::vector<LoadTree> rank_loads;
   for (int node = 0; node < nodes; ++node) rank_loads.emplace_back(ranks_of_node[node]);
   std::vector<std::vector<int>> images(world);
-  for (int i : order_by_decreasing(patches)) {  // the encoder time grows with patches
+  for (int i : largest_first) {  // the encoder time grows with patches
     const int node = node_of_image[i], slot = rank_loads[node].argmin();
     rank_loads[node].add(slot, image_cost[i]);
     images[node * per_node + slot].push_back(i);

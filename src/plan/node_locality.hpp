@@ -11,12 +11,13 @@
 
 namespace minimllm::planning {
 
-// Items of cost cost[i] and bytes[i] whose home is node home[i], over nodes of ranks_of_node[n] ranks:
-// each node keeps its items, those with the most bytes per unit of cost first (the costliest to move),
-// while they fit its share of the total (total x its ranks / all ranks); the rest go, largest cost first,
-// to the node whose load per rank is least. Returns each item's node.
-std::vector<int> balance_over_nodes(const std::vector<double>& cost, const std::vector<double>& bytes,
-                                    const std::vector<int>& home, const std::vector<int>& ranks_of_node);
+// Items of cost cost[i] whose home is node home[i], over nodes of ranks_of_node[n] ranks: each node keeps
+// its items, in stay_order (the costliest to move first: the most bytes per unit of cost), while they fit
+// its share of the total (total x its ranks / all ranks); the rest go, largest cost first, to the node
+// whose load per rank is least. Returns each item's node.
+std::vector<int> balance_over_nodes(const std::vector<double>& cost, const std::vector<int>& home,
+                                    const std::vector<int>& ranks_of_node,
+                                    const std::vector<int>& stay_order);
 
 // A data-parallel layout over ranks 0 .. world - 1 (groups of one rank), balanced node-wise: the samples
 // over the nodes (balance_over_nodes, LLM cost), then over each node's ranks (assign_samples), then refined
