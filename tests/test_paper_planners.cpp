@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "batch_of_lengths.hpp"
 #include "dhp_packing.hpp"
 #include "flexsp_milp.hpp"
 #include "minimllm/plan/plan_traffic.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/step_prediction.hpp"
 #include "node_locality.hpp"
+#include "planner_inputs.hpp"
 #include "target_search.hpp"
 
 namespace minimllm {
@@ -30,13 +30,7 @@ using testing_support::batch_of_lengths;
 
 constexpr double kGflops = 100.0;
 
-RunConfig deck(const std::string& name, int global_batch, std::uint64_t seed) {
-  const auto inputs = std::filesystem::path(__FILE__).parent_path().parent_path() / "inputs";
-  RunConfig c = load_run_config((inputs / (name + ".yaml")).string());
-  c.seed = seed;
-  c.data.global_batch = global_batch;
-  return c;
-}
+using testing_support::deck;  // the decks in inputs/, with the batch size and seed of a case
 
 CostModel text_cost(int ranks_per_node) {
   return default_cost_model(deck("text_longtail", 8, 1), kGflops, ranks_per_node);

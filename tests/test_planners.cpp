@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "batch_of_lengths.hpp"
 #include "minimllm/core/world.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/plan/cost_model.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/rank_work.hpp"
 #include "minimllm/step/packing.hpp"
+#include "planner_inputs.hpp"
 
 namespace minimllm {
 namespace {
@@ -29,14 +29,7 @@ constexpr double kGflops = 100.0;
 constexpr int kRanksPerNode = 4;  // small, so that worlds of 5 and more span nodes
 const std::vector<int> kWorlds = {1, 2, 3, 5, 8, 64, 256};
 
-// The decks in inputs/, with the batch size and seed of a case.
-RunConfig deck(const std::string& name, int global_batch, std::uint64_t seed) {
-  const auto inputs = std::filesystem::path(__FILE__).parent_path().parent_path() / "inputs";
-  RunConfig c = load_run_config((inputs / (name + ".yaml")).string());
-  c.seed = seed;
-  c.data.global_batch = global_batch;
-  return c;
-}
+using testing_support::deck;  // the decks in inputs/, with the batch size and seed of a case
 RunConfig text_longtail(int global_batch, std::uint64_t seed) {
   return deck("text_longtail", global_batch, seed);
 }

@@ -156,14 +156,24 @@ TEST(Training, PhasesAreKokkosToolsRegions) {
   }
 }
 
+// The quickstart deck's `steps` steps under `policy`, and options writing `leaf` (overwritten).
+RunConfig quickstart_policy(int steps, const std::string& policy) {
+  RunConfig config = quickstart(steps);
+  config.parallel.policy = policy;
+  return config;
+}
+TrainOptions writing_to(const std::string& leaf) {
+  TrainOptions options;
+  options.out_path = shared_temp_path(leaf);
+  options.overwrite = true;
+  return options;
+}
+
 // /plans tells, per step, the groups (sizes, members, samples), the encoder work and the policy; they must
 // describe the plans the run really executed, so they are checked against one another and the batch.
 TEST(Training, RunFileDescribesEveryStepsPlan) {
-  RunConfig config = quickstart(4);
-  config.parallel.policy = "dhp";
-  TrainOptions options;
-  options.out_path = shared_temp_path("plans.h5");
-  options.overwrite = true;
+  const RunConfig config = quickstart_policy(4, "dhp");
+  const TrainOptions options = writing_to("plans.h5");
   const TrainResult result = train(config, World::of(MPI_COMM_WORLD), options);
   const int ranks = testing_support::world_size();
   if (testing_support::world_rank() != 0) return;
@@ -220,12 +230,8 @@ TEST(Training, RunFileDescribesEveryStepsPlan) {
 // solver_status, solver_gap, solver_seconds), and every step's row the bytes its plan moves within and
 // between nodes.
 TEST(Training, RunFileSaysWhatMadeEachPlan) {
-  RunConfig config = quickstart(3);
-  config.parallel.policy = "flexsp";
-  TrainOptions options;
-  options.out_path = shared_temp_path("sources.h5");
-  options.overwrite = true;
-  const TrainResult result = train(config, World::of(MPI_COMM_WORLD), options);
+  const TrainOptions options = writing_to("sources.h5");
+  const TrainResult result = train(quickstart_policy(3, "flexsp"), World::of(MPI_COMM_WORLD), options);
   if (testing_support::world_rank() != 0) return;
   for (const StepRecord& s : result.steps) {
     EXPECT_GE(s.intra_node_bytes, 0);

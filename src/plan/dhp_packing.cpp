@@ -40,11 +40,11 @@ namespace {
 
 constexpr double kTolerance = 1e-4;  // of the makespan's bisection, relative
 
-// Runs of packs a group may take: every length up to 8, then 1.5x apart (the whole prefix is added by
+// Runs of packs a group may take: every length up to 16, then 1.5x apart (the whole prefix is added by
 // the caller).
 std::vector<int> run_lengths(int packs) {
   std::vector<int> lengths;
-  for (int l = 1; l <= packs; l = l < 8 ? l + 1 : (3 * l + 1) / 2) lengths.push_back(l);
+  for (int l = 1; l <= packs; l = l < 16 ? l + 1 : (3 * l + 1) / 2) lengths.push_back(l);
   return lengths;
 }
 

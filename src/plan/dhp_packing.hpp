@@ -10,7 +10,7 @@
 //        r[i] = min over j of r[j] + (smallest g >= need with T(packs j..i-1, g) <= T)   (O(1) each)
 //     and the smallest T with r[packs] <= ranks found by bisection (to a relative 1e-4): the same optimum
 //     as the two-dimensional table, in O(packs x runs x log(1/tolerance)) instead of O(packs^2 ranks^2).
-//     Runs: every length up to 8 packs, then 1.5x apart, and all packs in one group.
+//     Runs: every length up to 16 packs, then 1.5x apart, and all packs in one group.
 //     T(run, g) = group_time (group_time.hpp): its samples' one-rank compute / g plus the context-parallel
 //     exchanges, over nodes when g > ranks_per_node.
 #pragma once

@@ -131,11 +131,11 @@ class OrchPlanner : public PolicyBase {
   StepPlan plan(const GlobalBatch& batch, int world_size) const override {
     const BatchCosts costs = planning::batch_costs(batch, cost_);
     planning::NodeWiseLayout layout = planning::node_wise_balance(batch, costs, cost_, world_size);
-    StepPlan plan = planning::assemble_plan("orch", Placement::colocated,
-                                            planning::place_groups({}, 0, world_size, cost_.ranks_per_node),
-                                            std::move(layout.samples), consecutive_ranks(0, world_size),
-                                            batch, costs, cost_, options_.locality_tolerance);
-    plan.image_owner = std::move(layout.image_owner);  // balanced node-wise, not by assemble_plan's LPT
+    StepPlan plan = planning::assemble_groups("orch", Placement::colocated,
+                                              planning::place_groups({}, 0, world_size, cost_.ranks_per_node),
+                                              std::move(layout.samples), costs, cost_);
+    plan.encoder_ranks = consecutive_ranks(0, world_size);
+    plan.image_owner = std::move(layout.image_owner);
     return at_least_static(std::move(plan), batch, costs, world_size);
   }
 };
