@@ -406,12 +406,19 @@ machine: {ranks_per_node: 8, peak_gflops: 100}
   hid_t file = H5Fopen(options.out_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(file, 0);
   hid_t dset = H5Dopen2(file, "/simulation/disagg", H5P_DEFAULT);
-  std::vector<double> rows(2 * 13);
+  constexpr int kColumns = 18;  // simulation_columns (docs/HDF5.md)
+  hid_t space = H5Dget_space(dset);
+  hsize_t dims[2] = {0, 0};
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  H5Sclose(space);
+  ASSERT_EQ(dims[0], 2u);
+  ASSERT_EQ(dims[1], static_cast<hsize_t>(kColumns));
+  std::vector<double> rows(2 * kColumns);
   H5Dread(dset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data());
   const PolicySummary& disagg =
       *std::find_if(result.begin(), result.end(), [](auto& s) { return s.policy == "disagg"; });
-  EXPECT_EQ(std::max(rows[12], rows[13 + 12]), disagg.peak_bytes_per_rank);  // peak_bytes_per_rank column
-  EXPECT_EQ(std::min(rows[11], rows[13 + 11]), 0.0);                         // fits column
+  EXPECT_EQ(std::max(rows[12], rows[kColumns + 12]), disagg.peak_bytes_per_rank);  // peak_bytes_per_rank
+  EXPECT_EQ(std::min(rows[11], rows[kColumns + 11]), 0.0);                         // fits column
   H5Dclose(dset);
   H5Fclose(file);
   unlink(options.out_path.c_str());
