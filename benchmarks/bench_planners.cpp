@@ -1,5 +1,6 @@
 // Planning time per policy at two scales (1,024 ranks x 4,096 samples; 16,384 ranks x 65,536 samples)
-// on the text long-tail and modality-incoherent decks (inputs/), with the quality of each plan as
+// on the text long-tail and modality-incoherent decks and the two stress decks (tens of images per sample,
+// lengths up to 32k tokens; inputs/), with the quality of each plan as
 // counters: predicted makespan over the lower bound, predicted speed-up over the static baseline, idle
 // and communication fractions. Targets: median planning time <= 5 ms and <= 100 ms. The batch metadata
 // (Sampler) and the prediction are outside the timed region.
@@ -70,7 +71,7 @@ void BM_Plan(benchmark::State& state, std::string deck, int ranks, int samples, 
 }
 
 void register_all() {
-  for (const std::string deck : {"text_longtail", "modality_incoherent"})
+  for (const std::string deck : {"text_longtail", "modality_incoherent", "many_images", "long_context"})
     for (const auto& [ranks, samples] : {std::pair{1024, 4096}, std::pair{16384, 65536}})
       for (const std::string& policy : planner_names()) {
         const std::string name =

@@ -79,6 +79,24 @@ endif()
 find_path(MINIMLLM_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas openblas-pthread REQUIRED)
 find_library(MINIMLLM_OPENBLAS_SET_THREADS NAMES openblas)
 
+# COIN-OR CBC solves flexsp's MILP (src/plan/milp.cpp). Optional: without it flexsp runs its heuristic
+# only, and says so in every plan (/plans/solver_status: unavailable). CI requires it.
+option(MINIMLLM_REQUIRE_CBC "Stop at configure time when COIN-OR CBC (pkg-config cbc) is missing" OFF)
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(CBC QUIET IMPORTED_TARGET cbc)
+endif()
+if(CBC_FOUND)
+  message(STATUS "minimllm: COIN-OR CBC ${CBC_VERSION}: flexsp solves its MILP")
+elseif(MINIMLLM_REQUIRE_CBC)
+  message(FATAL_ERROR "minimllm: COIN-OR CBC not found (pkg-config module cbc), and MINIMLLM_REQUIRE_CBC is ON. "
+                      "Install coinor-libcbc-dev (Debian/Ubuntu; scripts/setup-deps.sh does) or set PKG_CONFIG_PATH "
+                      "to a CBC installation.")
+else()
+  message(WARNING "minimllm: COIN-OR CBC not found (pkg-config module cbc): flexsp will run its heuristic only, "
+                  "without its MILP. Install coinor-libcbc-dev (Debian/Ubuntu; scripts/setup-deps.sh does).")
+endif()
+
 find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)

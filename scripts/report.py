@@ -52,7 +52,7 @@ REQUIRED_FIELDS = ("step", "loss", "samples", "step_seconds", "tokens_per_second
 # The phases of a step, as /ranks/<name>_seconds tables. kv_exchange is part of llm_seconds, so the
 # breakdown shows llm - kv_exchange as "llm (compute)" and does not count it twice.
 PHASES = ("data", "planning", "encoder", "boundary", "llm (compute)", "kv_exchange", "grad_sync", "optimizer")
-POLICY_ORDER = ("static", "naive", "megatron_dcp", "orch", "dhp", "flexsp", "disagg", "deck")
+POLICY_ORDER = ("static", "naive", "megatron_dcp", "orch", "dhp", "dhp_search", "flexsp", "disagg", "deck")
 
 
 def baseline_label(policy, runs):

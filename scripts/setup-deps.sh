@@ -31,7 +31,7 @@ done
 
 packages=(build-essential cmake pkg-config git libtrilinos-kokkos-dev mpich libmpich-dev
   libhdf5-mpich-dev hdf5-tools libopenblas-dev libyaml-cpp-dev libcli11-dev libfmt-dev
-  libgtest-dev libbenchmark-dev python3-h5py python3-matplotlib)
+  libgtest-dev libbenchmark-dev python3-h5py python3-matplotlib coinor-libcbc-dev)
 ((want_cuda)) && packages+=(patch)
 
 missing=()

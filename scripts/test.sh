@@ -9,13 +9,13 @@ scripts/setup-deps.sh --openmp --kokkos4
 deps=${MINIMLLM_DEPS:-$HOME/.cache/minimllm}
 
 echo "== Serial backend (Debian Kokkos 3.4) =="
-scripts/build.sh build
+scripts/build.sh build -DMINIMLLM_REQUIRE_CBC=ON
 (cd build && ctest --output-on-failure --timeout 900)
 
 echo "== OpenMP backend (Kokkos 3.4 from Debian's source, 2 threads, -Werror) =="
-scripts/build.sh build-openmp -DKokkos_ROOT="$deps/kokkos-openmp" -DMINIMLLM_TEST_THREADS=2 -DMINIMLLM_WERROR=ON
+scripts/build.sh build-openmp -DMINIMLLM_REQUIRE_CBC=ON -DKokkos_ROOT="$deps/kokkos-openmp" -DMINIMLLM_TEST_THREADS=2 -DMINIMLLM_WERROR=ON
 (cd build-openmp && OMP_PROC_BIND=false ctest --output-on-failure --timeout 900)
 
 echo "== Kokkos 4.6.01 (vendored release, OpenMP backend, 2 threads, -Werror, every header compiled alone) =="
-scripts/build.sh build-kokkos4 -DKokkos_ROOT="$deps/kokkos-4.6.01" -DMINIMLLM_TEST_THREADS=2 -DMINIMLLM_WERROR=ON -DMINIMLLM_CHECK_HEADERS=ON
+scripts/build.sh build-kokkos4 -DMINIMLLM_REQUIRE_CBC=ON -DKokkos_ROOT="$deps/kokkos-4.6.01" -DMINIMLLM_TEST_THREADS=2 -DMINIMLLM_WERROR=ON -DMINIMLLM_CHECK_HEADERS=ON
 (cd build-kokkos4 && ctest --output-on-failure --timeout 900)

@@ -147,6 +147,8 @@ std::vector<Member> expected_members() {
           {"predicted_seconds", offsetof(StepRecord, predicted_seconds), H5T_NATIVE_DOUBLE},
           {"lower_bound_seconds", offsetof(StepRecord, lower_bound_seconds), H5T_NATIVE_DOUBLE},
           {"boundary_bytes", offsetof(StepRecord, boundary_bytes), H5T_NATIVE_INT64},
+          {"intra_node_bytes", offsetof(StepRecord, intra_node_bytes), H5T_NATIVE_INT64},
+          {"inter_node_bytes", offsetof(StepRecord, inter_node_bytes), H5T_NATIVE_INT64},
           {"llm_groups", offsetof(StepRecord, llm_groups), H5T_NATIVE_INT32},
           {"max_group_size", offsetof(StepRecord, max_group_size), H5T_NATIVE_INT32},
           {"comm_hits", offsetof(StepRecord, comm_hits), H5T_NATIVE_INT64},

@@ -9,6 +9,7 @@
 
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/plan/planner.hpp"
+#include "minimllm/step/planned_step.hpp"
 #include "minimllm/step/run_step.hpp"
 #include "mpi_world.hpp"
 #include "region_recorder.hpp"
@@ -232,6 +233,40 @@ TEST(Layouts, EveryPlannerGivesTheSingleRankLossCurve) {
     config.steps = 3;
     config.parallel.policy = policy;
     expect_same_curve(config);
+  }
+}
+
+// flexsp with its MILP under a wall-clock limit is not deterministic (ranks could stop the solver at
+// different points), so rank 0 plans and agree() broadcasts: every rank then holds rank 0's plan, its own
+// work derived from it, and the solver's record; the others planned nothing themselves.
+TEST(Layouts, TimeLimitedPlanIsMadeOnRankZeroAndBroadcast) {
+  RunConfig config = deck();
+  config.parallel.policy = "flexsp";
+  config.parallel.flexsp_time_limit = 0.05;
+  const World world = World::of(MPI_COMM_WORLD);
+  const Sampler sampler(config);
+  const LayoutSource layouts(config, world.size, default_cost_model(config, 1.0, world.size));
+  const StepPlanner planner(sampler, layouts, world, 1.0);
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    PlannedStep planned = planner.plan(step);
+    EXPECT_EQ(planned.awaiting_plan, !layouts.deterministic() && world.rank != 0);
+    planner.agree(planned);
+    EXPECT_FALSE(planned.awaiting_plan);
+    EXPECT_NO_THROW(validate_plan(planned.plan, planned.batch, world.size));
+    EXPECT_NE(planned.plan.origin.solver_status, "not_run");
+    // Rank 0's bytes against every rank's.
+    std::string mine = serialize_plan(planned.plan), root = mine;
+    long long size = static_cast<long long>(root.size());
+    MPI_Bcast(&size, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    root.resize(static_cast<size_t>(size));
+    MPI_Bcast(&root[0], static_cast<int>(size), MPI_CHAR, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(mine, root);
+    const RankWork work = derive_rank_work(planned.plan, planned.batch, world.rank, world.size, 1.0);
+    EXPECT_EQ(work.group, planned.work.group);
+    EXPECT_EQ(work.images, planned.work.images);
+    EXPECT_EQ(work.received_rows, planned.work.received_rows);
+    EXPECT_GT(planned.prediction.makespan, 0.0);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/rank_work.hpp"
 #include "minimllm/step/packing.hpp"
+#include "planner_inputs.hpp"
 
 namespace minimllm {
 namespace {
@@ -28,14 +29,7 @@ constexpr double kGflops = 100.0;
 constexpr int kRanksPerNode = 4;  // small, so that worlds of 5 and more span nodes
 const std::vector<int> kWorlds = {1, 2, 3, 5, 8, 64, 256};
 
-// The decks in inputs/, with the batch size and seed of a case.
-RunConfig deck(const std::string& name, int global_batch, std::uint64_t seed) {
-  const auto inputs = std::filesystem::path(__FILE__).parent_path().parent_path() / "inputs";
-  RunConfig c = load_run_config((inputs / (name + ".yaml")).string());
-  c.seed = seed;
-  c.data.global_batch = global_batch;
-  return c;
-}
+using testing_support::deck;  // the decks in inputs/, with the batch size and seed of a case
 RunConfig text_longtail(int global_batch, std::uint64_t seed) {
   return deck("text_longtail", global_batch, seed);
 }
@@ -93,16 +87,7 @@ std::map<std::string, std::unique_ptr<Planner>> all_planners(const CostModel& co
   return planners;
 }
 
-GlobalBatch batch_of_lengths(const std::vector<int>& text_lengths) {
-  GlobalBatch batch;
-  for (size_t i = 0; i < text_lengths.size(); ++i) {
-    SampleMeta s;
-    s.id = static_cast<int>(i);
-    s.text_len = text_lengths[i];
-    batch.samples.push_back(s);
-  }
-  return batch;
-}
+using testing_support::batch_of_lengths;
 
 // ---------------------------------------------------------------------------------------------------
 
@@ -170,18 +155,21 @@ TEST(Predict, MatchesAHandComputation) {
 }
 
 TEST(Planners, NamesAndUnknownPolicy) {
-  EXPECT_EQ(planner_names(),
-            (std::vector<std::string>{"static", "naive", "megatron_dcp", "orch", "dhp", "flexsp", "disagg"}));
+  EXPECT_EQ(planner_names(), (std::vector<std::string>{"static", "naive", "megatron_dcp", "orch", "dhp",
+                                                       "dhp_search", "flexsp", "disagg"}));
   const CostModel cost = default_cost_model(quickstart(8, 1), kGflops, kRanksPerNode);
   for (const std::string& name : planner_names()) EXPECT_EQ(make_planner(name, cost, {})->name(), name);
   EXPECT_THROW(make_planner("megatron", cost, {}), InputError);
 }
 
-// Valid, deterministic, above the lower bound, and (dynamic policies) not slower than static.
+// Valid, deterministic, above the lower bound, and (dynamic policies) not slower than static. flexsp
+// without its MILP (a time-limited solver is not deterministic; FlexspMilp tests it).
 TEST(Planners, ValidDeterministicBoundedOnRandomBatches) {
+  PlannerOptions options;
+  options.flexsp_time_limit = 0.0;
   for (const Case& c : cases()) {
     const CostModel cost = default_cost_model(c.config, kGflops, kRanksPerNode);
-    const auto planners = all_planners(cost);
+    const auto planners = all_planners(cost, options);
     const Sampler sampler(c.config);
     for (int step = 0; step < 2; ++step) {
       const GlobalBatch batch = sampler.batch(step);
@@ -201,7 +189,7 @@ TEST(Planners, ValidDeterministicBoundedOnRandomBatches) {
           EXPECT_LE(p.idle_fraction, 1.0);
           EXPECT_GE(p.comm_fraction, 0.0);
           EXPECT_LE(p.comm_fraction, 1.0 + 1e-9);
-          if (name == "orch" || name == "dhp" || name == "flexsp") {
+          if (name == "orch" || name == "dhp" || name == "dhp_search" || name == "flexsp") {
             EXPECT_LE(p.makespan, static_makespan * (1.0 + 1e-9));
           }
           if (name == "flexsp")
@@ -344,32 +332,37 @@ TEST(Planners, DisaggReordersSamplesIntoPipelineStages) {
             predict(make_planner("static", cost, {})->plan(batch, world), batch, cost, world).makespan);
 }
 
-// The targets on the simulator's scales (deterministic: same seed, same plan): dhp and flexsp
-// within 1.10x of the lower bound on the long-tail and modality-incoherent decks at 256 and 4,096 ranks
-// (8 samples per rank, 8 ranks per node, 2 steps); orch there on the modality-incoherent deck (on the
-// long-tail deck its single-rank groups wait for the longest sample, see docs/PERFORMANCE.md); no
-// dynamic policy slower than static on any deck.
+// The targets on the simulator's scales (deterministic: same seed, same plan): dhp_search and
+// flexsp within 1.10x of the lower bound on the long-tail and modality-incoherent decks at 256 and 4,096
+// ranks (8 samples per rank, 8 ranks per node, 2 steps); orch (and the paper's dhp within 1.20x) there on
+// the modality-incoherent deck (on the long-tail deck orch's single-rank groups wait for the longest sample,
+// and dhp's packs are memory-bound, not time-balanced, see docs/PERFORMANCE.md); no dynamic policy slower
+// than static on any deck. flexsp's MILP is not attempted at these sizes within its default time limit.
 TEST(Planners, TargetsAtScale) {
   constexpr int kSamplesPerRank = 8;
   for (int world : {256, 4096})
     for (const std::string name : {"text_longtail", "modality_incoherent", "llm_heavy", "quickstart"}) {
       const RunConfig config = deck(name, kSamplesPerRank * world, 11);
       const CostModel cost = default_cost_model(config, kGflops, 8);
-      const auto planners = all_planners(cost);
+      PlannerOptions options;
+      options.flexsp_time_limit = 0.0;
+      const auto planners = all_planners(cost, options);
       const Sampler sampler(config);
       for (int step = 0; step < 2; ++step) {
         SCOPED_TRACE(name + " world " + std::to_string(world) + " step " + std::to_string(step));
         const GlobalBatch batch = sampler.batch(step);
         const double static_makespan =
             predict(planners.at("static")->plan(batch, world), batch, cost, world).makespan;
-        for (const char* policy : {"orch", "dhp", "flexsp"}) {
+        for (const std::string policy : {"orch", "dhp", "dhp_search", "flexsp"}) {
           SCOPED_TRACE(policy);
           const PlanPrediction p = predict(planners.at(policy)->plan(batch, world), batch, cost, world);
           EXPECT_LE(p.makespan, static_makespan * (1.0 + 1e-9));
-          const bool target =
-              name == "modality_incoherent" || (name == "text_longtail" && policy != std::string("orch"));
+          const bool target = name == "modality_incoherent" ||
+                              (name == "text_longtail" && policy != "orch" && policy != "dhp");
+          // The paper's dhp within 1.20x: under the alpha-beta collectives (a group's K/V exchange grows
+          // with its size) its memory-balanced packs come to 1.14-1.18x on modality_incoherent.
           if (target) {
-            EXPECT_LE(p.makespan, 1.10 * p.lower_bound);
+            EXPECT_LE(p.makespan, (policy == "dhp" ? 1.20 : 1.10) * p.lower_bound);
           }
         }
       }
@@ -603,7 +596,7 @@ TEST(Planners, MicroBatchesRespectCapacity) {
   // At 0.8 x the longest sample per rank, the longest needs a context-parallel group (of 4 here: the
   // first member holds more than 1/g of the rows, and every member the whole sequence's K|V).
   ASSERT_LT(cost.memory.per_key_row, cost.memory.per_row);
-  for (int world : {8, 64}) check({"dhp", "flexsp", "megatron_dcp"}, 0.8 * longest, world);
+  for (int world : {8, 64}) check({"dhp", "dhp_search", "flexsp", "megatron_dcp"}, 0.8 * longest, world);
   check(planner_names(), longest, 8);
 }
 

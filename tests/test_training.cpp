@@ -157,14 +157,24 @@ TEST(Training, PhasesAreKokkosToolsRegions) {
   }
 }
 
+// The quickstart deck's `steps` steps under `policy`, and options writing `leaf` (overwritten).
+RunConfig quickstart_policy(int steps, const std::string& policy) {
+  RunConfig config = quickstart(steps);
+  config.parallel.policy = policy;
+  return config;
+}
+TrainOptions writing_to(const std::string& leaf) {
+  TrainOptions options;
+  options.out_path = shared_temp_path(leaf);
+  options.overwrite = true;
+  return options;
+}
+
 // /plans tells, per step, the groups (sizes, members, samples), the encoder work and the policy; they must
 // describe the plans the run really executed, so they are checked against one another and the batch.
 TEST(Training, RunFileDescribesEveryStepsPlan) {
-  RunConfig config = quickstart(4);
-  config.parallel.policy = "dhp";
-  TrainOptions options;
-  options.out_path = shared_temp_path("plans.h5");
-  options.overwrite = true;
+  const RunConfig config = quickstart_policy(4, "dhp");
+  const TrainOptions options = writing_to("plans.h5");
   const TrainResult result = train(config, World::of(MPI_COMM_WORLD), options);
   const int ranks = testing_support::world_size();
   if (testing_support::world_rank() != 0) return;
@@ -213,6 +223,52 @@ TEST(Training, RunFileDescribesEveryStepsPlan) {
   EXPECT_EQ(read_string_attribute(run, "hostnames"), host_name());
   EXPECT_EQ(read_string_attribute(run, "policy"), "dhp");
   H5Gclose(run);
+  H5Fclose(file);
+  std::filesystem::remove(options.out_path);
+}
+
+// flexsp's plans say which algorithm made them and how its solver fared (/plans/planner_source,
+// solver_status, solver_gap, solver_seconds), and every step's row the bytes its plan moves within and
+// between nodes.
+TEST(Training, RunFileSaysWhatMadeEachPlan) {
+  const TrainOptions options = writing_to("sources.h5");
+  const TrainResult result = train(quickstart_policy(3, "flexsp"), World::of(MPI_COMM_WORLD), options);
+  if (testing_support::world_rank() != 0) return;
+  for (const StepRecord& s : result.steps) {
+    EXPECT_GE(s.intra_node_bytes, 0);
+    EXPECT_GE(s.inter_node_bytes, 0);
+  }
+  hid_t file = H5Fopen(options.out_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  const auto names_of = [&](const char* table) {
+    hid_t t = H5Dopen2(file, table, H5P_DEFAULT);
+    std::string names = read_string_attribute(t, "names");
+    H5Dclose(t);
+    std::vector<std::string> listed;
+    std::stringstream list(names);
+    for (std::string name; std::getline(list, name, ',');) listed.push_back(name.substr(name[0] == ' '));
+    return listed;
+  };
+  hsize_t dims[2];
+  const std::vector<int> source = read_ints(file, "/plans/planner_source", dims);
+  ASSERT_EQ(dims[0], 3u);
+  const std::vector<int> status = read_ints(file, "/plans/solver_status", dims);
+  ASSERT_EQ(dims[0], 3u);
+  const std::vector<std::string> sources = names_of("/plans/planner_source"),
+                                 statuses = names_of("/plans/solver_status");
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_LT(source[step], static_cast<int>(sources.size()));
+    ASSERT_LT(status[step], static_cast<int>(statuses.size()));
+    EXPECT_TRUE(sources[source[step]] == "heuristic" || sources[source[step]] == "milp" ||
+                sources[source[step]] == "static_layout")
+        << sources[source[step]];
+    EXPECT_NE(statuses[status[step]], "not_run");
+  }
+  for (const char* table : {"/plans/solver_gap", "/plans/solver_seconds"}) {
+    hid_t d = H5Dopen2(file, table, H5P_DEFAULT);
+    EXPECT_GE(d, 0) << table;
+    if (d >= 0) H5Dclose(d);
+  }
   H5Fclose(file);
   std::filesystem::remove(options.out_path);
 }

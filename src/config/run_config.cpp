@@ -125,6 +125,7 @@ void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) 
   s.read_choice("policy", c.policy, policy_names());
   s.read_int("cp", c.cp, 1, kMaxRanks);
   s.read_int("tokens_per_rank", c.tokens_per_rank, 0, 1 << 30);
+  s.read_real("flexsp_time_limit", c.flexsp_time_limit, closed(0.0, 3600.0));
   int ranks_per_node = 0;
   s.read_int("ranks_per_node", ranks_per_node, 0, kMaxRanks);
   merge_alias(s, "ranks_per_node", ranks_per_node, "machine.ranks_per_node", machine.ranks_per_node);
@@ -257,10 +258,11 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives",
                                        "calibrate", "stall_timeout", "plan_ahead"}),
                cfg.runtime, cfg.machine);
-  read_parallel(top.section("parallel", {"policy", "cp", "tokens_per_rank", "ranks_per_node", "group_sizes",
-                                         "rotate_groups", "micro_batches", "placement", "encoder_ranks",
-                                         "encoder_layout", "comm_pool_capacity", "cost_model"}),
-                cfg.parallel, cfg.machine);
+  read_parallel(
+      top.section("parallel", {"policy", "cp", "tokens_per_rank", "flexsp_time_limit", "ranks_per_node",
+                               "group_sizes", "rotate_groups", "micro_batches", "placement", "encoder_ranks",
+                               "encoder_layout", "comm_pool_capacity", "cost_model"}),
+      cfg.parallel, cfg.machine);
   top.section("benchmark", {"reference"}).read_string("reference", cfg.benchmark.reference);
 
   check_run_config(cfg, origin);
@@ -274,8 +276,8 @@ void check_run_config(const RunConfig& config, const std::string& origin) {
 }
 
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names = {"deck", "static", "naive",  "megatron_dcp",
-                                                 "orch", "dhp",    "flexsp", "disagg"};
+  static const std::vector<std::string> names = {"deck", "static",     "naive",  "megatron_dcp", "orch",
+                                                 "dhp",  "dhp_search", "flexsp", "disagg"};
   return names;
 }
 

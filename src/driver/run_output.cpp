@@ -45,7 +45,9 @@ void check_output_path(const std::string& path, bool overwrite, const std::vecto
 }
 
 RunOutput::RunOutput(const std::string& path, bool overwrite, const World& world)
-    : policy_names_(policy_names()) {
+    : policies_{policy_names()},
+      sources_{{"heuristic", "milp", "static_layout", "deck"}},
+      solver_statuses_{{"not_run", "optimal", "time_limit", "no_solution", "too_large", "unavailable"}} {
   std::exception_ptr error;
   if (world.is_root() && !path.empty()) {
     try {
@@ -87,11 +89,23 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
   }
 }
 
+void RunOutput::append_code(const std::string& table, CodeTable& codes, const std::string& value) {
+  auto code = std::find(codes.names.begin(), codes.names.end(), value);
+  if (code == codes.names.end()) code = codes.names.insert(codes.names.end(), value);
+  writer_->append_value(table, static_cast<int>(code - codes.names.begin()));
+  if (codes.named != codes.names.size()) {
+    writer_->set_table_attribute(table, "names", fmt::format("{}", fmt::join(codes.names, ", ")));
+    codes.named = codes.names.size();
+  }
+}
+
 // /ranks/<table> [steps, ranks], so imbalance and idle time can be seen. /plans: the step's plan,
 // identical on every rank, so rank 0 writes it without messages. Groups are numbered in plan order:
 // llm_group_of_rank [steps, ranks] (-1: no LLM work), llm_group_size and llm_group_samples [steps, ranks]
 // (column g: group g; 0 past the last group), encoder_images_of_rank [steps, ranks], and policy [steps],
-// a code into the attribute `names`. /predicted: the prediction's terms beside the measured phases.
+// a code into the attribute `names`; planner_source and solver_status [steps] (codes, likewise) and
+// solver_gap, solver_seconds [steps] (StepPlan::origin). /predicted: the prediction's terms beside the
+// measured phases.
 void RunOutput::append_step_tables(const StepMetrics& metrics, const PlannedStep& planned, int world_size) {
   writer_->check_free_space();
   const std::vector<std::string>& tables = rank_table_names();
@@ -111,13 +125,11 @@ void RunOutput::append_step_tables(const StepMetrics& metrics, const PlannedStep
   writer_->append_row("/plans/llm_group_size", group_size);
   writer_->append_row("/plans/llm_group_samples", group_samples);
   writer_->append_row("/plans/encoder_images_of_rank", images_of_rank);
-  auto code = std::find(policy_names_.begin(), policy_names_.end(), plan.policy);
-  if (code == policy_names_.end()) code = policy_names_.insert(policy_names_.end(), plan.policy);
-  writer_->append_value("/plans/policy", static_cast<int>(code - policy_names_.begin()));
-  if (policies_named_ != policy_names_.size()) {
-    writer_->set_table_attribute("/plans/policy", "names", fmt::format("{}", fmt::join(policy_names_, ", ")));
-    policies_named_ = policy_names_.size();
-  }
+  append_code("/plans/policy", policies_, plan.policy);
+  append_code("/plans/planner_source", sources_, plan.origin.source);
+  append_code("/plans/solver_status", solver_statuses_, plan.origin.solver_status);
+  writer_->append_value("/plans/solver_gap", plan.origin.solver_gap);
+  writer_->append_value("/plans/solver_seconds", plan.origin.solver_seconds);
 
   const PlanPrediction& p = planned.prediction;
   writer_->append_row("/predicted", std::vector<double>{p.makespan, p.data, p.encoder, p.boundary, p.llm,

@@ -21,6 +21,7 @@
 #include "minimllm/model/model.hpp"
 #include "minimllm/plan/comm_ledger.hpp"
 #include "minimllm/plan/memory_fit.hpp"
+#include "minimllm/plan/plan_traffic.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/step_prediction.hpp"
 
@@ -52,7 +53,7 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
   PolicySummary& sum = out.summary;
   sum.policy = policy;
   sum.cp = planner_options.cp;
-  std::vector<double> planning;
+  std::vector<double> planning, gaps, solves;
   double tokens = 0.0;
   CommLedger pool(pool_capacity);
   double warm_creations = 0.0;  // after the first step
@@ -81,6 +82,15 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     const double peak = *std::max_element(bytes.begin(), bytes.end());
     sum.fits = sum.fits && fits;
     sum.peak_bytes_per_rank = std::max(sum.peak_bytes_per_rank, peak);
+    const PlanTraffic traffic = plan_traffic(plan, batch, cost, ranks);
+    sum.intra_node_bytes += traffic.intra_node_bytes / batches.size();
+    sum.inter_node_bytes += traffic.inter_node_bytes / batches.size();
+    ++sum.sources[plan.origin.source];
+    if (plan.origin.solver_status != "not_run") {
+      ++sum.solver_statuses[plan.origin.solver_status];
+      solves.push_back(plan.origin.solver_seconds);
+      if (plan.origin.solver_gap >= 0.0) gaps.push_back(plan.origin.solver_gap);
+    }
     sum.step_seconds += p.makespan / batches.size();
     sum.lower_bound_seconds += p.lower_bound / batches.size();
     sum.idle_fraction += p.idle_fraction / batches.size();
@@ -95,11 +105,14 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     if (&batch != &batches.front()) warm_creations += creations;
     out.rows.push_back({p.makespan, p.lower_bound, p.idle_fraction, p.comm_fraction, planning.back() * 1e-3,
                         p.encoder, p.boundary, p.llm, p.data, p.grad_sync, p.optimizer, fits ? 1.0 : 0.0,
-                        peak, creations});
+                        peak, creations, traffic.intra_node_bytes, traffic.inter_node_bytes,
+                        plan.origin.solver_gap, plan.origin.solver_seconds});
   }
   sum.comm_creations_per_step = batches.size() > 1 ? warm_creations / (batches.size() - 1) : 0.0;
   sum.tokens_per_second = tokens / (sum.step_seconds * batches.size());
   sum.planning_ms = median(planning);
+  if (!gaps.empty()) sum.solver_gap = median(gaps);
+  if (!solves.empty()) sum.solver_seconds = median(solves);
   return out;
 }
 
@@ -276,7 +289,15 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     out.set_run_attribute("simulation_columns",
                           "makespan_s, lower_bound_s, idle_fraction, comm_fraction, planning_s, encoder_s, "
                           "boundary_s, llm_s, data_s, grad_sync_s, optimizer_s, fits, peak_bytes_per_rank, "
-                          "comm_creations");
+                          "comm_creations, intra_node_bytes, inter_node_bytes, solver_gap, solver_seconds");
+    for (const PolicySummary& sum : summaries) {
+      std::string sources;
+      for (const auto& [source, steps] : sum.sources)
+        sources += fmt::format("{}{}: {}", sources.empty() ? "" : ", ", source, steps);
+      for (const auto& [status, steps] : sum.solver_statuses)
+        sources += fmt::format(", solver {}: {}", status, steps);
+      out.set_run_attribute("plan_sources_" + sum.policy, sources);
+    }
     out.close();  // flushed, fsynced, the lock released
   }
   if (options.log) {
@@ -284,22 +305,42 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     log << fmt::format("static: {} ({})\n",
                        options.cp > 0 ? "--cp " + std::to_string(options.cp) : "fastest of " + tried,
                        baseline);
-    log << fmt::format("{:<12} {:>14} {:>7} {:>13} {:>6} {:>6} {:>11} {:>10} {:>19} {:>17} {:>4} {:>13}\n",
-                       "policy", "step ms (pred)", "vs LB", "tokens/s", "idle", "comm", "planning ms",
-                       "new comms", "over " + baseline, "over megatron_dcp", "fits", "peak GiB/rank");
+    log << fmt::format(
+        "{:<12} {:>14} {:>7} {:>13} {:>6} {:>6} {:>11} {:>10} {:>13} {:>19} {:>17} {:>4} {:>13}\n", "policy",
+        "step ms (pred)", "vs LB", "tokens/s", "idle", "comm", "planning ms", "new comms", "inter-node MB",
+        "over " + baseline, "over megatron_dcp", "fits", "peak GiB/rank");
     for (const PolicySummary& s : summaries)
       log << fmt::format(
-          "{:<12} {:>14.2f} {:>7.3f} {:>13.0f} {:>5.1f}% {:>5.1f}% {:>11.2f} {:>10.1f} {:>18.2f}x {:>17} "
-          "{:>4} "
-          "{:>13.3f}\n",
+          "{:<12} {:>14.2f} {:>7.3f} {:>13.0f} {:>5.1f}% {:>5.1f}% {:>11.2f} {:>10.1f} {:>13.2f} {:>18.2f}x "
+          "{:>17} "
+          "{:>4} {:>13.3f}\n",
           s.policy, 1e3 * s.step_seconds, s.step_seconds / s.lower_bound_seconds, s.tokens_per_second,
-          100 * s.idle_fraction, 100 * s.comm_fraction, s.planning_ms, s.comm_creations_per_step, s.speedup,
+          100 * s.idle_fraction, 100 * s.comm_fraction, s.planning_ms, s.comm_creations_per_step,
+          s.inter_node_bytes / 1e6, s.speedup,
           s.speedup_over_megatron_dcp > 0 ? fmt::format("{:.2f}x", s.speedup_over_megatron_dcp) : "-",
           s.fits ? "yes" : "no", s.peak_bytes_per_rank / (1024.0 * 1024.0 * 1024.0));
     for (const PolicySummary& s : summaries)
       if (!s.fits)
         log << fmt::format("{} does not fit (its figures are with unlimited memory): {}\n", s.policy,
                            s.does_not_fit);
+    // Which algorithm made the plans, where a policy has more than one (StepPlan::origin).
+    const int steps = static_cast<int>(batches.size());
+    for (const PolicySummary& s : summaries) {
+      if (s.sources.size() == 1 && s.sources.count("heuristic") && s.solver_statuses.empty()) continue;
+      std::string line;
+      for (const auto& [source, count] : s.sources)
+        line += fmt::format("{}{} {}/{}", line.empty() ? "" : ", ", source, count, steps);
+      if (!s.solver_statuses.empty()) {
+        std::string statuses;
+        for (const auto& [status, count] : s.solver_statuses)
+          statuses += fmt::format("{}{} {}", statuses.empty() ? "" : ", ", status, count);
+        line += fmt::format("; MILP (CBC, {:.2f} s limit): {}; median gap {}, median solve {:.3f} s",
+                            planner_options.flexsp_time_limit, statuses,
+                            s.solver_gap >= 0 ? fmt::format("{:.2f}%", 100 * s.solver_gap) : "-",
+                            s.solver_seconds);
+      }
+      log << fmt::format("  {} plans from: {}\n", s.policy, line);
+    }
     if (!options.out_path.empty()) log << "simulation written to " << options.out_path << "\n";
   }
   return summaries;

@@ -106,8 +106,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   cost.model.capacity_source = machine.memory_source;
   resolve_links(machine, cost.model, cost.intra_measured, cost.inter_measured, cost.source);
   const LayoutSource layouts(config, world.size, cost.model);
-  const StepPlanner planner(sampler, layouts, world.rank, world.size,
-                            model.linear_weight_in_attention_pairs());
+  const StepPlanner planner(sampler, layouts, world, model.linear_weight_in_attention_pairs());
 
   // The first kEstimateSteps steps are planned before anything is written (a deck whose layout cannot fit
   // them fails here, InputError, and leaves no output file; a later step that cannot fails when planned);
@@ -193,8 +192,10 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   for (int step = first_step; step < config.steps; ++step) {
     const double t_start = now_seconds();
     heartbeat_step(step, "planning");
-    // GlobalBatch -> StepPlan -> RankWork (once per step; the first ones were planned at start-up, the
-    // others on the helper thread during the step before, or now).
+    // GlobalBatch -> StepPlan -> RankWork (once per step; the first ones were planned and agreed at
+    // start-up, the others on the helper thread during the step before, or now), then agreed on: rank 0's
+    // plan broadcast when the policy is not deterministic (StepPlanner::agree, here on the thread that
+    // drives MPI; a no-op for a step agreed at start-up or a deterministic policy).
     const bool was_ahead = !plans.queued().empty();
     double exposed_planning = 0.0;
     PhaseTimes planning_wait;
@@ -202,6 +203,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     {
       PhaseClock clock(planning_wait, Phase::planning);
       planned = plans.take(step, exposed_planning);
+      const double t_agree = host_seconds();
+      planner.agree(planned);
+      exposed_planning += host_seconds() - t_agree;
     }
     if (was_ahead) {
       exposed_planning = planned.planning_seconds;  // paid at start-up

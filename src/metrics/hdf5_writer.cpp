@@ -106,6 +106,8 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(predicted_seconds, "s"),
       MINIMLLM_FIELD(lower_bound_seconds, "s"),
       MINIMLLM_FIELD(boundary_bytes, "byte"),
+      MINIMLLM_FIELD(intra_node_bytes, "byte"),
+      MINIMLLM_FIELD(inter_node_bytes, "byte"),
       MINIMLLM_FIELD(llm_groups, "1"),
       MINIMLLM_FIELD(max_group_size, "rank"),
       MINIMLLM_FIELD(comm_hits, "1"),
@@ -483,6 +485,9 @@ void Hdf5RunWriter::append_row(const std::string& name, const std::vector<int>& 
 }
 void Hdf5RunWriter::append_value(const std::string& name, int value) {
   append_row_impl(name, std::vector<int>{value}, 1);
+}
+void Hdf5RunWriter::append_value(const std::string& name, double value) {
+  append_row_impl(name, std::vector<double>{value}, 1);
 }
 
 void Hdf5RunWriter::set_table_attribute(const std::string& table, const std::string& name,

@@ -132,7 +132,9 @@ StepPlan megatron_static_plan(const GlobalBatch& batch, const BatchCosts& costs,
     group.micro_batch_ends.push_back(static_cast<int>(group.samples.size()));
   }
   for (LlmGroup& group : groups) group.micro_batches = std::max<int>(1, group.micro_batch_ends.size());
-  return colocated_plan("static", std::move(groups), batch, world_size);
+  StepPlan plan = colocated_plan("static", std::move(groups), batch, world_size);
+  plan.origin.source = "static_layout";
+  return plan;
 }
 
 StepPlan megatron_dcp_plan(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,

@@ -189,6 +189,7 @@ CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_p
   cost.kv_row_bytes = 2.0 * w * 4.0;  // K|V floats of one token in one layer
   cost.cp_layers = layers;
   cost.boundary_bytes_per_patch = 2.0 * w * 4.0;  // embedding row forward, its gradient backward
+  cost.input_bytes_per_patch = 4.0 * pixels;
 
   const double params = pixels * ew + elayers * block_params(ew, ehidden) + ew + ew * w + w * w +  // encoder
                         vocab * w + layers * block_params(w, hidden) + w + w * vocab;              // LLM

@@ -57,8 +57,11 @@ class MemoryBoundPlanner : public Planner {
       : policy_(policy),
         cost_(cost),
         make_(std::move(make)),
-        unbounded_(cost.bounded() ? nullptr : make_(cost)) {}
+        unbounded_(cost.bounded() ? nullptr : make_(cost)),
+        deterministic_(unbounded_ ? unbounded_->deterministic() : make_(cost)->deterministic()) {}
   const char* name() const override { return policy_.c_str(); }
+  // The policy's own (flexsp's MILP under a time limit is not: StepPlanner plans it on rank 0).
+  bool deterministic() const override { return deterministic_; }
 
   StepPlan plan(const GlobalBatch& batch, int world_size) const override {
     if (unbounded_) return unbounded_->plan(batch, world_size);
@@ -87,6 +90,7 @@ class MemoryBoundPlanner : public Planner {
   CostModel cost_;
   PlannerFactory make_;
   std::unique_ptr<Planner> unbounded_;
+  bool deterministic_;
 };
 
 }  // namespace

@@ -157,10 +157,9 @@ std::vector<int> spread_over_nodes(int count, int world_size, int ranks_per_node
 // ---------------------------------------------------------------------------------------------------
 // Plans
 
-StepPlan assemble_plan(const std::string& policy, Placement placement, const std::vector<RankRange>& groups,
-                       std::vector<std::vector<int>> samples, std::vector<int> encoder_ranks,
-                       const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
-                       double locality_tolerance) {
+StepPlan assemble_groups(const std::string& policy, Placement placement, const std::vector<RankRange>& groups,
+                         std::vector<std::vector<int>> samples, const BatchCosts& costs,
+                         const CostModel& cost, const std::vector<std::vector<int>>& micro_batch_ends) {
   StepPlan plan;
   plan.policy = policy;
   plan.placement = placement;
@@ -168,16 +167,31 @@ StepPlan assemble_plan(const std::string& policy, Placement placement, const std
   std::vector<int> by_rank(groups.size());
   std::iota(by_rank.begin(), by_rank.end(), 0);
   std::sort(by_rank.begin(), by_rank.end(), [&](int a, int b) { return groups[a].first < groups[b].first; });
-  std::vector<int> preferred_rank(batch.samples.size(), -1);
   for (int k : by_rank) {
     LlmGroup group;
     group.ranks.resize(groups[k].size);
     std::iota(group.ranks.begin(), group.ranks.end(), groups[k].first);
     group.samples = std::move(samples[k]);
-    fit_micro_batches(group, costs, cost);
-    for (int s : group.samples) preferred_rank[s] = groups[k].first;
+    if (k < static_cast<int>(micro_batch_ends.size()) && !micro_batch_ends[k].empty()) {
+      group.micro_batch_ends = micro_batch_ends[k];
+      group.micro_batches = static_cast<int>(group.micro_batch_ends.size());
+    } else {
+      fit_micro_batches(group, costs, cost);
+    }
     plan.llm_groups.push_back(std::move(group));
   }
+  return plan;
+}
+
+StepPlan assemble_plan(const std::string& policy, Placement placement, const std::vector<RankRange>& groups,
+                       std::vector<std::vector<int>> samples, std::vector<int> encoder_ranks,
+                       const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
+                       double locality_tolerance, const std::vector<std::vector<int>>& micro_batch_ends) {
+  StepPlan plan =
+      assemble_groups(policy, placement, groups, std::move(samples), costs, cost, micro_batch_ends);
+  std::vector<int> preferred_rank(batch.samples.size(), -1);
+  for (const LlmGroup& group : plan.llm_groups)
+    for (int s : group.samples) preferred_rank[s] = group.ranks.front();
   plan.image_owner = balance_images(batch, cost, encoder_ranks, preferred_rank, locality_tolerance);
   plan.encoder_ranks = std::move(encoder_ranks);
   return plan;

@@ -30,11 +30,19 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
 // taken in turn), so that images can be encoded on the node of their LLM rank. Sorted.
 std::vector<int> spread_over_nodes(int count, int world_size, int ranks_per_node);
 
+// A plan's LLM groups (rank ranges and their samples, in rank order), micro-batches fitted to memory or
+// where micro_batch_ends says; no images or encoder ranks yet.
+StepPlan assemble_groups(const std::string& policy, Placement placement, const std::vector<RankRange>& groups,
+                         std::vector<std::vector<int>> samples, const BatchCosts& costs,
+                         const CostModel& cost, const std::vector<std::vector<int>>& micro_batch_ends = {});
+
 // A colocated or disaggregated plan from LLM groups (rank ranges and their samples): micro-batches fitted
-// to memory, images balanced over encoder_ranks with each sample's group as the preferred node.
+// to memory, or where each group's micro-batches end when micro_batch_ends has an entry for it (packed
+// bins, LlmGroup::micro_batch_ends); images balanced over encoder_ranks with each sample's group as the
+// preferred node.
 StepPlan assemble_plan(const std::string& policy, Placement placement, const std::vector<RankRange>& groups,
                        std::vector<std::vector<int>> samples, std::vector<int> encoder_ranks,
                        const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
-                       double locality_tolerance);
+                       double locality_tolerance, const std::vector<std::vector<int>>& micro_batch_ends = {});
 
 }  // namespace minimllm::planning

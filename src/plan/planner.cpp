@@ -13,10 +13,13 @@
 
 #include "assignment.hpp"
 #include "baselines.hpp"
+#include "dhp_packing.hpp"
+#include "flexsp_milp.hpp"
 #include "micro_batches.hpp"
 #include "minimllm/core/world.hpp"
 #include "minimllm/plan/memory_fit.hpp"
 #include "minimllm/plan/step_prediction.hpp"
+#include "node_locality.hpp"
 #include "pipeline_stages.hpp"
 #include "placement.hpp"
 #include "target_search.hpp"
@@ -64,6 +67,9 @@ class PolicyBase : public Planner {
         predict(plan, batch, cost_, world_size).makespan)
       return plan;
     baseline.policy = plan.policy;
+    baseline.origin.solver_status = plan.origin.solver_status;  // what the solver did, if any
+    baseline.origin.solver_gap = plan.origin.solver_gap;
+    baseline.origin.solver_seconds = plan.origin.solver_seconds;
     return baseline;
   }
 
@@ -116,23 +122,64 @@ class MegatronDcpPlanner : public PolicyBase {
 };
 
 // OrchMLLM batch post-balancing: data parallel (groups of one rank); the LLM phase and the encoder phase
-// are balanced separately (LPT on each phase's own cost), so the two layouts differ; an image stays on
-// its sample's node when that costs at most the locality tolerance.
+// are balanced separately (LPT on each phase's own cost), so the two layouts differ; both node-wise
+// (node_locality.hpp): over the nodes first, keeping samples on their loaders' nodes and images on their
+// samples' LLM nodes as far as balance allows, then over each node's ranks.
 class OrchPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
   const char* name() const override { return "orch"; }
   StepPlan plan(const GlobalBatch& batch, int world_size) const override {
     const BatchCosts costs = planning::batch_costs(batch, cost_);
-    return at_least_static(lpt_singletons("orch", Placement::colocated, batch, costs, 0, world_size,
-                                          consecutive_ranks(0, world_size)),
+    planning::NodeWiseLayout layout = planning::node_wise_balance(batch, costs, cost_, world_size);
+    StepPlan plan = planning::assemble_groups("orch", Placement::colocated,
+                                              planning::place_groups({}, 0, world_size, cost_.ranks_per_node),
+                                              std::move(layout.samples), costs, cost_);
+    plan.encoder_ranks = consecutive_ranks(0, world_size);
+    plan.image_owner = std::move(layout.image_owner);
+    return at_least_static(std::move(plan), batch, costs, world_size);
+  }
+};
+
+// DHP as its paper describes it (dhp_packing.hpp): the batch packed best-fit-decreasing into packs of what
+// their groups' memory holds (at most the per-rank token budget, parallel.tokens_per_rank, or derived as
+// static's: the longest sample / parallel.cp), then a dynamic programme giving any integer number of ranks
+// to runs of packs, each pack one micro-batch; images balanced like orch.
+class DhpPlanner : public PolicyBase {
+ public:
+  using PolicyBase::PolicyBase;
+  const char* name() const override { return "dhp"; }
+  StepPlan plan(const GlobalBatch& batch, int world_size) const override {
+    const BatchCosts costs = planning::batch_costs(batch, cost_);
+    const planning::CapacityTable capacity(
+        cost_, world_size,
+        planning::token_budget(options_.tokens_per_rank, options_.cp, costs.max_tokens, cost_));
+    const std::vector<planning::DhpPack> packs = planning::pack_best_fit_decreasing(costs, capacity);
+    const planning::DhpAllocation allocation = planning::allocate_ranks(packs, cost_, world_size);
+    if (!allocation.feasible)
+      throw InputError(fmt::format(
+          "dhp: step {}: a sample of {} tokens needs more than the {} ranks at the per-rank token budget "
+          "(parallel.tokens_per_rank, or if 0 the longest sample / parallel.cp) and memory",
+          batch.step, costs.max_tokens, world_size));
+    const std::vector<RankRange> groups =
+        planning::place_groups(allocation.sizes, 0, world_size, cost_.ranks_per_node);
+    std::vector<std::vector<int>> samples(groups.size()), ends(groups.size());
+    for (size_t k = 0; k < allocation.runs.size(); ++k)
+      for (int p : allocation.runs[k]) {
+        samples[k].insert(samples[k].end(), packs[p].samples.begin(), packs[p].samples.end());
+        ends[k].push_back(static_cast<int>(samples[k].size()));
+      }
+    return at_least_static(planning::assemble_plan("dhp", Placement::colocated, groups, std::move(samples),
+                                                   consecutive_ranks(0, world_size), batch, costs, cost_,
+                                                   options_.locality_tolerance, ends),
                            batch, costs, world_size);
   }
 };
 
-// DHP and FlexSP: group sizes chosen per batch by the target-driven search (target_search.hpp): FlexSP
-// searches power-of-two sizes; DHP any integer sizes, and the power-of-two layouts as well (they are
-// DHP layouts too, and the search is a heuristic); images balanced like orch.
+// dhp_search: group sizes chosen per batch by the target-driven search (target_search.hpp) over any
+// integer sizes and over powers of two (FlexSP's heuristic, below, is the power-of-two half): long samples
+// cut into groups by a dynamic programme, short ones balanced by LPT over the rest; images balanced like
+// orch. Kept beside the paper's dhp, which it often beats (docs/PARALLELISM.md).
 class TargetPlanner : public PolicyBase {
  public:
   TargetPlanner(const char* name, std::vector<planning::SizeRule> rules, const CostModel& cost,
@@ -152,6 +199,45 @@ class TargetPlanner : public PolicyBase {
  private:
   const char* name_;
   std::vector<planning::SizeRule> rules_;
+};
+
+// FlexSP: its MILP (flexsp_milp.hpp) over power-of-two slots, solved by CBC within
+// parallel.flexsp_time_limit and started from the heuristic (the target-driven search restricted to
+// power-of-two sizes); the MILP's layout is used when it predicts a faster LLM phase than the heuristic's,
+// which stays the fallback (time-out without a better solution, no solution, a build without CBC). The
+// plan says which produced it and how the solver fared (StepPlan::origin).
+class FlexspPlanner : public PolicyBase {
+ public:
+  using PolicyBase::PolicyBase;
+  const char* name() const override { return "flexsp"; }
+  bool deterministic() const override {
+    return options_.flexsp_time_limit <= 0.0 || !planning::milp_solver_available();
+  }
+  StepPlan plan(const GlobalBatch& batch, int world_size) const override {
+    const BatchCosts costs = planning::batch_costs(batch, cost_);
+    planning::LayoutChoice choice =
+        planning::best_target_layout({planning::SizeRule::power_of_two}, world_size, costs, cost_);
+    PlanOrigin origin;
+    if (options_.flexsp_time_limit > 0.0) {
+      planning::FlexspMilpOptions milp;
+      milp.time_limit = options_.flexsp_time_limit;
+      milp.buckets = options_.flexsp_buckets;
+      milp.tokens_per_rank = options_.tokens_per_rank;
+      planning::FlexspMilpResult solved = planning::solve_flexsp_milp(costs, cost_, world_size, choice, milp);
+      origin.solver_status = planning::to_string(solved.status);
+      origin.solver_gap = solved.gap;
+      origin.solver_seconds = solved.seconds;
+      if (solved.better) {
+        choice = std::move(solved.choice);
+        origin.source = "milp";
+      }
+    }
+    StepPlan plan = planning::assemble_plan("flexsp", Placement::colocated, choice.groups,
+                                            std::move(choice.samples), consecutive_ranks(0, world_size),
+                                            batch, costs, cost_, options_.locality_tolerance);
+    plan.origin = origin;
+    return at_least_static(std::move(plan), batch, costs, world_size);
+  }
 };
 
 // DistTrain disaggregation: E ranks only encode, the other N - E run the LLM as groups of one rank (LPT),
@@ -273,6 +359,7 @@ PlannerOptions planner_options_of(const ParallelConfig& parallel) {
   PlannerOptions options;
   options.cp = parallel.cp;
   options.tokens_per_rank = parallel.tokens_per_rank;
+  options.flexsp_time_limit = parallel.flexsp_time_limit;
   return options;
 }
 
@@ -285,11 +372,11 @@ std::unique_ptr<Planner> make_policy(const std::string& policy, const CostModel&
   if (policy == "megatron_dcp") return std::make_unique<MegatronDcpPlanner>(cost, options);
   if (policy == "orch") return std::make_unique<OrchPlanner>(cost, options);
   using planning::SizeRule;
-  if (policy == "dhp")
-    return std::make_unique<TargetPlanner>("dhp", std::vector{SizeRule::any, SizeRule::power_of_two}, cost,
-                                           options);
-  if (policy == "flexsp")
-    return std::make_unique<TargetPlanner>("flexsp", std::vector{SizeRule::power_of_two}, cost, options);
+  if (policy == "dhp") return std::make_unique<DhpPlanner>(cost, options);
+  if (policy == "dhp_search")
+    return std::make_unique<TargetPlanner>("dhp_search", std::vector{SizeRule::any, SizeRule::power_of_two},
+                                           cost, options);
+  if (policy == "flexsp") return std::make_unique<FlexspPlanner>(cost, options);
   if (policy == "disagg") return std::make_unique<DisaggPlanner>(cost, options);
   throw InputError(fmt::format("unknown planner '{}'; valid: {}", policy, fmt::join(planner_names(), ", ")));
 }

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <stdexcept>
@@ -21,6 +23,112 @@ std::vector<int> first_image_of_samples(const GlobalBatch& batch) {
   for (size_t s = 0; s < batch.samples.size(); ++s)
     first[s + 1] = first[s] + static_cast<int>(batch.samples[s].images.size());
   return first;
+}
+
+namespace {
+
+// Little helpers for the plan's bytes: values in native layout (every rank of a run shares one), vectors
+// and strings with their length first.
+class PlanWriter {
+ public:
+  template <typename T>
+  void value(const T& v) {
+    bytes_.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  void ints(const std::vector<int>& v) {
+    value(static_cast<std::int64_t>(v.size()));
+    bytes_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int));
+  }
+  void text(const std::string& s) {
+    value(static_cast<std::int64_t>(s.size()));
+    bytes_.append(s);
+  }
+  std::string bytes_;
+};
+
+class PlanReader {
+ public:
+  explicit PlanReader(const std::string& bytes) : bytes_(bytes) {}
+  template <typename T>
+  T value() {
+    T v;
+    std::memcpy(&v, take(sizeof(T)), sizeof(T));
+    return v;
+  }
+  std::vector<int> ints() {
+    const std::size_t n = length(sizeof(int));
+    std::vector<int> v(n);
+    if (n > 0) std::memcpy(v.data(), take(n * sizeof(int)), n * sizeof(int));
+    return v;
+  }
+  std::string text() {
+    const std::size_t n = length(1);
+    return std::string(take(n), n);
+  }
+  bool done() const { return at_ == bytes_.size(); }
+
+ private:
+  std::size_t length(std::size_t element) {
+    const auto n = value<std::int64_t>();
+    if (n < 0 || static_cast<std::size_t>(n) > (bytes_.size() - at_) / element)
+      throw std::invalid_argument("serialised plan: a length runs past its end");
+    return static_cast<std::size_t>(n);
+  }
+  const char* take(std::size_t n) {
+    if (n > bytes_.size() - at_) throw std::invalid_argument("serialised plan: truncated");
+    const char* p = bytes_.data() + at_;
+    at_ += n;
+    return p;
+  }
+  const std::string& bytes_;
+  std::size_t at_ = 0;
+};
+
+}  // namespace
+
+std::string serialize_plan(const StepPlan& plan) {
+  PlanWriter w;
+  w.text(plan.policy);
+  w.text(plan.origin.source);
+  w.text(plan.origin.solver_status);
+  w.value(plan.origin.solver_gap);
+  w.value(plan.origin.solver_seconds);
+  w.value(static_cast<std::int32_t>(plan.placement));
+  w.value(static_cast<std::int64_t>(plan.llm_groups.size()));
+  for (const LlmGroup& g : plan.llm_groups) {
+    w.ints(g.ranks);
+    w.ints(g.samples);
+    w.value(static_cast<std::int32_t>(g.micro_batches));
+    w.ints(g.micro_batch_ends);
+  }
+  w.ints(plan.encoder_ranks);
+  w.ints(plan.image_owner);
+  return std::move(w.bytes_);
+}
+
+StepPlan deserialize_plan(const std::string& bytes) {
+  PlanReader r(bytes);
+  StepPlan plan;
+  plan.policy = r.text();
+  plan.origin.source = r.text();
+  plan.origin.solver_status = r.text();
+  plan.origin.solver_gap = r.value<double>();
+  plan.origin.solver_seconds = r.value<double>();
+  plan.placement = static_cast<Placement>(r.value<std::int32_t>());
+  const auto groups = r.value<std::int64_t>();
+  if (groups < 0 || groups > static_cast<std::int64_t>(bytes.size()))
+    throw std::invalid_argument("serialised plan: bad group count");
+  plan.llm_groups.resize(static_cast<std::size_t>(groups));
+  for (LlmGroup& g : plan.llm_groups) {
+    g.ranks = r.ints();
+    g.samples = r.ints();
+    g.micro_batches = r.value<std::int32_t>();
+    g.micro_batch_ends = r.ints();
+  }
+  plan.encoder_ranks = r.ints();
+  plan.image_owner = r.ints();
+  if (!r.done()) throw std::invalid_argument("serialised plan: bytes left over");
+  return plan;
 }
 
 void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_size) {
@@ -190,7 +298,9 @@ StepPlan make_deck_plan(const RunConfig& config, const GlobalBatch& batch, int w
     offset += size;
   }
   shape.images_follow_groups = shape.placement == Placement::colocated && p.encoder_layout == "follow";
-  return deal_in_order(batch, shape, "deck");
+  StepPlan plan = deal_in_order(batch, shape, "deck");
+  plan.origin.source = "deck";
+  return plan;
 }
 
 }  // namespace minimllm

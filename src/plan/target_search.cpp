@@ -6,114 +6,22 @@
 #include <tuple>
 #include <utility>
 
+#include "group_time.hpp"
 #include "placement.hpp"
 
 namespace minimllm::planning {
 namespace {
 
-// Time of samples with summed one-rank compute `work`, tokens and count on one group of g ranks that
-// spans nodes iff g > ranks_per_node: work / g + their context-parallel collectives (llm_comm is linear in
-// tokens for a fixed group: a latency per sample and a bandwidth term per token), tabulated per g.
-class GroupTimes {
- public:
-  GroupTimes(const CostModel& cost, int ranks)
-      : ranks_per_node_(cost.ranks_per_node), latency_(ranks + 1, 0.0), per_token_(ranks + 1, 0.0) {
-    for (int g = 2; g <= ranks; ++g) {
-      const bool spans = g > cost.ranks_per_node;
-      latency_[g] = cost.llm_comm(0.0, g, spans);
-      per_token_[g] = cost.llm_comm(1.0, g, spans) - latency_[g];
-    }
-  }
-  double operator()(double work, double tokens, double count, int g) const {
-    return g == 1 ? work : work / g + count * latency_[g] + per_token_[g] * tokens;
-  }
-  int ranks_per_node() const { return ranks_per_node_; }
-
- private:
-  int ranks_per_node_;
-  std::vector<double> latency_, per_token_;
-};
-
-// Smallest g in [min_g, max_g] whose group time meets `target`; max_g + 1 if none. Within the node-local
-// sizes, then the spanning ones, the time first falls with g (compute / g) and then rises (the collectives'
-// latency and bandwidth terms grow with g). Their values at the range's smallest size bound them below,
-// which bounds the answer below in O(1); a few sizes up from there usually meet the target, else bisection
-// (on the slope for the fastest size, then before it for the smallest that meets the target) decides in
-// O(log max_g).
-int ranks_for_target(const GroupTimes& group_time, double work, double tokens, double count, double target,
-                     int min_g, int max_g) {
-  if (min_g <= 1 && work <= target) return 1;
-  const auto time = [&](int g) { return group_time(work, tokens, count, g); };
-  const auto bisect = [&](int lo, int hi) {
-    int a = lo, b = hi;
-    while (a < b) {
-      const int mid = a + (b - a) / 2;
-      if (time(mid + 1) >= time(mid)) {
-        b = mid;
-      } else {
-        a = mid + 1;
-      }
-    }
-    if (time(a) > target) return -1;
-    for (int first = lo; first < a;) {  // the time falls on [lo, a]
-      const int mid = first + (a - first) / 2;
-      if (time(mid) <= target) {
-        a = mid;
-      } else {
-        first = mid + 1;
-      }
-    }
-    return a;
-  };
-  const auto solve = [&](int lo, int hi) {
-    if (lo > hi) return -1;
-    const double floor = time(lo) - work / lo;  // the collectives at the smallest size: a lower bound
-    if (floor >= target) return -1;
-    int g = std::max<double>(lo, std::ceil(work / (target - floor) - 1e-9));
-    for (int tries = 0; g <= hi && tries < 4; ++g, ++tries) {
-      const double t = time(g);
-      if (t <= target) return g;
-      if (g < hi && time(g + 1) >= t) return -1;  // past the fastest size
-    }
-    return g <= hi ? bisect(g, hi) : -1;
-  };
-  const int lo = std::max(2, min_g);
-  const int local = solve(lo, std::min(group_time.ranks_per_node(), max_g));
-  if (local > 0) return local;
-  const int spanning = solve(std::max(lo, group_time.ranks_per_node() + 1), max_g);
-  return spanning > 0 ? spanning : max_g + 1;
-}
-
-int round_to_rule(SizeRule rule, int g, const GroupTimes& group_time, double work, double tokens,
-                  double count, double target, int max_g) {
+int round_to_rule(SizeRule rule, int g, const GroupTimes& times, double work, double tokens, double count,
+                  double target, int max_g) {
   if (rule == SizeRule::any || g > max_g) return g;
   // Next power of two that still meets the target (a larger one may cross a node and lose bandwidth).
   int p = 1;
   while (p < g) p *= 2;
   for (; p <= max_g; p *= 2)
-    if (group_time(work, tokens, count, p) <= target * (1.0 + 1e-12)) return p;
+    if (times(work, tokens, count, p) <= target * (1.0 + 1e-12)) return p;
   return max_g + 1;
 }
-
-// Smallest group size g <= max_g whose token_capacity holds `tokens` (max_g if none).
-class CapacityTable {
- public:
-  CapacityTable(const CostModel& cost, int max_g) : unlimited_(!cost.bounded()) {
-    if (unlimited_) return;
-    best_up_to_.resize(max_g + 1, 0.0);
-    for (int g = 1; g <= max_g; ++g) best_up_to_[g] = std::max(best_up_to_[g - 1], cost.token_capacity(g));
-  }
-  int smallest_group(double tokens) const {
-    if (unlimited_) return 1;
-    const auto it = std::lower_bound(best_up_to_.begin() + 1, best_up_to_.end(), tokens);
-    return it == best_up_to_.end() ? static_cast<int>(best_up_to_.size()) - 1
-                                   : static_cast<int>(it - best_up_to_.begin());
-  }
-
- private:
-  bool unlimited_;
-  std::vector<double> best_up_to_;  // best_up_to_[g] = max over g' <= g of token_capacity(g')
-};
 
 struct Demand {
   long long ranks = 0;

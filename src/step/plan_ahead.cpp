@@ -14,7 +14,10 @@ PlanAhead::~PlanAhead() {
   if (next_.valid()) next_.wait();
 }
 
-void PlanAhead::queue(int step) { queued_.push_back(planner_.plan(step)); }
+void PlanAhead::queue(int step) {
+  queued_.push_back(planner_.plan(step));
+  planner_.agree(queued_.back());  // on the calling (MPI) thread, as every rank queues the same steps
+}
 
 PlannedStep PlanAhead::take(int step, double& exposed) {
   PlannedStep planned;

@@ -1,7 +1,11 @@
 #include "minimllm/step/planned_step.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
+#include "minimllm/config/input_error.hpp"
 #include "minimllm/core/clock.hpp"
 
 namespace minimllm {
@@ -14,22 +18,90 @@ PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_s
   return planned;
 }
 
-StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, int rank, int world_size,
+StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& world,
                          double linear_weight)
-    : sampler_(sampler),
-      layouts_(layouts),
-      rank_(rank),
-      world_size_(world_size),
-      linear_weight_(linear_weight) {}
+    : sampler_(sampler), layouts_(layouts), world_(world), linear_weight_(linear_weight) {}
+
+PlannedStep StepPlanner::with_plan(GlobalBatch batch, StepPlan plan) const {
+  PlannedStep planned =
+      planned_step(std::move(batch), std::move(plan), world_.rank, world_.size, linear_weight_);
+  planned.prediction = layouts_.predict(planned.plan, planned.batch);
+  planned.traffic = plan_traffic(planned.plan, planned.batch, layouts_.cost(), world_.size);
+  return planned;
+}
 
 PlannedStep StepPlanner::plan(int step) const {
   // Host work only (no kernel, no MPI, no Kokkos Tools region), so it may run on a helper thread.
   const double t0 = host_seconds();
   GlobalBatch batch = sampler_.batch(step);
-  StepPlan plan = layouts_.plan(batch);
-  PlannedStep planned = planned_step(std::move(batch), std::move(plan), rank_, world_size_, linear_weight_);
-  planned.prediction = layouts_.predict(planned.plan, planned.batch);
+  PlannedStep planned;
+  if (layouts_.deterministic()) {
+    StepPlan plan = layouts_.plan(batch);
+    planned = with_plan(std::move(batch), std::move(plan));
+  } else if (world_.rank == 0) {
+    try {
+      StepPlan plan = layouts_.plan(batch);
+      planned = with_plan(std::move(batch), std::move(plan));
+    } catch (...) {  // shared by agree(), so that every rank fails alike
+      planned.step = step;
+      planned.planning_error = std::current_exception();
+    }
+  } else {
+    planned.step = step;
+    planned.batch = std::move(batch);
+    planned.awaiting_plan = true;
+  }
   planned.planning_seconds = host_seconds() - t0;
+  return planned;
+}
+
+void StepPlanner::agree(PlannedStep& planned) const {
+  if (planned.agreed) return;
+  planned.agreed = true;
+  if (layouts_.deterministic()) return;
+  const double t0 = host_seconds();
+  // Rank 0's outcome: 0 a plan, 1 invalid input, 2 another failure; then the plan's bytes or the message.
+  long long header[2] = {0, 0};
+  std::string bytes;
+  if (world_.rank == 0) {
+    if (planned.planning_error) {
+      try {
+        std::rethrow_exception(planned.planning_error);
+      } catch (const InputError& e) {
+        header[0] = 1, bytes = e.what();
+      } catch (const std::exception& e) {
+        header[0] = 2, bytes = e.what();
+      } catch (...) {
+        header[0] = 2, bytes = "planning failed on rank 0";
+      }
+    } else {
+      bytes = serialize_plan(planned.plan);
+    }
+    header[1] = static_cast<long long>(bytes.size());
+  }
+  MPI_Bcast(header, 2, MPI_LONG_LONG, 0, world_.comm);
+  bytes.resize(static_cast<size_t>(header[1]));
+  for (long long at = 0; at < header[1];) {  // in pieces MPI's int counts can name
+    const int count = static_cast<int>(std::min<long long>(header[1] - at, 1 << 30));
+    MPI_Bcast(&bytes[at], count, MPI_CHAR, 0, world_.comm);
+    at += count;
+  }
+  if (header[0] == 1) throw InputError(bytes);
+  if (header[0] == 2) throw std::runtime_error(bytes);
+  if (planned.awaiting_plan) {
+    StepPlan plan = deserialize_plan(bytes);
+    validate_plan(plan, planned.batch, world_.size);
+    const double seconds = planned.planning_seconds;
+    planned = with_plan(std::move(planned.batch), std::move(plan));
+    planned.planning_seconds = seconds;
+    planned.agreed = true;
+  }
+  planned.planning_seconds += host_seconds() - t0;
+}
+
+PlannedStep StepPlanner::plan_agreed(int step) const {
+  PlannedStep planned = plan(step);
+  agree(planned);
   return planned;
 }
 

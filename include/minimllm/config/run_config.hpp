@@ -104,6 +104,10 @@ struct ParallelConfig {
   // each step: the longest sample's tokens / cp, rounded up.
   int tokens_per_rank = 0;
   // (parallel.ranks_per_node is read into machine.ranks_per_node: one value, MachineConfig.)
+  // parallel.flexsp_time_limit: seconds of wall time for flexsp's MILP (COIN-OR CBC) per step, solved on
+  // rank 0 and broadcast; on time-out the best solution found (at worst the heuristic it starts from) is
+  // used. 0: the heuristic only (deterministic, no solver).
+  double flexsp_time_limit = 0.1;
   // parallel.group_sizes: LLM group sizes, any positive integers summing to the LLM ranks (all ranks,
   // or all but the encoder ranks when disaggregated); context parallel inside each group. Empty: one
   // rank per group (plain data parallel). Samples go to groups in order, in proportion to group size.

@@ -50,9 +50,16 @@ class RunOutput {
   void append_step(const StepRecord& record) { writer_->append_step(record); }
 
  private:
+  // A per-step int32 table of codes whose attribute `names` says what each code means (/plans/policy,
+  // /plans/planner_source, /plans/solver_status): a value not yet named gets the next code.
+  struct CodeTable {
+    std::vector<std::string> names;
+    size_t named = 0;  // names written to the attribute so far
+  };
+  void append_code(const std::string& table, CodeTable& codes, const std::string& value);
+
   std::unique_ptr<Hdf5RunWriter> writer_;
-  std::vector<std::string> policy_names_;  // the codes of /plans/policy
-  size_t policies_named_ = 0;              // names written to its attribute so far
+  CodeTable policies_, sources_, solver_statuses_;
 };
 
 }  // namespace minimllm

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,13 @@ struct PolicySummary {
   // static only: the mean step of every degree tried (cp, seconds); degrees whose bins cannot hold the
   // longest sample (parallel.tokens_per_rank) are left out.
   std::vector<std::pair<int, double>> cp_steps;
+  // Mean bytes per step the plans move between ranks of a node and between nodes (plan/plan_traffic.hpp).
+  double intra_node_bytes = 0.0, inter_node_bytes = 0.0;
+  // Steps by what produced their plan (StepPlan::origin: heuristic, milp, static_layout) and, for flexsp,
+  // by how its MILP solver fared (optimal, time_limit, ...); the median gap over the steps the solver
+  // bounded (-1: none) and the median solve time.
+  std::map<std::string, int> sources, solver_statuses;
+  double solver_gap = -1.0, solver_seconds = 0.0;
 };
 
 // The context-parallel degrees `--cp best` tries on `ranks`: the powers of two that divide it.

@@ -52,8 +52,10 @@ class Hdf5RunWriter {
   // rank), created on first use with as many columns as values. Not flushed: call flush() after the step.
   void append_row(const std::string& name, const std::vector<double>& values);
   void append_row(const std::string& name, const std::vector<int>& values);
-  // Appends one value to the 1-D int32 table `name` (one value per step), created on first use. Not flushed.
+  // Appends one value to the 1-D int32 (float64) table `name` (one value per step), created on first use.
+  // Not flushed.
   void append_value(const std::string& name, int value);
+  void append_value(const std::string& name, double value);
   // A string attribute on a table created by append_row or append_value (e.g. what its codes mean).
   void set_table_attribute(const std::string& table, const std::string& name, const std::string& value);
   void flush();

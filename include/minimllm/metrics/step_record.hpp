@@ -24,9 +24,13 @@ struct StepRecord {
   double predicted_seconds = 0.0;    // the cost model's makespan for the step's plan (no grad sync)
   double lower_bound_seconds = 0.0;  // the cost model's lower bound for any plan of this batch
   std::int64_t boundary_bytes = 0;   // bytes sent by the boundary exchange, summed over ranks
-  int llm_groups = 0;                // LLM groups in the step's plan
-  int max_group_size = 0;            // largest LLM group (context-parallel degree)
-  std::int64_t comm_hits = 0;        // communicator pool, this step, summed over ranks
+  // Bytes the plan moves between ranks of one node and between nodes (plan/plan_traffic.hpp: samples from
+  // their loaders, pixels to their encoders, embeddings to the LLM and their gradients back).
+  std::int64_t intra_node_bytes = 0;
+  std::int64_t inter_node_bytes = 0;
+  int llm_groups = 0;          // LLM groups in the step's plan
+  int max_group_size = 0;      // largest LLM group (context-parallel degree)
+  std::int64_t comm_hits = 0;  // communicator pool, this step, summed over ranks
   std::int64_t comm_creations = 0;
   std::int64_t comm_evictions = 0;
   double comm_creation_seconds = 0.0;  // max over ranks

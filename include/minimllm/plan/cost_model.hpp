@@ -105,6 +105,8 @@ struct CostModel {
   double kv_row_bytes = 0.0;
   double cp_layers = 1.0;
   double boundary_bytes_per_patch = 0.0;  // encoder output row forward + its gradient backward
+  // A sample's raw inputs as its loader holds them: int32 token ids, fp32 pixels (plan_traffic.hpp).
+  double input_bytes_per_token = 4.0, input_bytes_per_patch = 0.0;
   MemoryModel memory;
   double capacity_bytes = 0.0;         // memory per rank; 0: unlimited
   std::string capacity_source;         // where the capacity came from, for messages

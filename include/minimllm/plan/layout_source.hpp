@@ -20,6 +20,8 @@ class LayoutSource {
   // The whole step's predicted time (predict_step: the plan's phases and the per-step terms).
   PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch) const;
   const std::string& policy() const { return policy_; }
+  // Whether plan() gives every rank the same plan on its own (else one rank plans and broadcasts).
+  bool deterministic() const { return !planner_ || planner_->deterministic(); }
   const CostModel& cost() const { return cost_; }
 
  private:

@@ -20,7 +20,10 @@ struct PlannerOptions {
   // static, megatron_dcp: tokens per rank of a packed bin (Megatron-LM's max_seqlen_per_dp_cp_rank);
   // 0 = the step's longest sample / cp, rounded up (token_budget in planner.cpp).
   int tokens_per_rank = 0;
-  int encoder_ranks = 0;  // disagg: 0 = choose from the cost model
+  // flexsp: seconds of wall time for its MILP per step (parallel.flexsp_time_limit); 0 = the heuristic only.
+  double flexsp_time_limit = 0.1;
+  int flexsp_buckets = 16;  // flexsp: length buckets of its MILP at least (more when the model is small)
+  int encoder_ranks = 0;    // disagg: 0 = choose from the cost model
   // orch, dhp, flexsp, disagg (LPT over encoder ranks): an image goes to the least-loaded encoder rank on
   // its sample's LLM node unless that rank carries more than this fraction of the mean encoder load
   // above the least-loaded rank overall (node-aware tie-breaking; 0 = plain LPT).
@@ -32,6 +35,9 @@ class Planner {
   virtual ~Planner() = default;
   virtual const char* name() const = 0;
   virtual StepPlan plan(const GlobalBatch& batch, int world_size) const = 0;
+  // Whether every call on the same batch gives the same plan. A planner that is not (flexsp's MILP under a
+  // wall-clock time limit) is run on one rank and its plan broadcast (StepPlanner, step/planned_step.hpp).
+  virtual bool deterministic() const { return true; }
 };
 
 // planner_names(): "static", "naive", "megatron_dcp", "orch", "dhp", "flexsp", "disagg"; throws InputError
@@ -40,7 +46,7 @@ std::unique_ptr<Planner> make_planner(const std::string& policy, const CostModel
                                       const PlannerOptions& options);
 const std::vector<std::string>& planner_names();
 
-// The options a deck's parallel: section gives the planners (cp, tokens_per_rank).
+// The options a deck's parallel: section gives the planners (cp, tokens_per_rank, flexsp_time_limit).
 PlannerOptions planner_options_of(const ParallelConfig& parallel);
 
 }  // namespace minimllm

@@ -26,13 +26,33 @@ struct LlmGroup {
   std::vector<int> micro_batch_ends;
 };
 
+// Which algorithm of its policy produced a plan, and how a solver fared (docs/HDF5.md, /plans).
+struct PlanOrigin {
+  // "heuristic": the policy's own algorithm (every policy but flexsp's solver); "milp": flexsp's MILP
+  // solution; "static_layout": the static layout (parallel.cp, packed bins), which a dynamic policy keeps
+  // when it predicts a faster step; "deck": the deck's own layout.
+  std::string source = "heuristic";
+  // flexsp's MILP: "not_run" (another policy, or parallel.flexsp_time_limit 0), "optimal",
+  // "time_limit" (stopped with a solution, not proven optimal), "no_solution", "too_large" (not attempted:
+  // too many columns for the time limit), "unavailable" (a build without CBC).
+  std::string solver_status = "not_run";
+  double solver_gap = -1.0;     // the solver's relative optimality gap; -1: not run or no bound
+  double solver_seconds = 0.0;  // wall time of the solve (on the rank that solved)
+};
+
 struct StepPlan {
   std::string policy = "static";  // what made the plan
+  PlanOrigin origin;
   Placement placement = Placement::colocated;
   std::vector<LlmGroup> llm_groups;  // a partition of the LLM ranks
   std::vector<int> encoder_ranks;    // sorted; all ranks when colocated
   std::vector<int> image_owner;      // encoder rank of every image, images numbered in sample order
 };
+
+// A plan as bytes and back (the broadcast of a plan made on one rank, step/planned_step.hpp). Throws
+// std::invalid_argument when the bytes are not a serialised plan.
+std::string serialize_plan(const StepPlan& plan);
+StepPlan deserialize_plan(const std::string& bytes);
 
 // Throws std::invalid_argument naming the first violation: every LLM rank in exactly one group, every
 // sample in exactly one group, every image owned by an encoder rank, placement rules, micro-batch counts.

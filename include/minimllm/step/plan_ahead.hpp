@@ -19,7 +19,8 @@ class PlanAhead {
   PlanAhead(const PlanAhead&) = delete;
   PlanAhead& operator=(const PlanAhead&) = delete;
 
-  // Plans `step` now and queues it (the start-up estimate's steps).
+  // Plans `step` now, agrees on it (StepPlanner::agree: collective, on the thread that drives MPI) and
+  // queues it (the start-up estimate's steps).
   void queue(int step);
   const std::deque<PlannedStep>& queued() const { return queued_; }
 
@@ -28,6 +29,7 @@ class PlanAhead {
   // the whole planning when planned now; 0 for a queued step, paid before). Before returning, starts
   // step + 1 on the helper thread when threaded, below end_step and not queued. An error of the helper
   // thread (e.g. a sample that fits no layout, InputError) is thrown here, by the step it belongs to.
+  // A step not queued is not agreed on yet: the caller calls StepPlanner::agree on it.
   PlannedStep take(int step, double& exposed);
   // The step the helper thread is planning (or has planned, not yet taken); -1 when none.
   int in_flight() const { return next_.valid() ? next_step_ : -1; }

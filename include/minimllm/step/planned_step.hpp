@@ -1,9 +1,14 @@
 // A step planned: its global batch, the plan every rank agrees on, this rank's work under it, and what
-// the cost model predicts. Made once per step (StepPlanner::plan) and consumed by the step's stages.
+// the cost model predicts. Made once per step (StepPlanner::plan, then StepPlanner::agree) and consumed by
+// the step's stages.
 #pragma once
 
+#include <exception>
+
+#include "minimllm/core/world.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/plan/layout_source.hpp"
+#include "minimllm/plan/plan_traffic.hpp"
 #include "minimllm/plan/rank_work.hpp"
 #include "minimllm/plan/step_plan.hpp"
 
@@ -15,27 +20,47 @@ struct PlannedStep {
   StepPlan plan;
   RankWork work;
   PlanPrediction prediction;
-  // Generating the batch, planning it, deriving this rank's work and predicting the plan's time.
+  PlanTraffic traffic;  // what the plan moves between ranks and nodes (plan/plan_traffic.hpp)
+  // Generating the batch, planning it, deriving this rank's work and predicting the plan's time (and
+  // receiving the plan, when one rank plans for all).
   double planning_seconds = 0.0;
+  // A rank waiting for the planning rank's plan (StepPlanner::agree) holds only the batch; the planning
+  // rank keeps its planning failure here until agree() shares it.
+  bool awaiting_plan = false;
+  std::exception_ptr planning_error;
+  bool agreed = false;  // StepPlanner::agree has run on it (every rank alike): a second call is a no-op
 };
 
 // A step with a given plan (tests, benchmarks, calibration): this rank's work derived from it, no
 // prediction. linear_weight: Model::linear_weight_in_attention_pairs (balances context-parallel chunks).
 PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_size, double linear_weight);
 
-// Each step's plan from the run's layout source.
+// Each step's plan from the run's layout source. Every rank plans on its own when the policy is
+// deterministic; otherwise (flexsp's MILP under a wall-clock limit: ranks could stop the solver at
+// different points) rank 0 plans and agree() broadcasts its plan, so all ranks run the same one.
 class StepPlanner {
  public:
-  StepPlanner(const Sampler& sampler, const LayoutSource& layouts, int rank, int world_size,
-              double linear_weight);
+  StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& world, double linear_weight);
 
-  // Host work only, and const: safe on a helper thread while the main thread runs kernels (PlanAhead).
+  // Host work only, no MPI, and const: safe on a helper thread while the main thread runs kernels
+  // (PlanAhead). A planner that is not deterministic runs on rank 0 only (the others get the batch and
+  // awaiting_plan).
   PlannedStep plan(int step) const;
+  // Collective over the world, on the thread that drives MPI, before the step runs (a no-op for a
+  // deterministic policy or a step already agreed on): rank 0's plan (or its planning failure, rethrown on
+  // every rank as the same InputError or std::runtime_error) to every rank, whose work and prediction then
+  // follow from it.
+  void agree(PlannedStep& planned) const;
+  // plan() then agree(): a step ready to run.
+  PlannedStep plan_agreed(int step) const;
 
  private:
+  // The step with its plan: this rank's work, the prediction and the traffic.
+  PlannedStep with_plan(GlobalBatch batch, StepPlan plan) const;
+
   const Sampler& sampler_;
   const LayoutSource& layouts_;
-  int rank_, world_size_;
+  World world_;
   double linear_weight_;
 };
 

@@ -1,0 +1,35 @@
+// The bytes a plan moves between ranks in one step, and how many of them cross nodes. Each rank's loader
+// holds a contiguous shard of the global batch (sample_loader_rank), as a distributed sampler gives each
+// data-parallel rank its share; the plan then moves
+//   - a sample's token ids from its loader to its LLM group's ranks (tokens / g to each),
+//   - each image's pixels from its sample's loader to the image's encoder rank,
+//   - each image's embedding rows from its encoder rank to its sample's group (patches / g to each), and
+//     their gradients back (CostModel::boundary_bytes_per_patch counts both directions).
+// Bytes that stay on their rank are not counted. minimllm's executor generates each rank's inputs where
+// they are used (the sampler is counter-based), so of these only the boundary exchange runs; the others are
+// what a real loader's all-to-all would move. OrchMLLM's node-wise rearrangement (orch) keeps them inside
+// nodes; /steps/inter_node_bytes and `minimllm simulate` report them per step.
+#pragma once
+
+#include "minimllm/data/sampler.hpp"
+#include "minimllm/plan/cost_model.hpp"
+#include "minimllm/plan/step_plan.hpp"
+
+namespace minimllm {
+
+struct PlanTraffic {
+  double intra_node_bytes = 0.0;  // between ranks of one node
+  double inter_node_bytes = 0.0;  // between nodes
+};
+
+// The rank whose loader holds sample `sample` of `samples`: contiguous shards, rank r holding samples
+// [r * samples / world_size, (r + 1) * samples / world_size).
+int sample_loader_rank(int sample, int samples, int world_size);
+
+// A sample's raw inputs as its loader holds them (token ids and pixels), in bytes.
+double sample_input_bytes(const SampleMeta& sample, const CostModel& cost);
+
+PlanTraffic plan_traffic(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
+                         int world_size);
+
+}  // namespace minimllm

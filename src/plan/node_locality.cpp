@@ -1,0 +1,200 @@
+#include "node_locality.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <tuple>
+#include <utility>
+
+#include "load_tree.hpp"
+#include "minimllm/plan/plan_traffic.hpp"
+#include "placement.hpp"
+
+namespace minimllm::planning {
+namespace {
+
+// Bundles to places (nodes, or ranks of one node): `weight` lists (bytes, bundle, place) for every pair
+// with bytes > 0; `room[place]` is how many bundles a place takes. Heaviest pair first; the bundles left
+// then fill the places left, both in increasing index. Returns the place of each bundle.
+std::vector<int> assign_greedily(std::vector<std::tuple<double, int, int>> weight, int bundle_count,
+                                 std::vector<int> room) {
+  std::sort(weight.begin(), weight.end(), [](const auto& a, const auto& b) {
+    return std::get<0>(a) != std::get<0>(b)
+               ? std::get<0>(a) > std::get<0>(b)
+               : std::tie(std::get<1>(a), std::get<2>(a)) < std::tie(std::get<1>(b), std::get<2>(b));
+  });
+  std::vector<int> place(bundle_count, -1);
+  for (const auto& [bytes, bundle, where] : weight)
+    if (place[bundle] < 0 && room[where] > 0) place[bundle] = where, --room[where];
+  for (int b = 0, where = 0; b < bundle_count; ++b) {
+    if (place[b] >= 0) continue;
+    while (room[where] == 0) ++where;
+    place[b] = where, --room[where];
+  }
+  return place;
+}
+
+// (bytes, bundle, key) for every bundle and every key in [0, keys) its items' places map to (-1: none).
+template <typename KeyOf>
+std::vector<std::tuple<double, int, int>> bytes_by(const std::vector<std::vector<int>>& bundles,
+                                                   const std::vector<int>& members,
+                                                   const std::vector<double>& bytes,
+                                                   const std::vector<int>& loader, int keys, KeyOf key_of) {
+  std::vector<std::tuple<double, int, int>> weight;
+  std::vector<double> per_key(keys, 0.0);  // one bundle's bytes by key; touched lists the keys it reached
+  std::vector<int> touched;
+  for (size_t i = 0; i < members.size(); ++i) {
+    for (int s : bundles[members[i]]) {
+      const int key = key_of(loader[s]);
+      if (key < 0 || bytes[s] <= 0.0) continue;
+      if (per_key[key] == 0.0) touched.push_back(key);
+      per_key[key] += bytes[s];
+    }
+    std::sort(touched.begin(), touched.end());
+    for (int key : touched) {
+      if (per_key[key] > 0.0) weight.emplace_back(per_key[key], static_cast<int>(i), key);
+      per_key[key] = 0.0;
+    }
+    touched.clear();
+  }
+  return weight;
+}
+
+}  // namespace
+
+void place_bundles_near_loaders(std::vector<std::vector<int>>& bundles, int first_rank,
+                                const std::vector<int>& loader, const std::vector<double>& bytes,
+                                int ranks_per_node) {
+  const int count = static_cast<int>(bundles.size());
+  if (count < 2) return;
+  const int first_node = first_rank / ranks_per_node;
+  const int nodes = (first_rank + count - 1) / ranks_per_node - first_node + 1;
+  std::vector<int> node_room(nodes, 0), all(count);
+  for (int i = 0; i < count; ++i) ++node_room[(first_rank + i) / ranks_per_node - first_node], all[i] = i;
+  const std::vector<int> node_of_bundle =
+      assign_greedily(bytes_by(bundles, all, bytes, loader, nodes,
+                               [&](int r) {
+                                 const int node = r / ranks_per_node - first_node;
+                                 return node >= 0 && node < nodes ? node : -1;
+                               }),
+                      count, node_room);
+
+  std::vector<std::vector<int>> placed(count), on_node(nodes);
+  for (int b = 0; b < count; ++b) on_node[node_of_bundle[b]].push_back(b);
+  for (int node = 0; node < nodes; ++node) {
+    const std::vector<int>& members = on_node[node];
+    const int begin = std::max(first_rank, (first_node + node) * ranks_per_node);  // the node's first rank
+    std::vector<int> rank_room(node_room[node], 1);
+    const std::vector<int> slot = assign_greedily(
+        bytes_by(bundles, members, bytes, loader, node_room[node],
+                 [&](int r) { return r >= begin && r < begin + node_room[node] ? r - begin : -1; }),
+        static_cast<int>(members.size()), rank_room);
+    for (size_t i = 0; i < members.size(); ++i)
+      placed[begin - first_rank + slot[i]] = std::move(bundles[members[i]]);
+  }
+  bundles = std::move(placed);
+}
+
+std::vector<int> balance_over_nodes(const std::vector<double>& cost, const std::vector<int>& home,
+                                    const std::vector<int>& ranks_of_node,
+                                    const std::vector<int>& stay_order) {
+  const int nodes = static_cast<int>(ranks_of_node.size());
+  const double ranks = std::accumulate(ranks_of_node.begin(), ranks_of_node.end(), 0.0);
+  const double total = std::accumulate(cost.begin(), cost.end(), 0.0);
+  std::vector<int> node(cost.size(), -1);
+  std::vector<double> kept(nodes, 0.0);
+  std::vector<int> moving;
+  for (int i : stay_order) {
+    const int n = home[i];
+    if (kept[n] + cost[i] <= total * ranks_of_node[n] / ranks * (1.0 + 1e-12)) {
+      node[i] = n, kept[n] += cost[i];
+    } else {
+      moving.push_back(i);
+    }
+  }
+  const auto larger = [&](int a, int b) { return cost[a] != cost[b] ? cost[a] > cost[b] : a < b; };
+  if (!std::is_sorted(moving.begin(), moving.end(), larger)) std::sort(moving.begin(), moving.end(), larger);
+  LoadTree per_rank(nodes);  // load per rank of each node
+  for (int n = 0; n < nodes; ++n) per_rank.add(n, kept[n] / ranks_of_node[n]);
+  for (int i : moving) {
+    const int n = per_rank.argmin();
+    node[i] = n;
+    per_rank.add(n, cost[i] / ranks_of_node[n]);
+  }
+  return node;
+}
+
+NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
+                                 int world) {
+  const int n = static_cast<int>(batch.samples.size()), per_node = cost.ranks_per_node;
+  const int nodes = (world + per_node - 1) / per_node;
+  std::vector<int> ranks_of_node(nodes);
+  for (int node = 0; node < nodes; ++node) ranks_of_node[node] = std::min(per_node, world - node * per_node);
+  NodeWiseLayout out;
+
+  // Samples: over the nodes, then over each node's ranks, then refined over all ranks.
+  std::vector<int> loader(n), home(n);
+  std::vector<double> bytes(n);
+  for (int s = 0; s < n; ++s) {
+    loader[s] = sample_loader_rank(s, n, world);
+    home[s] = cost.node_of(loader[s]);
+    bytes[s] = sample_input_bytes(batch.samples[s], cost);
+  }
+  // Samples that would move the most bytes per unit of work stay first (ties: lower index).
+  std::vector<std::pair<double, int>> by_density(n);
+  for (int s = 0; s < n; ++s) by_density[s] = {costs.llm[s] > 0.0 ? -bytes[s] / costs.llm[s] : -kInf, s};
+  std::sort(by_density.begin(), by_density.end());
+  std::vector<int> stay_order(n);
+  for (int i = 0; i < n; ++i) stay_order[i] = by_density[i].second;
+  const std::vector<int> node_of_sample = balance_over_nodes(costs.llm, home, ranks_of_node, stay_order);
+  std::vector<std::vector<int>> order(nodes);  // each node's samples, largest first
+  for (int s : costs.by_llm) order[node_of_sample[s]].push_back(s);
+  const std::vector<RankRange> groups = place_groups({}, 0, world, per_node);  // rank r = group r
+  out.samples.assign(world, {});
+  std::vector<double> loads(world, 0.0);
+  for (int node = 0; node < nodes; ++node) {
+    const int first = node * per_node;
+    const std::vector<RankRange> local(groups.begin() + first, groups.begin() + first + ranks_of_node[node]);
+    std::vector<std::vector<int>> samples(local.size());
+    std::vector<double> local_loads(local.size(), 0.0);
+    assign_samples(costs, order[node], local, cost, samples, local_loads);
+    for (size_t i = 0; i < local.size(); ++i)
+      out.samples[first + i] = std::move(samples[i]), loads[first + i] = local_loads[i];
+  }
+  refine_assignment(costs, groups, cost, std::vector<char>(n, 1), out.samples, loads, world);
+  place_bundles_near_loaders(out.samples, 0, loader, bytes, per_node);
+
+  // Images: home = their sample's LLM node; over the nodes, then LPT over each node's ranks; then each
+  // rank's images go to the rank of the node nearest their samples' LLM ranks.
+  std::vector<int> llm_rank(n, 0);
+  for (int r = 0; r < world; ++r)
+    for (int s : out.samples[r]) llm_rank[s] = r;
+  std::vector<double> image_cost, image_bytes;
+  std::vector<int> image_home, image_near, patches;
+  for (int s = 0; s < n; ++s)
+    for (const ImageMeta& image : batch.samples[s].images) {
+      image_cost.push_back(cost.encoder_time(image.patches));
+      image_bytes.push_back((cost.input_bytes_per_patch + cost.boundary_bytes_per_patch) * image.patches);
+      image_home.push_back(cost.node_of(llm_rank[s]));
+      image_near.push_back(llm_rank[s]);
+      patches.push_back(image.patches);
+    }
+  // Images (whose bytes and work both grow with their patches) stay largest first.
+  const std::vector<int> largest_first = order_by_decreasing(patches);
+  const std::vector<int> node_of_image =
+      balance_over_nodes(image_cost, image_home, ranks_of_node, largest_first);
+  std::vector<LoadTree> rank_loads;
+  for (int node = 0; node < nodes; ++node) rank_loads.emplace_back(ranks_of_node[node]);
+  std::vector<std::vector<int>> images(world);
+  for (int i : largest_first) {  // the encoder time grows with patches
+    const int node = node_of_image[i], slot = rank_loads[node].argmin();
+    rank_loads[node].add(slot, image_cost[i]);
+    images[node * per_node + slot].push_back(i);
+  }
+  place_bundles_near_loaders(images, 0, image_near, image_bytes, per_node);
+  out.image_owner.assign(image_cost.size(), 0);
+  for (int r = 0; r < world; ++r)
+    for (int i : images[r]) out.image_owner[i] = r;
+  return out;
+}
+
+}  // namespace minimllm::planning

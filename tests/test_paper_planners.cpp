@@ -1,0 +1,426 @@
+// The planners as their papers describe them, against brute force on instances small enough to
+// enumerate: FlexSP's MILP (bucketing, the solver's optimum, the heuristic as start and fallback), DHP's
+// best-fit-decreasing packing and its rank-allocating dynamic programme, and OrchMLLM's node-wise
+// rearrangement; the traffic a plan moves and the bytes of a plan broadcast from one rank.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dhp_packing.hpp"
+#include "flexsp_milp.hpp"
+#include "minimllm/plan/plan_traffic.hpp"
+#include "minimllm/plan/planner.hpp"
+#include "minimllm/plan/step_prediction.hpp"
+#include "node_locality.hpp"
+#include "planner_inputs.hpp"
+#include "target_search.hpp"
+
+namespace minimllm {
+namespace {
+
+using testing_support::batch_of_lengths;
+
+constexpr double kGflops = 100.0;
+
+using testing_support::deck;  // the decks in inputs/, with the batch size and seed of a case
+
+CostModel text_cost(int ranks_per_node) {
+  return default_cost_model(deck("text_longtail", 8, 1), kGflops, ranks_per_node);
+}
+
+// Lengths drawn from `distinct` values (so that every value gets its own bucket: the MILP is exact).
+std::vector<int> random_lengths(std::mt19937& rng, int n, int distinct) {
+  std::vector<int> values(distinct);
+  std::uniform_int_distribution<int> length(16, 2048);
+  for (int& v : values) v = length(rng);
+  std::uniform_int_distribution<int> pick(0, distinct - 1);
+  std::vector<int> lengths(n);
+  for (int& l : lengths) l = values[pick(rng)];
+  return lengths;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// FlexSP
+
+// The bucketing DP against every way of cutting a short sorted list into at most B ranges.
+TEST(FlexspMilp, BucketsMinimisePaddingAndAreExactWhenFew) {
+  const std::vector<double> values = {1, 2, 2, 3, 7, 8, 8, 20, 21, 50};
+  const auto padding = [&](const std::vector<int>& ends) {
+    double sum = 0.0;
+    for (size_t b = 0, begin = 0; b < ends.size(); begin = ends[b++])
+      for (int i = static_cast<int>(begin); i < ends[b]; ++i) sum += values[ends[b] - 1] - values[i];
+    return sum;
+  };
+  for (int buckets = 1; buckets <= 4; ++buckets) {
+    SCOPED_TRACE(buckets);
+    const std::vector<int> ends = planning::bucket_ends(values, buckets);
+    ASSERT_FALSE(ends.empty());
+    EXPECT_EQ(ends.back(), static_cast<int>(values.size()));
+    EXPECT_LE(static_cast<int>(ends.size()), buckets);
+    double best = std::numeric_limits<double>::infinity();
+    const int n = static_cast<int>(values.size());
+    for (int mask = 0; mask < (1 << (n - 1)); ++mask) {  // cut after position i when bit i is set
+      if (__builtin_popcount(mask) + 1 > buckets) continue;
+      std::vector<int> cut;
+      for (int i = 0; i < n - 1; ++i)
+        if (mask & (1 << i)) cut.push_back(i + 1);
+      cut.push_back(n);
+      best = std::min(best, padding(cut));
+    }
+    EXPECT_DOUBLE_EQ(padding(ends), best);
+  }
+  // Eight distinct values, eight buckets: each value its own bucket, no padding.
+  const std::vector<int> exact = planning::bucket_ends(values, 8);
+  EXPECT_EQ(exact, (std::vector<int>{1, 3, 4, 5, 7, 8, 9, 10}));
+}
+
+// Every (multiset of power-of-two group sizes within the ranks, assignment of samples to them): the least
+// makespan of the LLM phase, each sample taking llm_time_spanning on its group.
+double brute_force_flexsp(const std::vector<int>& lengths, const CostModel& cost, int ranks) {
+  const int n = static_cast<int>(lengths.size());
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<int> sizes;
+  std::function<void(int, int)> groups = [&](int largest, int left) {
+    if (!sizes.empty()) {
+      const int g = static_cast<int>(sizes.size());
+      std::vector<int> of(n, 0);
+      for (long long code = 0, total = static_cast<long long>(std::pow(g, n)); code < total; ++code) {
+        long long c = code;
+        for (int s = 0; s < n; ++s) of[s] = static_cast<int>(c % g), c /= g;
+        std::vector<double> load(g, 0.0);
+        for (int s = 0; s < n; ++s)
+          load[of[s]] += cost.llm_time_spanning(lengths[s], sizes[of[s]], sizes[of[s]] > cost.ranks_per_node);
+        best = std::min(best, *std::max_element(load.begin(), load.end()));
+      }
+    }
+    for (int d = largest; d >= 1; d /= 2)
+      if (d <= left) {
+        sizes.push_back(d);
+        groups(d, left - d);
+        sizes.pop_back();
+      }
+  };
+  int top = 1;
+  while (2 * top <= ranks) top *= 2;
+  groups(top, ranks);
+  return best;
+}
+
+planning::FlexspMilpResult solve_exactly(const std::vector<int>& lengths, const CostModel& cost, int ranks,
+                                         planning::LayoutChoice* heuristic = nullptr) {
+  const GlobalBatch batch = batch_of_lengths(lengths);
+  const planning::BatchCosts costs = planning::batch_costs(batch, cost);
+  const planning::LayoutChoice start =
+      planning::best_target_layout({planning::SizeRule::power_of_two}, ranks, costs, cost);
+  if (heuristic) *heuristic = start;
+  planning::FlexspMilpOptions options;
+  options.time_limit = 20.0;  // small enough to be solved to optimality well within it
+  return planning::solve_flexsp_milp(costs, cost, ranks, start, options);
+}
+
+// Tiny instances (up to 5 samples on up to 4 ranks, nodes of 2 so groups of 4 span nodes): the solver's
+// optimum is the brute-force optimum, and the layout it gives finishes then.
+TEST(FlexspMilp, MatchesBruteForceOnTinyInstances) {
+  if (!planning::milp_solver_available()) GTEST_SKIP() << "built without COIN-OR CBC";
+  std::mt19937 rng(7);
+  const CostModel cost = text_cost(2);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int ranks = 2 + trial % 3;  // 2, 3, 4
+    const std::vector<int> lengths = random_lengths(rng, 3 + trial % 3, 4);
+    SCOPED_TRACE("trial " + std::to_string(trial) + " ranks " + std::to_string(ranks));
+    const planning::FlexspMilpResult r = solve_exactly(lengths, cost, ranks);
+    ASSERT_EQ(r.status, planning::MilpStatus::optimal);
+    const double optimum = brute_force_flexsp(lengths, cost, ranks);
+    EXPECT_NEAR(r.objective, optimum, 1e-6 * optimum);
+    EXPECT_NEAR(r.choice.llm_makespan, optimum, 1e-6 * optimum);
+    EXPECT_EQ(r.gap, 0.0);
+  }
+}
+
+// Small instances solved to optimality: the MILP's layout is never slower than the heuristic it starts
+// from, and on some it is faster.
+TEST(FlexspMilp, BeatsOrEqualsTheHeuristicOnSmallInstances) {
+  if (!planning::milp_solver_available()) GTEST_SKIP() << "built without COIN-OR CBC";
+  std::mt19937 rng(11);
+  const CostModel cost = text_cost(4);
+  int strictly_better = 0;
+  for (int trial = 0; trial < 16; ++trial) {
+    const int ranks = std::vector<int>{2, 4, 8}[trial % 3];
+    const std::vector<int> lengths = random_lengths(rng, 6 + trial % 7, 8);
+    SCOPED_TRACE("trial " + std::to_string(trial) + " ranks " + std::to_string(ranks));
+    planning::LayoutChoice heuristic;
+    const planning::FlexspMilpResult r = solve_exactly(lengths, cost, ranks, &heuristic);
+    ASSERT_EQ(r.status, planning::MilpStatus::optimal);
+    EXPECT_LE(r.choice.llm_makespan, heuristic.llm_makespan * (1.0 + 1e-9));
+    EXPECT_EQ(r.better, r.choice.llm_makespan < heuristic.llm_makespan * (1.0 - 1e-12));
+    strictly_better += r.better;
+  }
+  EXPECT_GT(strictly_better, 0) << "the heuristic was optimal everywhere: the test shows nothing";
+}
+
+// flexsp says which algorithm made each plan: the MILP's when it is faster, else the heuristic's, which is
+// also what a time-out without a better solution, a model too large for the limit, or a limit of 0 give.
+TEST(FlexspMilp, TimeOutFallsBackToTheHeuristicAndSaysSo) {
+  const RunConfig config = deck("text_longtail", 512, 3);
+  const CostModel cost = default_cost_model(config, kGflops, 8);
+  const GlobalBatch batch = Sampler(config).batch(0);
+  PlannerOptions heuristic_only;
+  heuristic_only.flexsp_time_limit = 0.0;
+  const auto heuristic = make_planner("flexsp", cost, heuristic_only);
+  EXPECT_TRUE(heuristic->deterministic());
+  const StepPlan reference = heuristic->plan(batch, 64);
+  EXPECT_EQ(reference.origin.solver_status, "not_run");
+  EXPECT_NE(reference.origin.source, "milp");
+
+  // 64 ranks: too many columns for 10 ms; not attempted.
+  PlannerOptions short_limit;
+  short_limit.flexsp_time_limit = 0.01;
+  const auto limited = make_planner("flexsp", cost, short_limit);
+  EXPECT_EQ(limited->deterministic(), !planning::milp_solver_available());
+  const StepPlan skipped = limited->plan(batch, 64);
+  EXPECT_EQ(skipped.origin.solver_status, planning::milp_solver_available() ? "too_large" : "unavailable");
+  EXPECT_EQ(skipped.origin.source, reference.origin.source);
+  EXPECT_EQ(skipped.llm_groups.size(), reference.llm_groups.size());
+  if (!planning::milp_solver_available()) return;
+
+  // 2 and 4 ranks, 512 samples, 10 ms: attempted, and stopped by the limit (or, on a fast machine,
+  // solved); the plan names its source, and is the heuristic's when the MILP's was not faster.
+  for (int world : {2, 4}) {
+    SCOPED_TRACE(world);
+    const planning::BatchCosts costs = planning::batch_costs(batch, cost);
+    const planning::LayoutChoice start =
+        planning::best_target_layout({planning::SizeRule::power_of_two}, world, costs, cost);
+    planning::FlexspMilpOptions options;
+    options.time_limit = 0.01;
+    const planning::FlexspMilpResult r = planning::solve_flexsp_milp(costs, cost, world, start, options);
+    ASSERT_NE(r.status, planning::MilpStatus::too_large) << r.columns << " columns";
+    EXPECT_LT(r.seconds, 1.0);
+    if (r.status == planning::MilpStatus::time_limit) {
+      EXPECT_GE(r.objective, r.bound);
+    }
+    const StepPlan plan = limited->plan(batch, world);
+    EXPECT_NE(plan.origin.solver_status, "not_run");
+    EXPECT_GE(plan.origin.solver_seconds, 0.0);
+    const StepPlan fallback = heuristic->plan(batch, world);
+    if (plan.origin.source != "milp") {
+      ASSERT_EQ(plan.llm_groups.size(), fallback.llm_groups.size());
+      for (size_t k = 0; k < plan.llm_groups.size(); ++k)
+        EXPECT_EQ(plan.llm_groups[k].samples, fallback.llm_groups[k].samples);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// DHP
+
+// Best-fit decreasing never overfills a pack: every pack holds at most what its group's memory and
+// budget allow, every sample is in one pack, and a pack's need is the smallest group that holds its
+// longest sample.
+TEST(DhpPacking, BestFitDecreasingNeverExceedsTheBudget) {
+  for (int budget : {100, 300, 1000, 5000}) {
+    for (int seed : {1, 2, 3}) {
+      SCOPED_TRACE("budget " + std::to_string(budget) + " seed " + std::to_string(seed));
+      const RunConfig config = deck("text_longtail", 200, seed);
+      CostModel cost = default_cost_model(config, kGflops, 4);
+      if (seed == 3) {  // memory binds: 700 tokens on one rank
+        cost.memory.per_row = 1000.0, cost.memory.per_key_row = 200.0;
+        cost.capacity_bytes = 700.0 * cost.memory.per_row;
+      }
+      const GlobalBatch batch = Sampler(config).batch(0);
+      const planning::BatchCosts costs = planning::batch_costs(batch, cost);
+      const int ranks = 64;
+      const planning::CapacityTable capacity(cost, ranks, budget);
+      const std::vector<planning::DhpPack> packs = planning::pack_best_fit_decreasing(costs, capacity);
+      std::vector<int> seen(batch.samples.size(), 0);
+      for (const planning::DhpPack& p : packs) {
+        ASSERT_FALSE(p.samples.empty());
+        double tokens = 0.0;
+        for (int s : p.samples) tokens += costs.tokens[s], ++seen[s];
+        EXPECT_DOUBLE_EQ(tokens, p.tokens);
+        EXPECT_LE(p.tokens, capacity.capacity(p.need) * (1 + 1e-12));
+        EXPECT_LE(p.tokens, static_cast<double>(p.need) * budget * (1 + 1e-12));
+        EXPECT_EQ(p.need, capacity.smallest_group(costs.tokens[p.samples.front()]));
+      }
+      for (int count : seen) EXPECT_EQ(count, 1);
+      // The planner: every micro-batch (a pack) within what its group holds.
+      PlannerOptions options;
+      options.tokens_per_rank = budget;
+      const StepPlan plan = make_planner("dhp", cost, options)->plan(batch, ranks);
+      ASSERT_NO_THROW(validate_plan(plan, batch, ranks));
+      if (plan.origin.source == "static_layout") continue;
+      for (const LlmGroup& g : plan.llm_groups) {
+        const int size = static_cast<int>(g.ranks.size());
+        for (size_t m = 0, begin = 0; m < g.micro_batch_ends.size(); begin = g.micro_batch_ends[m++]) {
+          double tokens = 0.0;
+          for (int i = static_cast<int>(begin); i < g.micro_batch_ends[m]; ++i)
+            tokens += costs.tokens[g.samples[i]];
+          EXPECT_LE(tokens, capacity.capacity(size) * (1 + 1e-12));
+        }
+      }
+    }
+  }
+}
+
+// The allocation against every composition of the work-ordered packs into runs and every rank count per
+// run (the dynamic programme's own search space): the same least makespan.
+TEST(DhpPacking, RankAllocationIsOptimalOnSmallCases) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 40; ++trial) {
+    const CostModel cost = text_cost(trial % 2 ? 2 : 8);
+    const int n = 1 + trial % 5, ranks = 1 + trial % 6;
+    std::uniform_real_distribution<double> tokens(50.0, 3000.0);
+    std::uniform_int_distribution<int> count(1, 6), need(1, 2);
+    std::vector<planning::DhpPack> packs(n);
+    for (planning::DhpPack& p : packs) {
+      p.samples.assign(count(rng), 0);
+      p.tokens = tokens(rng);
+      p.work = cost.llm(p.tokens / p.samples.size()) * p.samples.size();
+      p.need = std::min(ranks, need(rng));
+    }
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + std::to_string(n) + " packs, " +
+                 std::to_string(ranks) + " ranks");
+    const planning::DhpAllocation a = planning::allocate_ranks(packs, cost, ranks);
+    // Brute force, packs in the allocation's order (decreasing work, stable).
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return packs[x].work > packs[y].work; });
+    double best = std::numeric_limits<double>::infinity();
+    std::function<void(int, int, double)> runs = [&](int first, int left, double worst) {
+      if (first == n) {
+        best = std::min(best, worst);
+        return;
+      }
+      double work = 0.0, tok = 0.0, micro_batches = 0.0;  // a pack is one micro-batch
+      int most = 1;
+      for (int end = first + 1; end <= n; ++end) {
+        const planning::DhpPack& p = packs[order[end - 1]];
+        work += p.work, tok += p.tokens, micro_batches += 1.0, most = std::max(most, p.need);
+        for (int g = most; g <= left; ++g)
+          runs(end, left - g, std::max(worst, planning::group_time(cost, work, tok, micro_batches, g)));
+      }
+    };
+    runs(0, ranks, 0.0);
+    ASSERT_EQ(a.feasible, std::isfinite(best));
+    if (!a.feasible) continue;
+    EXPECT_NEAR(a.makespan, best, 2e-4 * best);  // the bisection's tolerance
+    int used = 0;
+    for (size_t k = 0; k < a.runs.size(); ++k) {
+      used += a.sizes[k];
+      for (int p : a.runs[k]) EXPECT_GE(a.sizes[k], packs[p].need);
+    }
+    EXPECT_LE(used, ranks);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// OrchMLLM's node-wise rearrangement and the traffic a plan moves
+
+TEST(PlanTraffic, LoadersHoldContiguousShards) {
+  std::vector<int> of;
+  for (int s = 0; s < 10; ++s) of.push_back(sample_loader_rank(s, 10, 4));
+  EXPECT_EQ(of, (std::vector<int>{0, 0, 1, 1, 1, 2, 2, 3, 3, 3}));
+  EXPECT_EQ(sample_loader_rank(0, 2, 4), 1);  // fewer samples than ranks: ranks 0 and 2 load none
+  EXPECT_EQ(sample_loader_rank(1, 2, 4), 3);
+}
+
+// Two nodes of two ranks; four samples (loaders 0, 1, 2, 3). Sample 0 runs on a group {0, 1}, sample 1 on
+// rank 3, samples 2 and 3 on rank 2; one image of sample 1, encoded on rank 0.
+TEST(PlanTraffic, CountsBytesByWhereTheyGo) {
+  CostModel cost;
+  cost.ranks_per_node = 2;
+  cost.input_bytes_per_token = 1.0;
+  cost.input_bytes_per_patch = 10.0;
+  cost.boundary_bytes_per_patch = 100.0;
+  GlobalBatch batch = batch_of_lengths({8, 6, 4, 2});
+  ImageMeta image;
+  image.patches = 3;
+  batch.samples[1].images.push_back(image);
+  StepPlan plan;
+  plan.llm_groups = {{{0, 1}, {0}, 1, {}}, {{2}, {2, 3}, 1, {}}, {{3}, {1}, 1, {}}};
+  plan.encoder_ranks = {0, 1, 2, 3};
+  plan.image_owner = {0};
+  const PlanTraffic t = plan_traffic(plan, batch, cost, 4);
+  // Sample 0 (loader 0): 4 bytes to rank 1 (intra). Sample 1 (loader 1): 6 bytes to rank 3 (inter); its
+  // pixels, 30 bytes, to rank 0 (intra); its embeddings, 300 bytes, from rank 0 to rank 3 (inter). Sample 2
+  // (loader 2) stays; sample 3 (loader 3): 2 bytes to rank 2 (intra).
+  EXPECT_DOUBLE_EQ(t.intra_node_bytes, 4.0 + 30.0 + 2.0);
+  EXPECT_DOUBLE_EQ(t.inter_node_bytes, 6.0 + 300.0);
+}
+
+// Bundles whose samples are all loaded on one rank each go to that rank.
+TEST(NodeLocality, BundlesGoWhereTheirSamplesAreLoaded) {
+  // Samples 0..7, two per rank's loader: loader[s] = s / 2 on ranks 4..7 (first_rank 4, nodes of 2).
+  const std::vector<int> loader = {7, 7, 4, 4, 6, 6, 5, 5};
+  const std::vector<double> bytes(8, 1.0);
+  std::vector<std::vector<int>> bundles = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};  // for ranks 4, 5, 6, 7
+  planning::place_bundles_near_loaders(bundles, 4, loader, bytes, 2);
+  EXPECT_EQ(bundles, (std::vector<std::vector<int>>{{2, 3}, {6, 7}, {4, 5}, {0, 1}}));
+  // A bundle split over two nodes goes to the node holding more of its bytes.
+  std::vector<std::vector<int>> split = {{0, 2, 3}, {1, 4, 5, 6, 7}};  // ranks 0, 1 (nodes of 1)
+  planning::place_bundles_near_loaders(split, 0, {1, 1, 0, 0, 0, 0, 0, 0}, {5, 5, 1, 1, 1, 1, 1, 1}, 1);
+  EXPECT_EQ(split, (std::vector<std::vector<int>>{{1, 4, 5, 6, 7}, {0, 2, 3}}));
+}
+
+// orch on a modality-incoherent batch over 32 ranks in nodes of 4: most samples run on their loader's
+// node, and it moves far fewer bytes between nodes than the same balanced bundles (LLM and encoder)
+// shifted by a node, with the same phases. (Images still cross nodes where the encoder's balance needs it:
+// image-heavy samples are not spread evenly over the loaders.)
+TEST(NodeLocality, OrchPrefersMovesInsideANode) {
+  const RunConfig config = deck("modality_incoherent", 256, 9);
+  const CostModel cost = default_cost_model(config, kGflops, 4);
+  const GlobalBatch batch = Sampler(config).batch(0);
+  const int world = 32;
+  const StepPlan plan = make_planner("orch", cost, {})->plan(batch, world);
+  ASSERT_EQ(plan.origin.source, "heuristic");
+  ASSERT_EQ(plan.llm_groups.size(), static_cast<size_t>(world));
+  StepPlan shifted = plan;
+  for (int r = 0; r < world; ++r) shifted.llm_groups[(r + 4) % world].samples = plan.llm_groups[r].samples;
+  for (int& owner : shifted.image_owner) owner = (owner + 4) % world;
+  const PlanTraffic near = plan_traffic(plan, batch, cost, world);
+  const PlanTraffic far = plan_traffic(shifted, batch, cost, world);
+  EXPECT_LT(near.inter_node_bytes, 0.6 * far.inter_node_bytes);
+  int at_home = 0;
+  for (const LlmGroup& g : plan.llm_groups)
+    for (int s : g.samples)
+      at_home += cost.node_of(g.ranks.front()) == cost.node_of(sample_loader_rank(s, 256, world));
+  EXPECT_GE(at_home, 0.75 * 256);
+  EXPECT_GT(near.intra_node_bytes, far.intra_node_bytes);
+  const PlanPrediction p = predict(plan, batch, cost, world), q = predict(shifted, batch, cost, world);
+  EXPECT_NEAR(p.llm, q.llm, 1e-12);
+  EXPECT_NEAR(p.encoder, q.encoder, 1e-12);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// A plan as bytes (the broadcast of a plan made on rank 0)
+
+TEST(PlanBytes, RoundTripAndRejectTruncation) {
+  StepPlan plan;
+  plan.policy = "flexsp";
+  plan.origin = {"milp", "time_limit", 0.125, 0.09};
+  plan.placement = Placement::colocated;
+  plan.llm_groups = {{{0, 1}, {3, 1}, 2, {1, 2}}, {{2}, {0, 2}, 1, {}}};
+  plan.encoder_ranks = {0, 1, 2};
+  plan.image_owner = {2, 0, 1, 1};
+  const std::string bytes = serialize_plan(plan);
+  const StepPlan back = deserialize_plan(bytes);
+  EXPECT_EQ(serialize_plan(back), bytes);
+  EXPECT_EQ(back.policy, "flexsp");
+  EXPECT_EQ(back.origin.source, "milp");
+  EXPECT_EQ(back.origin.solver_status, "time_limit");
+  EXPECT_EQ(back.origin.solver_gap, 0.125);
+  EXPECT_EQ(back.llm_groups[0].micro_batch_ends, (std::vector<int>{1, 2}));
+  EXPECT_EQ(back.image_owner, plan.image_owner);
+  EXPECT_THROW(deserialize_plan(bytes.substr(0, bytes.size() - 3)), std::invalid_argument);
+  EXPECT_THROW(deserialize_plan(bytes + "x"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace minimllm
