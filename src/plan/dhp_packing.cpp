@@ -1,6 +1,7 @@
 #include "dhp_packing.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <set>
 #include <utility>
@@ -71,6 +72,36 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
   const GroupTimes times(cost, ranks);
   const long long too_many = static_cast<long long>(ranks) + 1;
 
+  // The candidate runs ending at each i: [i - l, i) for each run length l <= i, then the whole prefix when
+  // no length reaches it; with the largest `need` among their packs (a range maximum over a sparse table),
+  // independent of the target: once.
+  std::vector<std::vector<int>> need_max(1, std::vector<int>(n));
+  for (int i = 0; i < n; ++i) need_max[0][i] = packs[order[i]].need;
+  for (int span = 1; 2 * span <= n; span *= 2) {
+    const std::vector<int>& half = need_max.back();
+    std::vector<int> level(n - 2 * span + 1);
+    for (size_t i = 0; i < level.size(); ++i) level[i] = std::max(half[i], half[i + span]);
+    need_max.push_back(std::move(level));
+  }
+  const auto largest_need = [&](int begin, int end) {  // over packs [begin, end), end > begin
+    int k = 0;
+    while ((2 << k) <= end - begin) ++k;
+    return std::max(need_max[k][begin], need_max[k][end - (1 << k)]);
+  };
+  struct Run {
+    int from, need;
+  };
+  std::vector<std::vector<Run>> runs_ending(n + 1);
+  for (int i = 1; i <= n; ++i) {
+    int previous = 0;
+    for (int l : lengths) {
+      if (l > i) break;
+      runs_ending[i].push_back({i - l, largest_need(i - l, i)});
+      previous = l;
+    }
+    if (previous < i) runs_ending[i].push_back({0, largest_need(0, i)});  // all packs so far in one group
+  }
+
   // The decision DP for target T: fewest ranks for packs [0, i), and each prefix's last run.
   std::vector<long long> best(n + 1);
   std::vector<int> from(n + 1), size(n + 1);
@@ -78,23 +109,15 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
     std::fill(best.begin(), best.end(), too_many);
     best[0] = 0;
     for (int i = 1; i <= n; ++i) {
-      int need = 1;
-      const auto try_run = [&](int j) {
-        if (best[j] >= too_many) return;
+      for (const Run& run : runs_ending[i]) {
+        const int j = run.from;
+        if (best[j] >= too_many) continue;
+        // time(g) >= work / g: a run that needs as many ranks as best[i] leaves cannot improve on it.
+        const double at_least = std::max<double>(run.need, std::ceil((work[i] - work[j]) / target - 1e-9));
+        if (static_cast<double>(best[j]) + at_least >= static_cast<double>(best[i])) continue;
         const int g = ranks_for_target(times, work[i] - work[j], tokens[i] - tokens[j], count[i] - count[j],
-                                       target, need, ranks);
+                                       target, run.need, ranks);
         if (g <= ranks && best[j] + g < best[i]) best[i] = best[j] + g, from[i] = j, size[i] = g;
-      };
-      int previous = 0;
-      for (int l : lengths) {
-        if (l > i) break;
-        for (int j = i - previous - 1; j >= i - l; --j) need = std::max(need, packs[order[j]].need);
-        previous = l;
-        try_run(i - l);
-      }
-      if (previous < i) {  // all packs so far in one group
-        for (int j = i - previous - 1; j >= 0; --j) need = std::max(need, packs[order[j]].need);
-        try_run(0);
       }
       if (best[i] >= too_many) return too_many;  // a longer prefix needs at least as many ranks
     }
