@@ -1,6 +1,8 @@
 #include "minimllm/kernels/loss.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "minimllm/kernels/workspace.hpp"
 #include "team_policy.hpp"
@@ -13,6 +15,10 @@ using kernels_detail::TeamPolicy;
 
 // Elements per partial sum in sum(); fixed so the summation order is independent of the thread count.
 constexpr int kSumChunk = 4096;
+
+// Logits kept alive at once by the fused LM head (fp32 elements: 32 MiB), and the fewest rows per chunk.
+constexpr std::int64_t kLogitsChunkFloats = std::int64_t(1) << 23;
+constexpr int kMinChunkRows = 256;
 
 }  // namespace
 
@@ -61,6 +67,50 @@ void softmax_xent_forward_backward(const t_mat_const& logits, const t_ivec_const
         Kokkos::single(Kokkos::PerTeam(team),
                        [&]() { losses(row) = row_max + logf(sum_exp) - target_logit; });
       });
+}
+
+int lm_head_chunk_rows(int vocab) {
+  if (vocab < 1) throw std::invalid_argument("lm_head_chunk_rows: vocab must be positive");
+  return static_cast<int>(std::max<std::int64_t>(kMinChunkRows, kLogitsChunkFloats / vocab));
+}
+
+void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const& lm_head,
+                                   const t_ivec_const& targets, float grad_scale, const t_vec& losses,
+                                   const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision,
+                                   int chunk_rows) {
+  const int rows = static_cast<int>(normed.extent(0)), vocab = static_cast<int>(lm_head.extent(1));
+  if (lm_head.extent(0) != normed.extent(1) || d_normed.extent(0) != normed.extent(0) ||
+      d_normed.extent(1) != normed.extent(1) || d_lm_head.extent(0) != lm_head.extent(0) ||
+      d_lm_head.extent(1) != lm_head.extent(1) || targets.extent(0) != normed.extent(0) ||
+      losses.extent(0) != normed.extent(0))
+    throw std::invalid_argument(
+        "lm_head_xent_forward_backward: normed, lm_head, targets, losses and gradients do not conform");
+  if (chunk_rows < 1) throw std::invalid_argument("lm_head_xent_forward_backward: chunk_rows must be >= 1");
+  if (rows == 0) return;
+  // Equal chunks (no small remainder): ceil(rows / chunks) rows each.
+  const int chunks = (rows + chunk_rows - 1) / chunk_rows;
+  const int per_chunk = (rows + chunks - 1) / chunks;
+  const WorkspaceScope scope;
+  const t_mat buffer = scratch_view<t_mat>("minimllm::lm_head_logits", std::min(per_chunk, rows), vocab);
+  for (int first = 0; first < rows; first += per_chunk) {
+    const std::pair<int, int> r(first, std::min(rows, first + per_chunk));
+    const int n = r.second - r.first;
+    const t_mat logits = Kokkos::subview(buffer, std::make_pair(0, n), Kokkos::ALL());
+    const t_mat_const x = Kokkos::subview(normed, r, Kokkos::ALL());
+    gemm(Trans::no, Trans::no, 1.0f, x, lm_head, 0.0f, logits, precision);
+    softmax_xent_forward_backward(logits, Kokkos::subview(targets, r), grad_scale, Kokkos::subview(losses, r),
+                                  logits);  // logits become dlogits
+    gemm(Trans::yes, Trans::no, 1.0f, x, logits, 1.0f, d_lm_head, precision);
+    gemm(Trans::no, Trans::yes, 1.0f, logits, lm_head, 0.0f, Kokkos::subview(d_normed, r, Kokkos::ALL()),
+         precision);
+  }
+}
+
+void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const& lm_head,
+                                   const t_ivec_const& targets, float grad_scale, const t_vec& losses,
+                                   const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision) {
+  lm_head_xent_forward_backward(normed, lm_head, targets, grad_scale, losses, d_lm_head, d_normed, precision,
+                                lm_head_chunk_rows(static_cast<int>(lm_head.extent(1))));
 }
 
 double sum(const t_vec_const& v) {
