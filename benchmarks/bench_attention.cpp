@@ -10,6 +10,7 @@
 
 #include "minimllm/kernels/attention.hpp"
 #include "minimllm/kernels/gemm.hpp"
+#include "minimllm/kernels/workspace.hpp"
 
 namespace minimllm {
 namespace {
@@ -57,7 +58,9 @@ void BM_AttentionForwardBackward(benchmark::State& state) {
   t_mat dq("dq", tokens, width), dk("dk", tokens, width), dv("dv", tokens, width);
   Kokkos::deep_copy(q, 0.1f), Kokkos::deep_copy(k, 0.2f), Kokkos::deep_copy(v, 0.3f),
       Kokkos::deep_copy(dout, 1.0f);
+  Workspace workspace;  // as in a model pass: the kernels' temporaries are reused, not reallocated
   for (auto _ : state) {
+    const WorkspaceScope scope(workspace);
     attention_forward(q, k, v, segs, shape, out, lse, kernels);
     attention_backward(dout, q, k, v, out, lse, segs, shape, dq, dk, dv, kernels);
     Kokkos::fence();
@@ -88,7 +91,9 @@ void BM_AttentionForward(benchmark::State& state) {
   const auto segs = make_self_segments({tokens}, true);
   t_mat q("q", tokens, width), out("out", tokens, width), lse("lse", tokens, shape.heads);
   Kokkos::deep_copy(q, 0.1f);
+  Workspace workspace;
   for (auto _ : state) {
+    const WorkspaceScope scope(workspace);
     attention_forward(q, q, q, segs, shape, out, lse);
     Kokkos::fence();
   }

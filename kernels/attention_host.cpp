@@ -12,7 +12,9 @@
 namespace minimllm::attention_detail {
 namespace {
 
-constexpr int kRows = 4;  // query rows register-blocked together
+constexpr int kRows = 4;    // query rows register-blocked together
+constexpr int kLanes = 16;  // independent partial maxima and sums over a tile's keys (one vector)
+static_assert(kTileK % kLanes == 0, "a key tile is whole vectors of lanes");
 
 // exp(x) for x <= ~88 in a form the compiler vectorises (libm's expf is a scalar call): Cody-Waite
 // reduction x = n ln2 + r, |r| <= ln2/2, then a degree-6 Taylor polynomial (relative error < 2e-7).
@@ -97,14 +99,28 @@ struct ForwardTile {
             correction[r] = 1.0f;
             continue;
           }
-          float m = row_max[i];
-          for (int j = 0; j < nj; ++j) m = score[r][j] > m ? score[r][j] : m;
+          // Fixed-length loops over the whole tile (masked past nj) with kLanes independent partial
+          // results: the compiler vectorises them (a running max or sum is one dependent chain).
+          float lanes[kLanes];
+          for (int l = 0; l < kLanes; ++l) lanes[l] = row_max[i];
+          for (int j0 = 0; j0 < kTileK; j0 += kLanes)
+            for (int l = 0; l < kLanes; ++l) {
+              const float sc = j0 + l < nj ? score[r][j0 + l] : -INFINITY;
+              lanes[l] = sc > lanes[l] ? sc : lanes[l];
+            }
+          float m = lanes[0];
+          for (int l = 1; l < kLanes; ++l) m = lanes[l] > m ? lanes[l] : m;
           correction[r] = expf(row_max[i] - m);
-          float sum = 0.0f;
+          // exp of every score, then the mask: a select the compiler vectorises (a conditional call not).
           for (int j = 0; j < kTileK; ++j) {
-            score[r][j] = j < nj ? exp_vectorizable(score[r][j] - m) : 0.0f;
-            sum += score[r][j];
+            const float e = exp_vectorizable(score[r][j] - m);
+            score[r][j] = j < nj ? e : 0.0f;
           }
+          for (int l = 0; l < kLanes; ++l) lanes[l] = 0.0f;
+          for (int j0 = 0; j0 < kTileK; j0 += kLanes)
+            for (int l = 0; l < kLanes; ++l) lanes[l] += score[r][j0 + l];
+          float sum = 0.0f;
+          for (int l = 0; l < kLanes; ++l) sum += lanes[l];
           row_sum[i] = row_sum[i] * correction[r] + sum;
           row_max[i] = m;
         }
