@@ -7,35 +7,17 @@
 #include <cmath>
 
 #include "attention_internal.hpp"
+#include "exp_vectorizable.hpp"
 #include "minimllm/kernels/workspace.hpp"
 
 namespace minimllm::attention_detail {
 namespace {
 
+using kernels_detail::exp_vectorizable;
+
 constexpr int kRows = 4;    // query rows register-blocked together
 constexpr int kLanes = 16;  // independent partial maxima and sums over a tile's keys (one vector)
 static_assert(kTileK % kLanes == 0, "a key tile is whole vectors of lanes");
-
-// exp(x) for x <= ~88 in a form the compiler vectorises (libm's expf is a scalar call): Cody-Waite
-// reduction x = n ln2 + r, |r| <= ln2/2, then a degree-6 Taylor polynomial (relative error < 2e-7).
-KOKKOS_INLINE_FUNCTION float exp_vectorizable(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const float n = floorf(x * 1.44269504f + 0.5f);
-  const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  union {
-    int i;
-    float f;
-  } two_to_n;
-  two_to_n.i = (static_cast<int>(n) + 127) << 23;
-  return p * two_to_n.f;
-}
 
 // D is the head dimension the loops run to; when kExact it equals DMax and is known at compile time.
 template <int DMax, bool kExact>

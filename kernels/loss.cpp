@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "exp_vectorizable.hpp"
 #include "minimllm/kernels/workspace.hpp"
 #include "team_policy.hpp"
 
@@ -20,6 +21,56 @@ constexpr int kSumChunk = 4096;
 constexpr std::int64_t kLogitsChunkFloats = std::int64_t(1) << 23;
 constexpr int kMinChunkRows = 256;
 
+// Independent partial maxima and sums over a row (one 512-bit vector): a running max or sum is one
+// dependent chain the compiler cannot vectorise.
+constexpr int kLanes = 16;
+
+// Host backends: one row per work item, three contiguous passes over it that the compiler vectorises
+// (lane-wise max; exp_vectorizable and lane-wise sum; scale and subtract the one-hot).
+void softmax_xent_host(const t_mat_const& logits, const t_ivec_const& targets, float grad_scale,
+                       const t_vec& losses, const t_mat& dlogits) {
+  const int rows = static_cast<int>(logits.extent(0)), cols = static_cast<int>(logits.extent(1));
+  Kokkos::parallel_for(
+      "minimllm::loss::softmax_xent_forward_backward", Kokkos::RangePolicy<ExecSpace>(0, rows),
+      KOKKOS_LAMBDA(const int row) {
+        const float* x = &logits(row, 0);
+        float* d = &dlogits(row, 0);  // may be x itself: every element is read before it is written
+        const int target = targets(row);
+        if (target < 0) {
+          for (int j = 0; j < cols; ++j) d[j] = 0.0f;
+          losses(row) = 0.0f;
+          return;
+        }
+        const float target_logit = x[target];
+        const int whole = cols - cols % kLanes;
+        float lanes[kLanes];
+        for (int l = 0; l < kLanes; ++l) lanes[l] = x[0];
+        for (int j0 = 0; j0 < whole; j0 += kLanes)
+          for (int l = 0; l < kLanes; ++l) lanes[l] = x[j0 + l] > lanes[l] ? x[j0 + l] : lanes[l];
+        float row_max = lanes[0];
+        for (int l = 1; l < kLanes; ++l) row_max = lanes[l] > row_max ? lanes[l] : row_max;
+        for (int j = whole; j < cols; ++j) row_max = x[j] > row_max ? x[j] : row_max;
+        // d holds exp(logit - max) between the passes, saving a second exp per element.
+        for (int l = 0; l < kLanes; ++l) lanes[l] = 0.0f;
+        for (int j0 = 0; j0 < whole; j0 += kLanes)
+          for (int l = 0; l < kLanes; ++l) {
+            const float e = kernels_detail::exp_vectorizable(x[j0 + l] - row_max);
+            d[j0 + l] = e;
+            lanes[l] += e;
+          }
+        float sum_exp = 0.0f;
+        for (int l = 0; l < kLanes; ++l) sum_exp += lanes[l];
+        for (int j = whole; j < cols; ++j) {
+          const float e = kernels_detail::exp_vectorizable(x[j] - row_max);
+          d[j] = e;
+          sum_exp += e;
+        }
+        const float prob_scale = grad_scale / sum_exp;
+        for (int j = 0; j < cols; ++j) d[j] = d[j] * prob_scale - (j == target ? grad_scale : 0.0f);
+        losses(row) = row_max + logf(sum_exp) - target_logit;
+      });
+}
+
 }  // namespace
 
 void softmax_xent_forward_backward(const t_mat_const& logits, const t_ivec_const& targets, float grad_scale,
@@ -29,6 +80,10 @@ void softmax_xent_forward_backward(const t_mat_const& logits, const t_ivec_const
       dlogits.extent(1) != logits.extent(1))
     throw std::invalid_argument(
         "softmax_xent_forward_backward: logits, targets, losses and dlogits do not conform");
+  if (kernels_detail::kHostExec && logits.stride(1) == 1 && dlogits.stride(1) == 1) {
+    softmax_xent_host(logits, targets, grad_scale, losses, dlogits);
+    return;
+  }
   const int cols = static_cast<int>(logits.extent(1));
   Kokkos::parallel_for(
       "minimllm::loss::softmax_xent_forward_backward", kernels_detail::row_teams(static_cast<int>(rows)),
