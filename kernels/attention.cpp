@@ -8,6 +8,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "attention_internal.hpp"
 #include "minimllm/kernels/workspace.hpp"
@@ -16,9 +17,26 @@
 namespace minimllm {
 namespace attention_detail {
 
+// Host backends: one work item per row (pack_rows, unpack_rows: rows of unit column stride, read through
+// pointers) or per block of kPackRows rows (pack_transposed), with plain contiguous loops; GPUs (and other
+// strides): one index per element (coalesced on a GPU).
+constexpr int kPackRows = 16;
+
 t_heads pack_rows(const t_mat_strided_const& src, int heads, int head_dim, float scale, const char* label) {
   const int rows = static_cast<int>(src.extent(0));
   const t_heads dst = scratch_view<t_heads>(label, heads, rows, head_dim);
+  if (kernels_detail::kHostExec && src.stride(1) == 1) {
+    Kokkos::parallel_for(
+        "minimllm::attention::pack_rows", Kokkos::RangePolicy<ExecSpace>(0, rows),
+        KOKKOS_LAMBDA(const int r) {
+          for (int h = 0; h < heads; ++h) {
+            const float* s = &src(r, h * head_dim);
+            float* d = &dst(h, r, 0);
+            for (int i = 0; i < head_dim; ++i) d[i] = s[i] * scale;
+          }
+        });
+    return dst;
+  }
   Kokkos::parallel_for(
       "minimllm::attention::pack_rows",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {heads, rows, head_dim}),
@@ -31,7 +49,24 @@ t_heads pack_rows(const t_mat_strided_const& src, int heads, int head_dim, float
 t_heads pack_transposed(const t_mat_strided_const& src, int heads, int head_dim, const char* label) {
   const int rows = static_cast<int>(src.extent(0));
   const t_heads dst = scratch_view<t_heads>(label, heads, head_dim, rows + kTileK);
-  Kokkos::deep_copy(dst, 0.0f);  // the padding
+  // Only the padding needs zeros; the rows are all written below.
+  Kokkos::deep_copy(Kokkos::subview(dst, Kokkos::ALL(), Kokkos::ALL(), std::make_pair(rows, rows + kTileK)),
+                    0.0f);
+  if (kernels_detail::kHostExec) {
+    // A block of kPackRows rows of one head: read row by row (contiguous), written kPackRows at a time.
+    const int blocks = (rows + kPackRows - 1) / kPackRows;
+    Kokkos::parallel_for(
+        "minimllm::attention::pack_transposed", Kokkos::RangePolicy<ExecSpace>(0, heads * blocks),
+        KOKKOS_LAMBDA(const int w) {
+          const int h = w / blocks, r0 = (w % blocks) * kPackRows;
+          const int nr = rows - r0 < kPackRows ? rows - r0 : kPackRows;
+          for (int d = 0; d < head_dim; ++d) {
+            float* out = &dst(h, d, r0);
+            for (int r = 0; r < nr; ++r) out[r] = src(r0 + r, h * head_dim + d);
+          }
+        });
+    return dst;
+  }
   Kokkos::parallel_for(
       "minimllm::attention::pack_transposed",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {heads, head_dim, rows}),
@@ -42,6 +77,18 @@ t_heads pack_transposed(const t_mat_strided_const& src, int heads, int head_dim,
 void unpack_rows(const t_heads& src, const t_mat_strided& dst) {
   const int heads = static_cast<int>(src.extent(0)), rows = static_cast<int>(src.extent(1));
   const int head_dim = static_cast<int>(src.extent(2));
+  if (kernels_detail::kHostExec && dst.stride(1) == 1) {
+    Kokkos::parallel_for(
+        "minimllm::attention::unpack_rows", Kokkos::RangePolicy<ExecSpace>(0, rows),
+        KOKKOS_LAMBDA(const int r) {
+          for (int h = 0; h < heads; ++h) {
+            const float* s = &src(h, r, 0);
+            float* d = &dst(r, h * head_dim);
+            for (int i = 0; i < head_dim; ++i) d[i] = s[i];
+          }
+        });
+    return;
+  }
   Kokkos::parallel_for(
       "minimllm::attention::unpack_rows",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {rows, heads, head_dim}),

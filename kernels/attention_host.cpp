@@ -7,33 +7,17 @@
 #include <cmath>
 
 #include "attention_internal.hpp"
+#include "exp_vectorizable.hpp"
 #include "minimllm/kernels/workspace.hpp"
 
 namespace minimllm::attention_detail {
 namespace {
 
-constexpr int kRows = 4;  // query rows register-blocked together
+using kernels_detail::exp_vectorizable;
 
-// exp(x) for x <= ~88 in a form the compiler vectorises (libm's expf is a scalar call): Cody-Waite
-// reduction x = n ln2 + r, |r| <= ln2/2, then a degree-6 Taylor polynomial (relative error < 2e-7).
-KOKKOS_INLINE_FUNCTION float exp_vectorizable(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const float n = floorf(x * 1.44269504f + 0.5f);
-  const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  union {
-    int i;
-    float f;
-  } two_to_n;
-  two_to_n.i = (static_cast<int>(n) + 127) << 23;
-  return p * two_to_n.f;
-}
+constexpr int kRows = 4;    // query rows register-blocked together
+constexpr int kLanes = 16;  // independent partial maxima and sums over a tile's keys (one vector)
+static_assert(kTileK % kLanes == 0, "a key tile is whole vectors of lanes");
 
 // D is the head dimension the loops run to; when kExact it equals DMax and is known at compile time.
 template <int DMax, bool kExact>
@@ -97,14 +81,28 @@ struct ForwardTile {
             correction[r] = 1.0f;
             continue;
           }
-          float m = row_max[i];
-          for (int j = 0; j < nj; ++j) m = score[r][j] > m ? score[r][j] : m;
+          // Fixed-length loops over the whole tile (masked past nj) with kLanes independent partial
+          // results: the compiler vectorises them (a running max or sum is one dependent chain).
+          float lanes[kLanes];
+          for (int l = 0; l < kLanes; ++l) lanes[l] = row_max[i];
+          for (int j0 = 0; j0 < kTileK; j0 += kLanes)
+            for (int l = 0; l < kLanes; ++l) {
+              const float sc = j0 + l < nj ? score[r][j0 + l] : -INFINITY;
+              lanes[l] = sc > lanes[l] ? sc : lanes[l];
+            }
+          float m = lanes[0];
+          for (int l = 1; l < kLanes; ++l) m = lanes[l] > m ? lanes[l] : m;
           correction[r] = expf(row_max[i] - m);
-          float sum = 0.0f;
+          // exp of every score, then the mask: a select the compiler vectorises (a conditional call not).
           for (int j = 0; j < kTileK; ++j) {
-            score[r][j] = j < nj ? exp_vectorizable(score[r][j] - m) : 0.0f;
-            sum += score[r][j];
+            const float e = exp_vectorizable(score[r][j] - m);
+            score[r][j] = j < nj ? e : 0.0f;
           }
+          for (int l = 0; l < kLanes; ++l) lanes[l] = 0.0f;
+          for (int j0 = 0; j0 < kTileK; j0 += kLanes)
+            for (int l = 0; l < kLanes; ++l) lanes[l] += score[r][j0 + l];
+          float sum = 0.0f;
+          for (int l = 0; l < kLanes; ++l) sum += lanes[l];
           row_sum[i] = row_sum[i] * correction[r] + sum;
           row_max[i] = m;
         }

@@ -1,7 +1,10 @@
 #include "minimllm/kernels/loss.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <utility>
 
+#include "exp_vectorizable.hpp"
 #include "minimllm/kernels/workspace.hpp"
 #include "team_policy.hpp"
 
@@ -14,6 +17,60 @@ using kernels_detail::TeamPolicy;
 // Elements per partial sum in sum(); fixed so the summation order is independent of the thread count.
 constexpr int kSumChunk = 4096;
 
+// Logits kept alive at once by the fused LM head (fp32 elements: 32 MiB), and the fewest rows per chunk.
+constexpr std::int64_t kLogitsChunkFloats = std::int64_t(1) << 23;
+constexpr int kMinChunkRows = 256;
+
+// Independent partial maxima and sums over a row (one 512-bit vector): a running max or sum is one
+// dependent chain the compiler cannot vectorise.
+constexpr int kLanes = 16;
+
+// Host backends: one row per work item, three contiguous passes over it that the compiler vectorises
+// (lane-wise max; exp_vectorizable and lane-wise sum; scale and subtract the one-hot).
+void softmax_xent_host(const t_mat_const& logits, const t_ivec_const& targets, float grad_scale,
+                       const t_vec& losses, const t_mat& dlogits) {
+  const int rows = static_cast<int>(logits.extent(0)), cols = static_cast<int>(logits.extent(1));
+  Kokkos::parallel_for(
+      "minimllm::loss::softmax_xent_forward_backward", Kokkos::RangePolicy<ExecSpace>(0, rows),
+      KOKKOS_LAMBDA(const int row) {
+        const float* x = &logits(row, 0);
+        float* d = &dlogits(row, 0);  // may be x itself: every element is read before it is written
+        const int target = targets(row);
+        if (target < 0) {
+          for (int j = 0; j < cols; ++j) d[j] = 0.0f;
+          losses(row) = 0.0f;
+          return;
+        }
+        const float target_logit = x[target];
+        const int whole = cols - cols % kLanes;
+        float lanes[kLanes];
+        for (int l = 0; l < kLanes; ++l) lanes[l] = x[0];
+        for (int j0 = 0; j0 < whole; j0 += kLanes)
+          for (int l = 0; l < kLanes; ++l) lanes[l] = x[j0 + l] > lanes[l] ? x[j0 + l] : lanes[l];
+        float row_max = lanes[0];
+        for (int l = 1; l < kLanes; ++l) row_max = lanes[l] > row_max ? lanes[l] : row_max;
+        for (int j = whole; j < cols; ++j) row_max = x[j] > row_max ? x[j] : row_max;
+        // d holds exp(logit - max) between the passes, saving a second exp per element.
+        for (int l = 0; l < kLanes; ++l) lanes[l] = 0.0f;
+        for (int j0 = 0; j0 < whole; j0 += kLanes)
+          for (int l = 0; l < kLanes; ++l) {
+            const float e = kernels_detail::exp_vectorizable(x[j0 + l] - row_max);
+            d[j0 + l] = e;
+            lanes[l] += e;
+          }
+        float sum_exp = 0.0f;
+        for (int l = 0; l < kLanes; ++l) sum_exp += lanes[l];
+        for (int j = whole; j < cols; ++j) {
+          const float e = kernels_detail::exp_vectorizable(x[j] - row_max);
+          d[j] = e;
+          sum_exp += e;
+        }
+        const float prob_scale = grad_scale / sum_exp;
+        for (int j = 0; j < cols; ++j) d[j] = d[j] * prob_scale - (j == target ? grad_scale : 0.0f);
+        losses(row) = row_max + logf(sum_exp) - target_logit;
+      });
+}
+
 }  // namespace
 
 void softmax_xent_forward_backward(const t_mat_const& logits, const t_ivec_const& targets, float grad_scale,
@@ -23,6 +80,10 @@ void softmax_xent_forward_backward(const t_mat_const& logits, const t_ivec_const
       dlogits.extent(1) != logits.extent(1))
     throw std::invalid_argument(
         "softmax_xent_forward_backward: logits, targets, losses and dlogits do not conform");
+  if (kernels_detail::kHostExec && logits.stride(1) == 1 && dlogits.stride(1) == 1) {
+    softmax_xent_host(logits, targets, grad_scale, losses, dlogits);
+    return;
+  }
   const int cols = static_cast<int>(logits.extent(1));
   Kokkos::parallel_for(
       "minimllm::loss::softmax_xent_forward_backward", kernels_detail::row_teams(static_cast<int>(rows)),
@@ -61,6 +122,50 @@ void softmax_xent_forward_backward(const t_mat_const& logits, const t_ivec_const
         Kokkos::single(Kokkos::PerTeam(team),
                        [&]() { losses(row) = row_max + logf(sum_exp) - target_logit; });
       });
+}
+
+int lm_head_chunk_rows(int vocab) {
+  if (vocab < 1) throw std::invalid_argument("lm_head_chunk_rows: vocab must be positive");
+  return static_cast<int>(std::max<std::int64_t>(kMinChunkRows, kLogitsChunkFloats / vocab));
+}
+
+void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const& lm_head,
+                                   const t_ivec_const& targets, float grad_scale, const t_vec& losses,
+                                   const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision,
+                                   int chunk_rows) {
+  const int rows = static_cast<int>(normed.extent(0)), vocab = static_cast<int>(lm_head.extent(1));
+  if (lm_head.extent(0) != normed.extent(1) || d_normed.extent(0) != normed.extent(0) ||
+      d_normed.extent(1) != normed.extent(1) || d_lm_head.extent(0) != lm_head.extent(0) ||
+      d_lm_head.extent(1) != lm_head.extent(1) || targets.extent(0) != normed.extent(0) ||
+      losses.extent(0) != normed.extent(0))
+    throw std::invalid_argument(
+        "lm_head_xent_forward_backward: normed, lm_head, targets, losses and gradients do not conform");
+  if (chunk_rows < 1) throw std::invalid_argument("lm_head_xent_forward_backward: chunk_rows must be >= 1");
+  if (rows == 0) return;
+  // Equal chunks (no small remainder): ceil(rows / chunks) rows each.
+  const int chunks = (rows + chunk_rows - 1) / chunk_rows;
+  const int per_chunk = (rows + chunks - 1) / chunks;
+  const WorkspaceScope scope;
+  const t_mat buffer = scratch_view<t_mat>("minimllm::lm_head_logits", std::min(per_chunk, rows), vocab);
+  for (int first = 0; first < rows; first += per_chunk) {
+    const std::pair<int, int> r(first, std::min(rows, first + per_chunk));
+    const int n = r.second - r.first;
+    const t_mat logits = Kokkos::subview(buffer, std::make_pair(0, n), Kokkos::ALL());
+    const t_mat_const x = Kokkos::subview(normed, r, Kokkos::ALL());
+    gemm(Trans::no, Trans::no, 1.0f, x, lm_head, 0.0f, logits, precision);
+    softmax_xent_forward_backward(logits, Kokkos::subview(targets, r), grad_scale, Kokkos::subview(losses, r),
+                                  logits);  // logits become dlogits
+    gemm(Trans::yes, Trans::no, 1.0f, x, logits, 1.0f, d_lm_head, precision);
+    gemm(Trans::no, Trans::yes, 1.0f, logits, lm_head, 0.0f, Kokkos::subview(d_normed, r, Kokkos::ALL()),
+         precision);
+  }
+}
+
+void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const& lm_head,
+                                   const t_ivec_const& targets, float grad_scale, const t_vec& losses,
+                                   const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision) {
+  lm_head_xent_forward_backward(normed, lm_head, targets, grad_scale, losses, d_lm_head, d_normed, precision,
+                                lm_head_chunk_rows(static_cast<int>(lm_head.extent(1))));
 }
 
 double sum(const t_vec_const& v) {

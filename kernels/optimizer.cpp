@@ -6,29 +6,77 @@
 
 namespace minimllm {
 
-// Same arithmetic order as torch.optim.AdamW: decay first, then the bias-corrected Adam step.
+namespace {
+
+// Elements per work item on host backends: a contiguous span the compiler vectorises (one thread walks
+// it with restrict pointers), large enough to amortise the scheduling, small enough to balance threads.
+constexpr std::int64_t kAdamWBlock = 4096;
+
+struct AdamWScalars {
+  float beta1, beta2, eps, decay, step_size, inv_sqrt_bias2;
+};
+
+// Same arithmetic order as torch.optim.AdamW: decay first, then the bias-corrected Adam step. decay is
+// exactly 1.0f for undecayed elements, so p * decay == p there.
+KOKKOS_INLINE_FUNCTION void adamw_span(float* __restrict__ p, const float* __restrict__ g,
+                                       float* __restrict__ m, float* __restrict__ v, std::int64_t begin,
+                                       std::int64_t end, float decay, const AdamWScalars& s) {
+  for (std::int64_t i = begin; i < end; ++i) {
+    const float gi = g[i];
+    const float m_new = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
+    const float v_new = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
+    m[i] = m_new;
+    v[i] = v_new;
+    p[i] = p[i] * decay - s.step_size * m_new / (sqrtf(v_new) * s.inv_sqrt_bias2 + s.eps);
+  }
+}
+
+}  // namespace
+
 void adamw_update(const t_vec& params, const t_vec_const& grads, const t_vec& m, const t_vec& v,
-                  const AdamWHyper& hyper, int step) {
+                  const AdamWHyper& hyper, int step, std::size_t decayed) {
   const std::size_t n = params.extent(0);
   if (grads.extent(0) != n || m.extent(0) != n || v.extent(0) != n)
     throw std::invalid_argument("adamw_update: params, grads, m and v differ in length");
   if (step < 1) throw std::invalid_argument("adamw_update: step counts from 1");
-  const float beta1 = hyper.beta1;
-  const float beta2 = hyper.beta2;
-  const float eps = hyper.eps;
-  const float decay = 1.0f - hyper.lr * hyper.weight_decay;
-  const float step_size = hyper.lr / static_cast<float>(1.0 - std::pow(double(beta1), step));
-  const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(double(beta2), step)));
-  Kokkos::parallel_for(
-      "minimllm::optimizer::adamw_update", Kokkos::RangePolicy<ExecSpace>(0, static_cast<int64_t>(n)),
-      KOKKOS_LAMBDA(int64_t i) {
-        const float g = grads(i);
-        const float m_new = beta1 * m(i) + (1.0f - beta1) * g;
-        const float v_new = beta2 * v(i) + (1.0f - beta2) * g * g;
-        m(i) = m_new;
-        v(i) = v_new;
-        params(i) = params(i) * decay - step_size * m_new / (sqrtf(v_new) * inv_sqrt_bias2 + eps);
-      });
+  if (decayed > n) throw std::invalid_argument("adamw_update: more decayed elements than parameters");
+  // Raw pointers of contiguous MemSpace views: one fused pass over the four arrays.
+  if (params.span() != n || grads.span() != n || m.span() != n || v.span() != n)
+    throw std::invalid_argument("adamw_update: params, grads, m and v must be contiguous");
+  AdamWScalars s;
+  s.beta1 = hyper.beta1;
+  s.beta2 = hyper.beta2;
+  s.eps = hyper.eps;
+  s.decay = 1.0f - hyper.lr * hyper.weight_decay;
+  s.step_size = hyper.lr / static_cast<float>(1.0 - std::pow(double(hyper.beta1), step));
+  s.inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(double(hyper.beta2), step)));
+  float* const p = params.data();
+  const float* const g = grads.data();
+  float* const mp = m.data();
+  float* const vp = v.data();
+  const std::int64_t total = static_cast<std::int64_t>(n), nd = static_cast<std::int64_t>(decayed);
+  if (kMemSpaceIsHostAccessible) {
+    // Host: one block of contiguous elements per work item; the block is split at the decay boundary.
+    Kokkos::parallel_for(
+        "minimllm::optimizer::adamw_update",
+        Kokkos::RangePolicy<ExecSpace>(0, (total + kAdamWBlock - 1) / kAdamWBlock), KOKKOS_LAMBDA(int64_t b) {
+          const std::int64_t begin = b * kAdamWBlock;
+          const std::int64_t end = begin + kAdamWBlock < total ? begin + kAdamWBlock : total;
+          const std::int64_t split = nd < begin ? begin : (nd > end ? end : nd);
+          adamw_span(p, g, mp, vp, begin, split, s.decay, s);
+          adamw_span(p, g, mp, vp, split, end, 1.0f, s);
+        });
+  } else {
+    // GPU: one element per thread (coalesced).
+    Kokkos::parallel_for(
+        "minimllm::optimizer::adamw_update", Kokkos::RangePolicy<ExecSpace>(0, total),
+        KOKKOS_LAMBDA(int64_t i) { adamw_span(p, g, mp, vp, i, i + 1, i < nd ? s.decay : 1.0f, s); });
+  }
+}
+
+void adamw_update(const t_vec& params, const t_vec_const& grads, const t_vec& m, const t_vec& v,
+                  const AdamWHyper& hyper, int step) {
+  adamw_update(params, grads, m, v, hyper, step, params.extent(0));
 }
 
 double sum_of_squares(const t_vec_const& x) {

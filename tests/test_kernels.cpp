@@ -574,6 +574,53 @@ TEST(SoftmaxXent, GradientMatchesFiniteDifferencesAndWorksInPlace) {
   EXPECT_TRUE(bitwise_equal(losses_in_place, losses));
 }
 
+// The fused LM head + loss in row chunks (uneven: 5 chunks of 60 for 300 rows at chunk_rows 64) against
+// the unfused reference: the whole [rows, vocab] logits, softmax_xent in place, then the two GEMMs.
+void expect_near_elementwise(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                             const char* name) {
+  ASSERT_EQ(got.size(), want.size()) << name;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::abs(want[i]))) << name << " element " << i;
+}
+
+TEST(LmHeadXent, ChunkedMatchesUnfusedReference) {
+  const int rows = 300, width = 24, vocab = 50;
+  const float grad_scale = 0.25f;
+  const t_mat normed = random_matrix(rows, width, 41);
+  const t_mat lm_head = random_matrix(width, vocab, 42);
+  std::vector<int> target_list(rows);
+  for (int i = 0; i < rows; ++i) target_list[i] = i % 7 == 3 ? -1 : (i * 13) % vocab;
+  const t_ivec targets = int_vector(target_list);
+
+  const t_mat logits("logits", rows, vocab);
+  gemm(Trans::no, Trans::no, 1.0f, normed, lm_head, 0.0f, logits);
+  const t_vec ref_losses("ref_losses", rows);
+  softmax_xent_forward_backward(logits, targets, grad_scale, ref_losses, logits);
+  const t_mat ref_dw = random_matrix(width, vocab, 43);  // accumulated into
+  const t_mat dw = copy_of(ref_dw);
+  gemm(Trans::yes, Trans::no, 1.0f, normed, logits, 1.0f, ref_dw);
+  const t_mat ref_dx("ref_dx", rows, width);
+  gemm(Trans::no, Trans::yes, 1.0f, logits, lm_head, 0.0f, ref_dx);
+
+  for (int chunk_rows : {64, 1000}) {
+    SCOPED_TRACE("chunk_rows=" + std::to_string(chunk_rows));
+    const t_vec losses("losses", rows);
+    const t_mat dx = random_matrix(rows, width, 44);  // overwritten
+    const t_mat dw_chunked = copy_of(dw);
+    lm_head_xent_forward_backward(normed, lm_head, targets, grad_scale, losses, dw_chunked, dx,
+                                  GemmPrecision::fp32, chunk_rows);
+    expect_near_elementwise(elements(losses), elements(ref_losses), 1e-6, "losses");
+    expect_near_elementwise(elements(dx), elements(ref_dx), 1e-6, "d_normed");
+    expect_near_elementwise(elements(dw_chunked), elements(ref_dw), 1e-5, "d_lm_head");
+  }
+}
+
+TEST(LmHeadXent, ChunkRowsDependOnVocabularyOnly) {
+  EXPECT_EQ(lm_head_chunk_rows(64), (1 << 23) / 64);
+  EXPECT_EQ(lm_head_chunk_rows(50257), 256);  // at least 256 rows
+  EXPECT_THROW(lm_head_chunk_rows(0), std::invalid_argument);
+}
+
 // ------------------------------------------------------------------------------------ row routing
 
 TEST(Embedding, ForwardGathersRowsAndBackwardAccumulatesRepeatedIds) {
@@ -686,6 +733,42 @@ void check_adamw(float weight_decay) {
 TEST(AdamW, MatchesScalarReferenceOverThreeSteps) {
   check_adamw(0.0f);
   check_adamw(0.1f);
+}
+
+// The fused pass over one buffer decays exactly [0, decayed): the boundary falls inside a work block and
+// the buffer ends in a partial block. Reference: the same float expression, element by element, on the host.
+TEST(AdamW, FusedPassDecaysOnlyTheLeadingRangeAndMatchesElementwiseFloat) {
+  const int n = 3 * 4096 + 37, decayed = 5000;
+  AdamWHyper hyper;
+  hyper.lr = 1e-2f;
+  hyper.weight_decay = 0.5f;  // large, so a misplaced boundary is far outside the tolerance
+  const t_vec params = random_vector(n, 31);
+  const t_vec m("m", n), v("v", n);
+  std::vector<float> p_ref(n), m_ref(n, 0.0f), v_ref(n, 0.0f);
+  const auto p0 = elements(params);
+  for (int i = 0; i < n; ++i) p_ref[i] = static_cast<float>(p0[i]);
+  for (int step = 1; step <= 2; ++step) {
+    const t_vec grads = random_vector(n, 200 + step);
+    const auto g = elements(grads);
+    adamw_update(params, grads, m, v, hyper, step, decayed);
+    const float step_size = hyper.lr / static_cast<float>(1.0 - std::pow(double(hyper.beta1), step));
+    const float inv_sqrt_bias2 =
+        static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(double(hyper.beta2), step)));
+    for (int i = 0; i < n; ++i) {
+      const float gi = static_cast<float>(g[i]);
+      const float decay = i < decayed ? 1.0f - hyper.lr * hyper.weight_decay : 1.0f;
+      m_ref[i] = hyper.beta1 * m_ref[i] + (1.0f - hyper.beta1) * gi;
+      v_ref[i] = hyper.beta2 * v_ref[i] + (1.0f - hyper.beta2) * gi * gi;
+      p_ref[i] = p_ref[i] * decay - step_size * m_ref[i] / (std::sqrt(v_ref[i]) * inv_sqrt_bias2 + hyper.eps);
+    }
+  }
+  const auto p = elements(params);
+  const auto mv = elements(m);
+  for (int i = 0; i < n; ++i) {
+    // Within float contraction (FMA) of the same expression: a few ulps.
+    ASSERT_NEAR(p[i], p_ref[i], 4e-7 * (1.0 + std::abs(p_ref[i]))) << i;
+    ASSERT_NEAR(mv[i], m_ref[i], 1e-7) << i;
+  }
 }
 
 TEST(AdamW, RejectsStepZero) {

@@ -336,15 +336,13 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
   t_mat normed = uninitialized("llm::normed", rows, width);
   t_vec rstd = uninitialized("llm::rstd", rows);
   rmsnorm_forward(x_final, w.final_norm, normed, rstd);
-  t_mat logits = uninitialized("llm::logits", rows, c.vocab);
-  gemm(Trans::no, Trans::no, 1.0f, normed, w.lm_head, 0.0f, logits, precision_);
+  // The LM head and the loss in chunks of rows: never a [rows, vocab] logits matrix.
   t_vec losses = uninitialized("llm::losses", rows);
-  softmax_xent_forward_backward(logits, input.targets, grad_scale, losses, logits);  // logits become dlogits
+  t_mat d_normed = uninitialized("llm::d_normed", rows, width);
+  lm_head_xent_forward_backward(normed, w.lm_head, input.targets, grad_scale, losses, g.lm_head, d_normed,
+                                precision_);
   const double loss_sum = sum(losses);
 
-  gemm(Trans::yes, Trans::no, 1.0f, normed, logits, 1.0f, g.lm_head, precision_);
-  t_mat d_normed = uninitialized("llm::d_normed", rows, width);
-  gemm(Trans::no, Trans::yes, 1.0f, logits, w.lm_head, 0.0f, d_normed, precision_);
   const t_mat dx = zeroed("llm::dx", rows, width);
   rmsnorm_backward(d_normed, x_final, w.final_norm, rstd, dx, g.final_norm);
   BlockScratch scratch(rows, width, hidden, kv ? kv->full_rows() : 0);
@@ -388,26 +386,37 @@ double saved_per_row(int width, int hidden, int heads, int layers) {
 }
 }  // namespace
 
+namespace {
+
+// Rows of LM-head logits alive at once: one chunk (lm_head_xent_forward_backward). `whole` counts every
+// row instead: the planners' linear model, exact up to one chunk of rows and an upper bound beyond.
+double logits_rows(const LlmConfig& c, std::int64_t rows, bool whole) {
+  return static_cast<double>(whole ? rows : std::min<std::int64_t>(rows, lm_head_chunk_rows(c.vocab)));
+}
+
 // bf16: gemm rounds both operands of a GEMM into workspace scratch (floats on the host, 16-bit on CUDA),
-// each at most as large as the largest operand of the pass: the LM head's logits (rows x vocab) or a
-// weight matrix; rows: the pass's rows (LLM rows or encoder patches).
-double rounded_operand_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t rows,
-                             bool llm) {
+// each at most as large as the largest operand of the pass: a chunk of the LM head's logits (chunk rows x
+// vocab) or a weight matrix or an activation; rows: the pass's rows (LLM rows or encoder patches).
+double rounded_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t rows, bool llm,
+                     bool whole_logits) {
   if (precision != GemmPrecision::bf16) return 0.0;
   const EncoderConfig& e = config.encoder;
   const LlmConfig& c = config.llm;
-  const double cols =
-      llm ? std::max({c.vocab, c.mlp_ratio * c.width, 3 * c.width})
-          : std::max({e.mlp_ratio * e.width, 3 * e.width, c.width, e.channels * e.patch * e.patch});
+  const double operand =
+      llm ? std::max(std::max(c.mlp_ratio * c.width, 3 * c.width) * static_cast<double>(rows),
+                     static_cast<double>(c.vocab) * logits_rows(c, rows, whole_logits))
+          : std::max({e.mlp_ratio * e.width, 3 * e.width, c.width, e.channels * e.patch * e.patch}) *
+                static_cast<double>(rows);
   const double weights = static_cast<double>(c.width) * std::max(c.vocab, c.mlp_ratio * c.width);
-  return 2.0 * std::max(cols * rows, weights) * (kMemSpaceIsHostAccessible ? 4.0 : 2.0);
+  return 2.0 * std::max(operand, weights) * (kMemSpaceIsHostAccessible ? 4.0 : 2.0);
 }
 
-double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
-                      std::int64_t key_rows) {
+double llm_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
+                 std::int64_t key_rows, bool whole_logits) {
   const LlmConfig& c = config.llm;
   const double llm_row = saved_per_row(c.width, c.mlp_ratio * c.width, c.heads, c.layers) + 3.0 * c.width +
-                         c.vocab + 2.0 /* x_final, normed, d_normed, logits, rstd, loss */ + 2.0 /* ids */;
+                         2.0 /* x_final, normed, d_normed, rstd, loss */ + 2.0 /* ids */;
+  const double logits = static_cast<double>(c.vocab) * logits_rows(c, llm_rows, whole_logits);
   // Gathered K|V per layer, plus one d(K|V) scratch, under context parallelism; and the exchange's
   // staging (this rank's K|V rows and the rank-major gathered rows, workspace scratch per call).
   const double kv = (c.layers + 1.0) * 2.0 * c.width * key_rows +
@@ -415,12 +424,12 @@ double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, std::i
   // Attention backward's temporaries: per-head copies of Q, dO and dQ over the local rows, of K, V and
   // transposed K, V over the key rows.
   const double attention = 3.0 * c.width * llm_rows + 4.0 * c.width * (key_rows > 0 ? key_rows : llm_rows);
-  return 4.0 * (llm_row * llm_rows + kv + attention) +
-         rounded_operand_bytes(config, precision, llm_rows, true);
+  return 4.0 * (llm_row * llm_rows + logits + kv + attention) +
+         rounded_bytes(config, precision, llm_rows, true, whole_logits);
 }
 
-double activation_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
-                        std::int64_t patches, std::int64_t key_rows) {
+double all_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
+                 std::int64_t patches, std::int64_t key_rows, bool whole_logits) {
   const EncoderConfig& e = config.encoder;
   const LlmConfig& c = config.llm;
   const double enc_row = saved_per_row(e.width, e.mlp_ratio * e.width, e.heads, e.layers) + 3.0 * e.width +
@@ -429,18 +438,37 @@ double activation_bytes(const ModelConfig& config, GemmPrecision precision, std:
   // to send and receive, both directions (the executor's exchange workspace).
   const double boundary = 8.0 * c.width * patches;
   // The encoder's rounded operands reuse the LLM pass's workspace; only a larger need adds.
-  const double encoder_rounded = std::max(0.0, rounded_operand_bytes(config, precision, patches, false) -
-                                                   rounded_operand_bytes(config, precision, llm_rows, true));
-  return llm_pass_bytes(config, precision, llm_rows, key_rows) + 4.0 * (enc_row * patches + boundary) +
-         encoder_rounded;
+  const double encoder_rounded =
+      std::max(0.0, rounded_bytes(config, precision, patches, false, whole_logits) -
+                        rounded_bytes(config, precision, llm_rows, true, whole_logits));
+  return llm_bytes(config, precision, llm_rows, key_rows, whole_logits) +
+         4.0 * (enc_row * patches + boundary) + encoder_rounded;
+}
+
+}  // namespace
+
+double rounded_operand_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t rows,
+                             bool llm) {
+  return rounded_bytes(config, precision, rows, llm, false);
+}
+
+double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
+                      std::int64_t key_rows) {
+  return llm_bytes(config, precision, llm_rows, key_rows, false);
+}
+
+double activation_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
+                        std::int64_t patches, std::int64_t key_rows) {
+  return all_bytes(config, precision, llm_rows, patches, key_rows, false);
 }
 
 MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision) {
   // Secants over a range no micro-batch reaches: exact where the accounting is linear, an upper bound
-  // below it where it is convex (the bf16 operands: max(cols x rows, weights)).
+  // below it where it is convex (the bf16 operands: max(cols x rows, weights)). The LM head's logits
+  // chunk, min(rows, chunk) x vocab, is concave: counted per row (exact up to one chunk, above beyond).
   constexpr std::int64_t kRows = std::int64_t(1) << 24;
   const auto bytes = [&](std::int64_t rows, std::int64_t patches, std::int64_t keys) {
-    return activation_bytes(config, precision, rows, patches, keys);
+    return all_bytes(config, precision, rows, patches, keys, true);
   };
   MemoryModel m;
   m.state = 16.0 * static_cast<double>(parameter_count(config));  // parameters, gradients, AdamW m and v

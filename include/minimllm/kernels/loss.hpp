@@ -2,6 +2,7 @@
 #pragma once
 
 #include "minimllm/core/types.hpp"
+#include "minimllm/kernels/gemm.hpp"
 
 namespace minimllm {
 
@@ -11,6 +12,27 @@ namespace minimllm {
 // dlogits may be the same view as logits (computed in place).
 void softmax_xent_forward_backward(const t_mat_const& logits, const t_ivec_const& targets, float grad_scale,
                                    const t_vec& losses, const t_mat& dlogits);
+
+// Rows of logits the LM head keeps alive at once for a vocabulary of `vocab`: about 32 MiB of fp32
+// logits, at least 256 rows (so the chunk's GEMMs stay efficient). Depends on vocab only, so a row's
+// results never depend on how many rows a rank holds.
+int lm_head_chunk_rows(int vocab);
+
+// The LM head fused with the loss, in chunks of at most chunk_rows rows: for each chunk, logits =
+// normed * lm_head ([chunk, vocab], workspace scratch), softmax_xent_forward_backward in place, then
+// d_lm_head += normed^T dlogits and d_normed = dlogits lm_head^T. Only one chunk's logits exist at a time
+// (never [rows, vocab]); each row's loss and d_normed are those of the unchunked computation bit for
+// bit, d_lm_head's sum over rows is split at chunk boundaries (float reassociation only).
+// normed [rows, width], lm_head [width, vocab], targets and losses [rows], d_normed [rows, width]
+// (overwritten), d_lm_head [width, vocab] (accumulated).
+void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const& lm_head,
+                                   const t_ivec_const& targets, float grad_scale, const t_vec& losses,
+                                   const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision,
+                                   int chunk_rows);
+// The same with lm_head_chunk_rows(vocab).
+void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const& lm_head,
+                                   const t_ivec_const& targets, float grad_scale, const t_vec& losses,
+                                   const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision);
 
 // Sum of a vector (deterministic).
 double sum(const t_vec_const& v);

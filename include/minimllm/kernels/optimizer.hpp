@@ -1,6 +1,7 @@
 // AdamW over a flat range of the parameter buffer, and the gradient's health check before it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "minimllm/core/types.hpp"
@@ -15,7 +16,12 @@ struct AdamWHyper {
   float weight_decay = 0.0f;
 };
 
-// One decoupled-weight-decay Adam update; step counts from 1 (bias correction).
+// One decoupled-weight-decay Adam update; step counts from 1 (bias correction). One fused pass over the
+// four contiguous arrays ("minimllm::optimizer::adamw_update"): elements [0, decayed) are decayed with
+// hyper.weight_decay, the rest not (the model's norm weights sit at the end of its parameter buffer).
+void adamw_update(const t_vec& params, const t_vec_const& grads, const t_vec& m, const t_vec& v,
+                  const AdamWHyper& hyper, int step, std::size_t decayed);
+// The same with every element decayed.
 void adamw_update(const t_vec& params, const t_vec_const& grads, const t_vec& m, const t_vec& v,
                   const AdamWHyper& hyper, int step);
 
