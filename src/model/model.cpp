@@ -214,17 +214,24 @@ void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_ou
 // On entry dx is the gradient of the block's output; on exit, of its input. Weight gradients accumulate.
 void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockActivations& a, const t_mat& dx,
                     const AttentionSegments& segs, AttentionShape shape, BlockScratch& s, KvExchange* kv,
-                    GemmPrecision p) {
+                    GemmPrecision p, GradientListener* ready) {
   const int width = shape.heads * shape.head_dim;
+  // Between the larger kernels, a chance for communication in flight (the gradient buckets) to progress.
+  const auto poke = [ready] {
+    if (ready) ready->progress();
+  };
   gemm(Trans::no, Trans::yes, 1.0f, dx, w.mlp_out, 0.0f, s.d_hidden, p);
   gemm(Trans::yes, Trans::no, 1.0f, a.mlp_act, dx, 1.0f, g.mlp_out, p);
+  poke();
   gelu_backward(s.d_hidden, a.mlp_pre, s.d_hidden);
   gemm(Trans::yes, Trans::no, 1.0f, a.norm2, s.d_hidden, 1.0f, g.mlp_in, p);
   gemm(Trans::no, Trans::yes, 1.0f, s.d_hidden, w.mlp_in, 0.0f, s.d_norm, p);
+  poke();
   rmsnorm_backward(s.d_norm, a.x_mid, w.norm2, a.rstd2, dx, g.norm2);
 
   gemm(Trans::no, Trans::yes, 1.0f, dx, w.attn_out, 0.0f, s.d_attn, p);
   gemm(Trans::yes, Trans::no, 1.0f, a.attn, dx, 1.0f, g.attn_out, p);
+  poke();
   // Under context parallelism dK|dV come out for the group's rows and are reduced to their owners.
   const t_mat& keys = kv ? a.kv_full : a.qkv;
   const t_mat& d_keys = kv ? s.d_kv_full : s.d_qkv;
@@ -234,6 +241,7 @@ void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockAct
                      columns(s.d_qkv, 0, width), columns(d_keys, key_col, width),
                      columns(d_keys, key_col + width, width));
   if (kv) kv->reduce(s.d_kv_full, columns(s.d_qkv, width, 2 * width));
+  poke();
   gemm(Trans::yes, Trans::no, 1.0f, a.norm1, s.d_qkv, 1.0f, g.qkv, p);
   gemm(Trans::no, Trans::yes, 1.0f, s.d_qkv, w.qkv, 0.0f, s.d_norm, p);
   rmsnorm_backward(s.d_norm, a.x_in, w.norm1, a.rstd1, dx, g.norm1);
@@ -354,7 +362,7 @@ void Model::encoder_backward(const EncoderInput& input, const EncoderActivations
   BlockScratch scratch(rows, width, hidden);
   for (int l = e.layers - 1; l >= 0; --l) {
     block_backward(w.encoder[l], g.encoder[l], acts.blocks[l], dx, input.segments, shape, scratch, nullptr,
-                   precision_);
+                   precision_, ready);
     const int unit = first_unit + e.layers - l;
     report_ready(ready, unit, unit + 1);
   }
@@ -401,7 +409,7 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
   report_ready(ready, 0, 1);
   BlockScratch scratch(rows, width, hidden, kv ? kv->full_rows() : 0);
   for (int l = c.layers - 1; l >= 0; --l) {
-    block_backward(w.llm[l], g.llm[l], blocks[l], dx, input.segments, shape, scratch, kv, precision_);
+    block_backward(w.llm[l], g.llm[l], blocks[l], dx, input.segments, shape, scratch, kv, precision_, ready);
     report_ready(ready, c.layers - l, c.layers - l + 1);
   }
   embedding_backward(input.text_ids, input.text_rows, dx, g.token_embed);

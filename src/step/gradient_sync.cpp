@@ -59,7 +59,12 @@ void GradientSync::gradients_ready(int unit) {
   if (!listener()) return;
   done_.at(unit) = 1;
   start_ready_buckets();
-  // The progress poke: between layers, a chance for MPI to move the all-reduces in flight along.
+  progress();
+}
+
+// The progress poke, between layers and between a block's kernels: MPI (without a progress thread, as
+// with one core per rank) moves a nonblocking all-reduce along only inside MPI calls.
+void GradientSync::progress() {
   for (const std::unique_ptr<CommRequest>& request : in_flight_) request->progress();
 }
 

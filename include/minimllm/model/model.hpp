@@ -82,6 +82,9 @@ class GradientListener {
  public:
   virtual ~GradientListener() = default;
   virtual void gradients_ready(int unit) = 0;  // an index into Model::gradient_units()
+  // Called between the larger kernels of a block's backward (GEMMs, attention): cheap, for a listener
+  // whose communication in flight needs the host's attention to progress.
+  virtual void progress() {}
 };
 
 // Parameters of a model of this configuration (what Model's constructor allocates, twice: parameters and

@@ -7,11 +7,12 @@
 // runtime.grad_bucket_mb MiB each. The model's backward tells GradientSync (a GradientListener) as each
 // unit is done; on the step's last micro-batch (the executor passes the listener only then) a bucket's
 // nonblocking all-reduce starts as soon as all its units are done and every earlier bucket has started, so
-// every rank starts the same all-reduces in the same order. Each report also pokes the all-reduces in flight
-// (MPI makes progress only inside MPI calls). finish() starts what is left and waits for everything: the
-// optimizer never sees a partial sum. Serial: one blocking all-reduce of the whole buffer in finish().
-// Both sum the same two (or N) values per element; MPI may associate an N > 2 sum differently for
-// different message sizes, so the two agree bitwise on 2 ranks and to rounding beyond.
+// every rank starts the same all-reduces in the same order. Each report, and each progress() call between a
+// block's kernels, pokes the all-reduces in flight (MPI makes progress only inside MPI calls). finish()
+// starts what is left and waits for everything: the optimizer never sees a partial sum. Serial: one blocking
+// all-reduce of the whole buffer in finish(). Both sum the same two (or N) values per element; MPI may
+// associate an N > 2 sum differently for different message sizes, so the two agree bitwise on 2 ranks and to
+// rounding beyond.
 #pragma once
 
 #include <cstddef>
@@ -60,6 +61,7 @@ class GradientSync final : public GradientListener {
   // finish() when overlapping, else nullptr.
   GradientListener* listener() { return comm_ && options_.overlap && !options_.skip ? this : nullptr; }
   void gradients_ready(int unit) override;
+  void progress() override;  // pokes the all-reduces in flight (CommRequest::progress)
 
   // After the backward: the rest of the gradient all-reduce (all of it when serial), the loss summed
   // over world, the gradient norm. Times itself as Phase::grad_sync in outcome.seconds: with overlap,
