@@ -62,6 +62,8 @@ runtime:
   blas_threads: 2
   precision: bf16
   collectives: mpi
+  overlap_grad_sync: false
+  grad_bucket_mb: 2.5
 )";
 
 TEST(Config, FullDeckRoundTripsEveryField) {
@@ -105,6 +107,8 @@ TEST(Config, FullDeckRoundTripsEveryField) {
   EXPECT_EQ(c.runtime.blas_threads, 2);
   EXPECT_EQ(c.runtime.precision, "bf16");
   EXPECT_EQ(c.runtime.collectives, "mpi");
+  EXPECT_FALSE(c.runtime.overlap_grad_sync);
+  EXPECT_DOUBLE_EQ(c.runtime.grad_bucket_mb, 2.5);
 }
 
 TEST(Config, MinimalDeckGetsDefaults) {
@@ -150,6 +154,8 @@ TEST(Config, MinimalDeckGetsDefaults) {
   EXPECT_EQ(c.runtime.blas_threads, d.runtime.blas_threads);
   EXPECT_EQ(c.runtime.precision, "fp32");
   EXPECT_EQ(c.runtime.collectives, "auto");
+  EXPECT_TRUE(c.runtime.overlap_grad_sync);
+  EXPECT_DOUBLE_EQ(c.runtime.grad_bucket_mb, 8.0);
 }
 
 TEST(Config, PartialSectionsKeepOtherDefaults) {
@@ -492,6 +498,10 @@ std::vector<BadDeck> bad_decks() {
       with_name("PrecisionUnknown", "runtime: {precision: fp16}", {"runtime.precision = fp16", "fp32, bf16"}),
       with_name("CollectivesUnknown", "runtime: {collectives: gloo}",
                 {"runtime.collectives = gloo", "auto, mpi, nccl"}),
+      with_name("GradBucketNegative", "runtime: {grad_bucket_mb: -1}",
+                {"runtime.grad_bucket_mb = -1", "[0,"}),
+      with_name("OverlapGradSyncNotABool", "runtime: {overlap_grad_sync: maybe}",
+                {"runtime.overlap_grad_sync = maybe"}),
 
       // Cross-field rules and overflow guards.
       with_name("LlmHeadDimAboveKernelLimit", "model: {llm: {width: 512, heads: 2}}",

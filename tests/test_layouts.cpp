@@ -45,20 +45,27 @@ struct Gradients {
   std::vector<float> grads;
 };
 
-// One step of `plan` on `comm`; returns the mean loss and the synced gradient buffer.
+// Every layout test overlaps the gradient all-reduce with a bucket per layer (the most buckets started
+// during the backward).
+constexpr GradSyncOptions kBucketPerLayer{true, 0.0};
+
+// One step of `plan` on `comm`; returns the mean loss and the synced gradient buffer. started_early: how
+// many gradient buckets started during the backward.
 Gradients run_step(const RunConfig& config, MPI_Comm comm,
-                   const std::function<StepPlan(const GlobalBatch&)>& plan_of, int pool_capacity = 8) {
+                   const std::function<StepPlan(const GlobalBatch&)>& plan_of, int pool_capacity = 8,
+                   GradSyncOptions sync = kBucketPerLayer, int* started_early = nullptr) {
   const World world = World::of(comm);
   const Sampler sampler(config);
   Model model(config.model, config.seed);
   CommPool pool(comm, pool_capacity, choose_collectives(comm, "auto").factory);
-  StepExecutor executor(model);
+  StepExecutor executor(model, sync);
   const GlobalBatch batch = sampler.batch(0);
   const StepPlan plan = plan_of(batch);
   validate_plan(plan, batch, world.size);
   const StepOutcome outcome = minimllm::run_step(
       sampler, executor, pool,
       planned_step(batch, plan, world.rank, world.size, model.linear_weight_in_attention_pairs()));
+  if (started_early) *started_early = executor.gradient_sync().started_early();
   auto grads = Kokkos::create_mirror_view_and_copy(HostSpace(), model.grads());
   return {outcome.loss_sum / batch.loss_targets(),
           std::vector<float>(grads.data(), grads.data() + grads.size())};
@@ -176,6 +183,64 @@ TEST(Layouts, DisaggregatedPipelineOverMicroBatches) {
         plan.image_owner[i] = shape.encoder_ranks[(5 * i + 1) % shape.encoder_ranks.size()];
       return plan;
     });
+  }
+}
+
+// The overlapped all-reduce (buckets started as the last micro-batch's backward finishes their layers)
+// against one all-reduce after the backward, on layouts where ranks finish their units in different
+// orders: micro-batches (only the last one's backward may start a bucket: an earlier start would miss
+// the later micro-batches' contributions), images owned away from their samples, disaggregated
+// pipelines whose encoder ranks have no LLM rows. On 2 ranks every element is a + b either way: bitwise.
+TEST(Layouts, OverlappedGradientSyncEqualsTheSerialOne) {
+  const int ranks = world_size();
+  std::vector<std::pair<std::string, std::function<StepPlan(const GlobalBatch&)>>> layouts;
+  layouts.emplace_back("one group, 3 micro-batches", [ranks](const GlobalBatch& b) {
+    StepPlan plan = make_grouped_plan(b, {ranks});
+    plan.llm_groups[0].micro_batches = 3;
+    return plan;
+  });
+  layouts.emplace_back("data parallel, images elsewhere, 2 micro-batches", [ranks](const GlobalBatch& b) {
+    StepPlan plan = make_grouped_plan(b, std::vector<int>(ranks, 1));
+    for (LlmGroup& g : plan.llm_groups) g.micro_batches = std::max(1, std::min<int>(2, g.samples.size()));
+    for (size_t i = 0; i < plan.image_owner.size(); ++i) plan.image_owner[i] = (7 * i + 3) % ranks;
+    return plan;
+  });
+  if (ranks >= 3)
+    layouts.emplace_back("disaggregated", [ranks](const GlobalBatch& b) {
+      LayoutShape shape;
+      shape.placement = Placement::disaggregated;
+      shape.encoder_ranks = {0};
+      for (int r = 1; r < ranks; ++r) shape.llm_groups.push_back({r});
+      shape.images_follow_groups = false;
+      StepPlan plan = deal_in_order(b, shape, "test-overlap");
+      plan.llm_groups.front().micro_batches =
+          std::max(1, std::min<int>(2, plan.llm_groups.front().samples.size()));
+      return plan;
+    });
+  for (const auto& [name, plan_of] : layouts) {
+    SCOPED_TRACE(name);
+    int early = 0;
+    const Gradients overlapped = run_step(deck(), MPI_COMM_WORLD, plan_of, 8, kBucketPerLayer, &early);
+    const Gradients serial = run_step(deck(), MPI_COMM_WORLD, plan_of, 8, GradSyncOptions{false, 0.0});
+    // Not vacuous: buckets did start during the backward (a group of one has nothing to overlap).
+    if (ranks > 1) {
+      EXPECT_GT(early, 0);
+    }
+    ASSERT_EQ(overlapped.grads.size(), serial.grads.size());
+    if (ranks <= 2) {
+      EXPECT_EQ(overlapped.loss, serial.loss);
+      size_t differing = 0;
+      for (size_t i = 0; i < serial.grads.size(); ++i) differing += overlapped.grads[i] != serial.grads[i];
+      EXPECT_EQ(differing, 0u) << "of " << serial.grads.size() << " gradients";
+    } else {
+      EXPECT_NEAR(overlapped.loss, serial.loss, 1e-5 * serial.loss);
+      double diff = 0.0, norm = 0.0;
+      for (size_t i = 0; i < serial.grads.size(); ++i) {
+        diff += std::pow(double(overlapped.grads[i]) - serial.grads[i], 2);
+        norm += std::pow(double(serial.grads[i]), 2);
+      }
+      EXPECT_LE(std::sqrt(diff / norm), 1e-5);
+    }
   }
 }
 

@@ -403,6 +403,67 @@ TEST(ModelGradients, EncoderGradientsAreNonZeroWhenImagesArePresent) {
   }
 }
 
+// Copies a unit's gradients to the host as the backward reports it done, and records the order.
+class UnitSnapshots final : public GradientListener {
+ public:
+  explicit UnitSnapshots(const Model& model) : model_(model) {}
+  void gradients_ready(int unit) override {
+    order.push_back(unit);
+    snapshots.push_back(unit_values(model_, unit));
+  }
+  static std::vector<float> unit_values(const Model& model, int unit) {
+    const auto grads = Kokkos::create_mirror_view_and_copy(HostSpace(), model.grads());
+    std::vector<float> values;
+    for (const TensorRange& t : model.gradient_units().at(unit).tensors)
+      values.insert(values.end(), grads.data() + t.offset, grads.data() + t.offset + t.count);
+    return values;
+  }
+  std::vector<int> order;
+  std::vector<std::vector<float>> snapshots;
+
+ private:
+  const Model& model_;
+};
+
+// What the overlapped gradient all-reduce relies on: each unit is reported once, in the order of
+// Model::gradient_units (the LLM's, then the encoder's), and when reported its gradients are final (the
+// all-reduce starts from them at once); every tensor is in exactly one unit.
+TEST(ModelGradients, BackwardReportsEachUnitOnceItsGradientsAreFinal) {
+  const RunConfig config = tiny_config("0.3");
+  const Sampler sampler(config);
+  const int step = informative_step(sampler);
+  ASSERT_GE(step, 0);
+  const PackedBatch batch = pack_whole_samples(sampler, step, sampler.batch(step).samples);
+  Model model(config.model, kModelSeed);
+  std::vector<int> in_units(model.tensor_ranges().size(), 0);
+  for (const GradientUnit& unit : model.gradient_units())
+    for (const TensorRange& t : unit.tensors)
+      for (size_t i = 0; i < model.tensor_ranges().size(); ++i)
+        in_units[i] += model.tensor_ranges()[i].name == t.name;
+  for (size_t i = 0; i < in_units.size(); ++i) EXPECT_EQ(in_units[i], 1) << model.tensor_ranges()[i].name;
+
+  UnitSnapshots listener(model);
+  model.zero_grads();
+  EncoderActivations enc;
+  model.encoder_forward(batch.encoder, enc);
+  t_mat d_emb("d_image_embeddings", batch.encoder.patches, model.config().llm.width);
+  model.llm_forward_backward(batch.llm, enc.embeddings, 1.0f / batch.loss_targets, d_emb, nullptr, &listener);
+  EXPECT_EQ(listener.order.size(), static_cast<size_t>(model.llm_gradient_units()));
+  model.encoder_backward(batch.encoder, enc, d_emb, &listener);
+
+  const int units = static_cast<int>(model.gradient_units().size());
+  ASSERT_EQ(listener.order.size(), static_cast<size_t>(units));
+  for (int u = 0; u < units; ++u) {
+    const std::string& name = model.gradient_units()[u].name;
+    EXPECT_EQ(listener.order[u], u) << name;
+    const std::vector<float> final_values = UnitSnapshots::unit_values(model, u);
+    EXPECT_EQ(listener.snapshots[u], final_values) << name << " changed after it was reported done";
+    double largest = 0.0;
+    for (float v : final_values) largest = std::max(largest, std::abs(double(v)));
+    EXPECT_GT(largest, 0.0) << name << ": zero gradient, the check would be vacuous";
+  }
+}
+
 TEST(ModelGradients, UnusedTokenEmbeddingRowsGetZeroGradient) {
   // A token id's embedding row gets gradient only from positions where that id is read and something
   // later in the sample depends on it: ids absent from the batch, and ids only seen as the last row of a

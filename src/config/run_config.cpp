@@ -119,6 +119,8 @@ void read_runtime(const Section& s, RuntimeConfig& c, MachineConfig& machine) {
   s.read_bool("calibrate", c.calibrate);
   s.read_real("stall_timeout", c.stall_timeout, at_least(0.0));
   s.read_bool("plan_ahead", c.plan_ahead);
+  s.read_bool("overlap_grad_sync", c.overlap_grad_sync);
+  s.read_real("grad_bucket_mb", c.grad_bucket_mb, closed(0.0, 1.0e6));
 }
 
 void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) {
@@ -255,9 +257,10 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   cfg.machine = read_machine(top.section("machine", machine_keys()));
   read_optimizer(top.section("optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps"}),
                  cfg.optimizer);
-  read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives",
-                                       "calibrate", "stall_timeout", "plan_ahead"}),
-               cfg.runtime, cfg.machine);
+  read_runtime(
+      top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives", "calibrate",
+                              "stall_timeout", "plan_ahead", "overlap_grad_sync", "grad_bucket_mb"}),
+      cfg.runtime, cfg.machine);
   read_parallel(
       top.section("parallel", {"policy", "cp", "tokens_per_rank", "flexsp_time_limit", "ranks_per_node",
                                "group_sizes", "rotate_groups", "micro_batches", "placement", "encoder_ranks",

@@ -74,6 +74,8 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
   attributes.push_back({"precision", r.precision});
   attributes.push_back({"collectives", r.collectives});
   attributes.push_back({"collectives_reason", r.collectives_reason});
+  attributes.push_back({"overlap_grad_sync", static_cast<long long>(config.runtime.overlap_grad_sync)});
+  attributes.push_back({"grad_bucket_mb", config.runtime.grad_bucket_mb});
   attributes.push_back({"cost_model_source", r.cost_model_source});
   attributes.push_back(
       {"predicted_columns", "step_s, data_s, encoder_s, boundary_s, llm_s, grad_sync_s, optimizer_s"});

@@ -169,7 +169,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   agree_on_error(world.comm, error);  // rank 0's failure (e.g. a full disk) stops every rank here
 
   CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
-  StepExecutor executor(model);
+  StepExecutor executor(model, {config.runtime.overlap_grad_sync, config.runtime.grad_bucket_mb});
   // Ends the run when no phase changes for runtime.stall_timeout seconds (core/watchdog.hpp).
   Watchdog watchdog(world.rank, config.runtime.stall_timeout);
   // SIGUSR1 (e.g. Slurm's --signal before the walltime) asks a checkpointing run to stop after the step.

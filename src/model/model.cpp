@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "minimllm/data/random.hpp"
 #include "minimllm/kernels/activation.hpp"
@@ -101,6 +105,33 @@ ModelTensors bind_tensors(const ModelConfig& c, TensorBinder& b) {
   return t;
 }
 
+// The units of Model::gradient_units(), each by its tensors' names, in the order a step's backward
+// finishes them (LLM, then encoder).
+std::vector<std::pair<std::string, std::vector<std::string>>> unit_tensor_names(const ModelConfig& c) {
+  const auto block = [](const std::string& name) {
+    std::vector<std::string> tensors;
+    for (const char* t : {".norm1", ".norm2", ".qkv", ".attn_out", ".mlp_in", ".mlp_out"})
+      tensors.push_back(name + t);
+    return tensors;
+  };
+  std::vector<std::pair<std::string, std::vector<std::string>>> units;
+  units.push_back({"llm.head", {"lm_head", "final_norm"}});
+  for (int l = c.llm.layers - 1; l >= 0; --l)
+    units.push_back({"llm." + std::to_string(l), block("llm." + std::to_string(l))});
+  units.push_back({"token_embed", {"token_embed"}});
+  units.push_back({"encoder.head", {"projector_out", "projector_in", "encoder_norm"}});
+  for (int l = c.encoder.layers - 1; l >= 0; --l)
+    units.push_back({"encoder." + std::to_string(l), block("encoder." + std::to_string(l))});
+  units.push_back({"patch_embed", {"patch_embed"}});
+  return units;
+}
+
+// Tells `ready` of units [first, last).
+void report_ready(GradientListener* ready, int first, int last) {
+  if (ready)
+    for (int u = first; u < last; ++u) ready->gradients_ready(u);
+}
+
 // Who keeps an allocation: the pass (from the model's workspace, valid until the pass's scope closes)
 // or the caller (an ordinary allocation, as the encoder's activations, which outlive encoder_forward).
 enum class Keeper { pass, caller };
@@ -183,17 +214,24 @@ void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_ou
 // On entry dx is the gradient of the block's output; on exit, of its input. Weight gradients accumulate.
 void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockActivations& a, const t_mat& dx,
                     const AttentionSegments& segs, AttentionShape shape, BlockScratch& s, KvExchange* kv,
-                    GemmPrecision p) {
+                    GemmPrecision p, GradientListener* ready) {
   const int width = shape.heads * shape.head_dim;
+  // Between the larger kernels, a chance for communication in flight (the gradient buckets) to progress.
+  const auto poke = [ready] {
+    if (ready) ready->progress();
+  };
   gemm(Trans::no, Trans::yes, 1.0f, dx, w.mlp_out, 0.0f, s.d_hidden, p);
   gemm(Trans::yes, Trans::no, 1.0f, a.mlp_act, dx, 1.0f, g.mlp_out, p);
+  poke();
   gelu_backward(s.d_hidden, a.mlp_pre, s.d_hidden);
   gemm(Trans::yes, Trans::no, 1.0f, a.norm2, s.d_hidden, 1.0f, g.mlp_in, p);
   gemm(Trans::no, Trans::yes, 1.0f, s.d_hidden, w.mlp_in, 0.0f, s.d_norm, p);
+  poke();
   rmsnorm_backward(s.d_norm, a.x_mid, w.norm2, a.rstd2, dx, g.norm2);
 
   gemm(Trans::no, Trans::yes, 1.0f, dx, w.attn_out, 0.0f, s.d_attn, p);
   gemm(Trans::yes, Trans::no, 1.0f, a.attn, dx, 1.0f, g.attn_out, p);
+  poke();
   // Under context parallelism dK|dV come out for the group's rows and are reduced to their owners.
   const t_mat& keys = kv ? a.kv_full : a.qkv;
   const t_mat& d_keys = kv ? s.d_kv_full : s.d_qkv;
@@ -203,6 +241,7 @@ void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockAct
                      columns(s.d_qkv, 0, width), columns(d_keys, key_col, width),
                      columns(d_keys, key_col + width, width));
   if (kv) kv->reduce(s.d_kv_full, columns(s.d_qkv, width, 2 * width));
+  poke();
   gemm(Trans::yes, Trans::no, 1.0f, a.norm1, s.d_qkv, 1.0f, g.qkv, p);
   gemm(Trans::no, Trans::yes, 1.0f, s.d_qkv, w.qkv, 0.0f, s.d_norm, p);
   rmsnorm_backward(s.d_norm, a.x_in, w.norm1, a.rstd1, dx, g.norm1);
@@ -246,6 +285,17 @@ Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precis
   weight_grads_ = bind_tensors(config_, grad_binder);
   for (const auto& init : param_binder.inits())
     tensor_ranges_.push_back({init.name, init.offset, init.count});
+  std::size_t in_units = 0;
+  for (const auto& [name, tensors] : unit_tensor_names(config_)) {
+    GradientUnit unit{name, {}};
+    for (const std::string& tensor : tensors)
+      for (const TensorRange& range : tensor_ranges_)
+        if (range.name == tensor) unit.tensors.push_back(range);
+    in_units += unit.tensors.size();
+    gradient_units_.push_back(std::move(unit));
+  }
+  if (in_units != tensor_ranges_.size())
+    throw std::logic_error("Model: the gradient units do not cover every tensor exactly once");
 
   // Initial values depend only on (seed, tensor, element): identical on every rank.
   auto host = Kokkos::create_mirror_view(params_);
@@ -290,10 +340,11 @@ void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts)
 }
 
 void Model::encoder_backward(const EncoderInput& input, const EncoderActivations& acts,
-                             const t_mat& d_embeddings) {
+                             const t_mat& d_embeddings, GradientListener* ready) {
   const EncoderConfig& e = config_.encoder;
   const int rows = input.patches, width = e.width, hidden = e.mlp_ratio * e.width;
-  if (rows == 0) return;
+  const int first_unit = llm_gradient_units(), units = static_cast<int>(gradient_units_.size());
+  if (rows == 0) return report_ready(ready, first_unit, units);
   const AttentionShape shape{e.heads, e.width / e.heads};
   const ModelTensors &w = weights_, &g = weight_grads_;
   const WorkspaceScope scope(workspace_);
@@ -307,19 +358,27 @@ void Model::encoder_backward(const EncoderInput& input, const EncoderActivations
   gemm(Trans::no, Trans::yes, 1.0f, d_proj, w.projector_in, 0.0f, d_normed, precision_);
   const t_mat dx = zeroed("enc::dx", rows, width);
   rmsnorm_backward(d_normed, acts.x_final, w.encoder_norm, acts.rstd, dx, g.encoder_norm);
+  report_ready(ready, first_unit, first_unit + 1);
   BlockScratch scratch(rows, width, hidden);
-  for (int l = e.layers - 1; l >= 0; --l)
+  for (int l = e.layers - 1; l >= 0; --l) {
     block_backward(w.encoder[l], g.encoder[l], acts.blocks[l], dx, input.segments, shape, scratch, nullptr,
-                   precision_);
+                   precision_, ready);
+    const int unit = first_unit + e.layers - l;
+    report_ready(ready, unit, unit + 1);
+  }
   // The pixels need no gradient: only the patch embedding's weights.
   gemm(Trans::yes, Trans::no, 1.0f, input.pixels, dx, 1.0f, g.patch_embed, precision_);
+  report_ready(ready, units - 1, units);
 }
 
 double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& received, float grad_scale,
-                                   const t_mat& d_received, KvExchange* kv) {
+                                   const t_mat& d_received, KvExchange* kv, GradientListener* ready) {
   const LlmConfig& c = config_.llm;
   const int rows = input.tokens, width = c.width, hidden = c.mlp_ratio * c.width;
-  if (rows == 0 && !kv) return 0.0;
+  if (rows == 0 && !kv) {
+    report_ready(ready, 0, llm_gradient_units());
+    return 0.0;
+  }
   const AttentionShape shape{c.heads, c.width / c.heads};
   const ModelTensors &w = weights_, &g = weight_grads_;
   const WorkspaceScope scope(workspace_);  // every activation and temporary of this micro-batch
@@ -345,10 +404,14 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
 
   const t_mat dx = zeroed("llm::dx", rows, width);
   rmsnorm_backward(d_normed, x_final, w.final_norm, rstd, dx, g.final_norm);
+  report_ready(ready, 0, 1);
   BlockScratch scratch(rows, width, hidden, kv ? kv->full_rows() : 0);
-  for (int l = c.layers - 1; l >= 0; --l)
-    block_backward(w.llm[l], g.llm[l], blocks[l], dx, input.segments, shape, scratch, kv, precision_);
+  for (int l = c.layers - 1; l >= 0; --l) {
+    block_backward(w.llm[l], g.llm[l], blocks[l], dx, input.segments, shape, scratch, kv, precision_, ready);
+    report_ready(ready, c.layers - l, c.layers - l + 1);
+  }
   embedding_backward(input.text_ids, input.text_rows, dx, g.token_embed);
+  report_ready(ready, c.layers + 1, c.layers + 2);
   copy_rows(dx, input.image_rows, d_received, input.image_src_rows);
   return loss_sum;
 }

@@ -30,6 +30,7 @@ CommPool::CommPool(MPI_Comm world, int capacity, Factory factory)
   int world_size = 0;
   detail::check_mpi(MPI_Comm_size(world_, &world_size), "MPI_Comm_size");
   world_comm_ = factory_(world_, consecutive_ranks(0, world_size));
+  gradients_comm_ = factory_(world_, consecutive_ranks(0, world_size));
 }
 
 CommPool::~CommPool() = default;

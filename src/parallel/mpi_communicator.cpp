@@ -20,6 +20,47 @@ void copy_in_mem_space(float* dst, const float* src, std::size_t count) {
   Kokkos::fence();
 }
 
+// One MPI_Iallreduce in flight, and its host staging when MemSpace is device memory (owned here: MPI
+// reads and writes it until the request completes).
+class MpiAllreduceRequest final : public CommRequest {
+ public:
+  MpiAllreduceRequest(float* data, std::size_t count, MPI_Comm comm) : data_(data), count_(count) {
+    host_ = detail::on_host(data, count, stage_, true);
+    detail::check_mpi(MPI_Iallreduce(MPI_IN_PLACE, host_, detail::to_int(count, "iallreduce_sum"), MPI_FLOAT,
+                                     MPI_SUM, comm, &request_),
+                      "MPI_Iallreduce");
+  }
+
+  // One never waited for (an error path) is left to MPI: freeing an active collective's request is
+  // erroneous, and the run is ending.
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    detail::check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+    detail::to_mem_space(host_, data_, count_);
+  }
+
+  void progress() override {
+    if (done_ || request_ == MPI_REQUEST_NULL) return;
+    int flag = 0;
+    detail::check_mpi(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+  }
+
+ private:
+  float* data_;
+  std::size_t count_;
+  bool done_ = false;
+  float* host_ = nullptr;
+  std::vector<float> stage_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+// A request that completed when it was made (a group of one).
+class DoneRequest final : public CommRequest {
+ public:
+  void wait() override {}
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm world, const std::vector<int>& ranks)
@@ -38,6 +79,14 @@ class MpiCommunicator final : public Communicator {
                                     MPI_SUM, group_.get()),
                       "MPI_Allreduce");
     detail::to_mem_space(buffer, data, count);
+  }
+
+  std::unique_ptr<CommRequest> iallreduce_sum(float* data, std::size_t count) override {
+    if (size() == 1 || count == 0) {
+      Kokkos::fence();
+      return std::make_unique<DoneRequest>();
+    }
+    return std::make_unique<MpiAllreduceRequest>(data, count, group_.get());
   }
 
   void allgatherv(const float* send, std::size_t send_count, float* recv,

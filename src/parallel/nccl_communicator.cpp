@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -170,6 +171,22 @@ ncclUniqueId bootstrap(const detail::GroupComm& group, const std::vector<int>& r
   return id;
 }
 
+// An all-reduce on the communicator's stream (iallreduce_sum): wait() polls the stream as the blocking
+// collectives do (so a failed peer fails the run instead of hanging). Null `finish`: already complete.
+class NcclRequest final : public CommRequest {
+ public:
+  explicit NcclRequest(std::function<void()> finish) : finish_(std::move(finish)) {}
+  void wait() override {
+    if (!finish_) return;
+    std::function<void()> finish = std::move(finish_);
+    finish_ = nullptr;
+    finish();
+  }
+
+ private:
+  std::function<void()> finish_;
+};
+
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(MPI_Comm world, const std::vector<int>& ranks)
@@ -202,6 +219,20 @@ class NcclCommunicator final : public Communicator {
     check_nccl(nccl().all_reduce(buffer, buffer, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
     copy(data, buffer, count);
     synchronize();
+  }
+
+  // In place on device memory, on this communicator's stream (the side stream: Kokkos's kernels go on
+  // while it runs). Host Kokkos backends need a device copy, so there it is the blocking all-reduce.
+  std::unique_ptr<CommRequest> iallreduce_sum(float* data, std::size_t count) override {
+    if (kMemSpaceIsHostAccessible || count == 0) {
+      allreduce_sum(data, count);
+      return std::make_unique<NcclRequest>(nullptr);
+    }
+    require_usable();
+    Kokkos::fence();  // kernels writing `data` run on Kokkos's stream, not ours
+    check_nccl(nccl().all_reduce(data, data, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
+    // Waits for everything on the stream so far: requests are waited for in the order they were made.
+    return std::make_unique<NcclRequest>([this] { synchronize(); });
   }
 
   // NCCL has only equal-count AllGather/ReduceScatter. Uneven counts are padded to the largest count:

@@ -1,12 +1,103 @@
 #include "minimllm/step/gradient_sync.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+
+#include "minimllm/core/phase.hpp"
 #include "minimllm/step/finite_check.hpp"
+#include "minimllm/step/step_executor.hpp"
 
 namespace minimllm {
 
-void synchronize_gradients(Model& model, Communicator& world, StepOutcome& outcome) {
+std::vector<GradientBucket> gradient_buckets(const Model& model, double bucket_mb) {
+  const double bucket_floats = bucket_mb * 1024.0 * 1024.0 / sizeof(float);
+  const std::vector<GradientUnit>& units = model.gradient_units();
+  std::vector<GradientBucket> buckets;
+  GradientBucket bucket;
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  for (int u = 0; u < static_cast<int>(units.size()); ++u) {
+    for (const TensorRange& t : units[u].tensors) {
+      if (t.count > 0) ranges.emplace_back(t.offset, t.count);
+      bucket.floats += t.count;
+    }
+    bucket.last_unit = u + 1;
+    if (static_cast<double>(bucket.floats) >= bucket_floats ||
+        bucket.last_unit == static_cast<int>(units.size())) {
+      std::sort(ranges.begin(), ranges.end());
+      for (const auto& [offset, count] : ranges) {
+        if (!bucket.runs.empty() && bucket.runs.back().first + bucket.runs.back().second == offset)
+          bucket.runs.back().second += count;
+        else
+          bucket.runs.emplace_back(offset, count);
+      }
+      buckets.push_back(std::move(bucket));
+      bucket = GradientBucket();
+      bucket.first_unit = bucket.last_unit = u + 1;
+      ranges.clear();
+    }
+  }
+  return buckets;
+}
+
+GradientSync::GradientSync(const Model& model, GradSyncOptions options)
+    : model_(model), options_(options), buckets_(gradient_buckets(model, options.bucket_mb)) {
+  if (!(options_.bucket_mb >= 0.0))
+    throw std::invalid_argument("GradientSync: bucket_mb must be >= 0 (runtime.grad_bucket_mb)");
+}
+
+GradientSync::~GradientSync() = default;
+
+void GradientSync::begin(Communicator& gradients) {
+  comm_ = &gradients;
+  done_.assign(model_.gradient_units().size(), 0);
+  started_ = 0;
+  started_early_ = 0;
+  in_flight_.clear();
+}
+
+void GradientSync::gradients_ready(int unit) {
+  if (!listener()) return;
+  done_.at(unit) = 1;
+  start_ready_buckets();
+  progress();
+}
+
+// The progress poke, between layers and between a block's kernels: MPI (without a progress thread, as
+// with one core per rank) moves a nonblocking all-reduce along only inside MPI calls.
+void GradientSync::progress() {
+  for (const std::unique_ptr<CommRequest>& request : in_flight_) request->progress();
+}
+
+// In bucket order only, so that every rank starts the same all-reduces in the same order whatever order
+// its units finish in (a rank without LLM rows reports the LLM's units all at once).
+void GradientSync::start_ready_buckets() {
+  float* grads = model_.grads().data();
+  while (started_ < buckets_.size()) {
+    const GradientBucket& b = buckets_[started_];
+    if (!std::all_of(done_.begin() + b.first_unit, done_.begin() + b.last_unit,
+                     [](char d) { return d != 0; }))
+      return;
+    for (const auto& [offset, count] : b.runs)
+      in_flight_.push_back(comm_->iallreduce_sum(grads + offset, count));
+    ++started_;
+  }
+}
+
+void GradientSync::finish(Model& model, Communicator& world, StepOutcome& outcome) {
   PhaseClock clock(outcome.seconds, Phase::grad_sync);
-  world.allreduce_sum(model.grads().data(), model.grads().extent(0));
+  if (!comm_) throw std::logic_error("GradientSync::finish without begin");
+  if (!options_.skip) {
+    if (options_.overlap) {
+      started_early_ = static_cast<int>(started_);
+      std::fill(done_.begin(), done_.end(), 1);
+      start_ready_buckets();
+      for (const std::unique_ptr<CommRequest>& request : in_flight_) request->wait();
+      in_flight_.clear();
+    } else {
+      comm_->allreduce_sum(model.grads().data(), model.grads().extent(0));
+    }
+  }
+  comm_ = nullptr;
   outcome.loss_sum = world.allreduce_sum(outcome.loss_sum);  // a host scalar
   // Of the identical synchronised gradient, so identical (in finiteness at least) on every rank.
   outcome.grad_norm = gradient_norm(model);

@@ -15,8 +15,10 @@ StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& p
   StepInputs inputs = upload_step_inputs(sampler, planned, comms, model.config().llm.width);
   clock.stop();
   const TransferCounts inputs_up = transfer_counts();
+  GradientSync& sync = executor.gradient_sync();
+  sync.begin(*comms.gradients);
   StepOutcome outcome = executor.run(planned.work, inputs, planned.plan.placement);
-  synchronize_gradients(model, *comms.world, outcome);
+  sync.finish(model, *comms.world, outcome);
   outcome.seconds += data;
   outcome.input_transfers = inputs.transfers;
   outcome.transfers = transfer_counts() - inputs_up;

@@ -25,14 +25,20 @@ void StepExecutor::run_micro_batch(StepInputs& inputs, size_t m, const t_mat& re
                                    const t_mat& d_received, StepOutcome& out) {
   const LlmInput& llm = inputs.llm[m];
   // The loss sum comes back to the host: one counted 8-byte copy per micro-batch.
-  out.loss_sum +=
-      model_.llm_forward_backward(llm, received, inputs.grad_scale, d_received, inputs.kv[m].get());
+  out.loss_sum += model_.llm_forward_backward(llm, received, inputs.grad_scale, d_received,
+                                              inputs.kv[m].get(), listener_for(m, inputs.llm.size()));
   if (inputs.kv[m]) {
     out.seconds[Phase::kv_exchange] += inputs.kv[m]->seconds();
     inputs.kv[m].reset();  // frees its row lists before the next micro-batch
   }
   out.flops += model_.llm_flops(llm);
   out.llm_rows += llm.tokens;
+}
+
+void StepExecutor::report_llm_done_if_idle(const StepInputs& inputs) {
+  GradientListener* ready = sync_.listener();
+  if (!ready || !inputs.llm.empty()) return;
+  for (int u = 0; u < model_.llm_gradient_units(); ++u) ready->gradients_ready(u);
 }
 
 // Colocated plans: encoder forward | boundary all-to-all | LLM micro-batches | all-to-all back | encoder
@@ -54,6 +60,7 @@ void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutc
 
   clock.enter(Phase::llm);
   t_mat d_received("boundary::d_received", work.received_rows, width);
+  report_llm_done_if_idle(inputs);
   for (size_t m = 0; m < inputs.llm.size(); ++m) run_micro_batch(inputs, m, received, d_received, out);
 
   clock.enter(Phase::boundary);
@@ -64,7 +71,7 @@ void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutc
   }
 
   clock.enter(Phase::encoder);
-  model_.encoder_backward(encoder_input, enc_acts, d_embeddings);
+  model_.encoder_backward(encoder_input, enc_acts, d_embeddings, sync_.listener());
   out.flops += model_.encoder_flops(encoder_input);
   out.encoder_rows = encoder_input.patches;
   clock.stop();
@@ -105,6 +112,7 @@ void StepExecutor::run_pipeline(const RankWork& work, StepInputs& inputs, StepOu
   }
 
   // LLM side: micro-batches in order as their rows arrive; gradients straight back.
+  report_llm_done_if_idle(inputs);
   for (size_t j = 0; j < inputs.llm.size(); ++j) {
     const MicroBatchWork& mb = work.micro_batches[j];
     clock.enter(Phase::boundary);
@@ -121,7 +129,8 @@ void StepExecutor::run_pipeline(const RankWork& work, StepInputs& inputs, StepOu
     exchanges[m]->finish_forward_receives(received);  // no-op unless a stage's rows came to no micro-batch
     exchanges[m]->finish_backward_receives(d_embeddings[m]);
     clock.enter(Phase::encoder);
-    model_.encoder_backward(inputs.encoder[m], encoder_acts[m], d_embeddings[m]);
+    model_.encoder_backward(inputs.encoder[m], encoder_acts[m], d_embeddings[m],
+                            listener_for(static_cast<size_t>(m), static_cast<size_t>(stages)));
     encoder_acts[m] = EncoderActivations();
     out.flops += model_.encoder_flops(inputs.encoder[m]);
     out.encoder_rows += inputs.encoder[m].patches;

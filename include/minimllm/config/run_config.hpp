@@ -87,6 +87,13 @@ struct RuntimeConfig {
   // runtime.plan_ahead: plan step t+1 on a helper thread while step t computes (FlexSP's overlap), so
   // that planning leaves the critical path; false: each step is planned when it begins.
   bool plan_ahead = true;
+  // runtime.overlap_grad_sync: start each bucket's gradient all-reduce as soon as the backward has
+  // finished its layers, so it runs while the remaining layers' backward computes (step/gradient_sync.hpp);
+  // false: one all-reduce of every gradient after the backward. The losses are the same either way.
+  bool overlap_grad_sync = true;
+  // runtime.grad_bucket_mb: MiB of gradients per overlapped all-reduce (whole layers; >= 0, 0: one
+  // bucket per layer).
+  double grad_bucket_mb = 8.0;
 };
 
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).

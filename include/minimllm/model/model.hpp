@@ -67,6 +67,26 @@ struct TensorRange {
   std::size_t offset, count;
 };
 
+// The gradients one step of a backward pass finishes together: the LLM's head (LM head and final norm),
+// each LLM block, the token embedding; the encoder's head (projectors and final norm), each encoder block,
+// the patch embedding. Model::gradient_units() lists them in the order a step's backward finishes them.
+struct GradientUnit {
+  std::string name;  // "llm.head", "llm.3", "token_embed", "encoder.head", "encoder.0", "patch_embed"
+  std::vector<TensorRange> tensors;
+};
+
+// What a backward pass tells as it goes (gradient_sync.hpp starts each bucket's all-reduce from it):
+// gradients_ready(u) once the pass has written its last contribution to unit u. Kept apart from the
+// model's arithmetic: the listener is the caller's (no communication in the model).
+class GradientListener {
+ public:
+  virtual ~GradientListener() = default;
+  virtual void gradients_ready(int unit) = 0;  // an index into Model::gradient_units()
+  // Called between the larger kernels of a block's backward (GEMMs, attention): cheap, for a listener
+  // whose communication in flight needs the host's attention to progress.
+  virtual void progress() {}
+};
+
 // Parameters of a model of this configuration (what Model's constructor allocates, twice: parameters and
 // gradients), computed without allocating anything.
 std::size_t parameter_count(const ModelConfig& config);
@@ -99,22 +119,30 @@ class Model {
   const t_vec& params() const { return params_; }
   const t_vec& grads() const { return grads_; }
   const std::vector<TensorRange>& tensor_ranges() const { return tensor_ranges_; }
+  // Every tensor in exactly one unit; the LLM's units first (llm_gradient_units() of them, the order of
+  // llm_forward_backward's backward), then the encoder's (encoder_backward's order).
+  const std::vector<GradientUnit>& gradient_units() const { return gradient_units_; }
+  int llm_gradient_units() const { return config_.llm.layers + 2; }
   const ModelTensors& weights() const { return weights_; }
   const ModelTensors& weight_grads() const { return weight_grads_; }
   void zero_grads();
 
   // Encoder forward over packed images; acts.embeddings holds the image embeddings at LLM width.
   void encoder_forward(const EncoderInput& input, EncoderActivations& acts) const;
-  // Accumulates parameter gradients from d_embeddings [patches, llm width].
-  void encoder_backward(const EncoderInput& input, const EncoderActivations& acts, const t_mat& d_embeddings);
+  // Accumulates parameter gradients from d_embeddings [patches, llm width]. ready: told of each encoder
+  // unit as its gradients are done (every one, also when there are no patches).
+  void encoder_backward(const EncoderInput& input, const EncoderActivations& acts, const t_mat& d_embeddings,
+                        GradientListener* ready = nullptr);
 
   // LLM forward and backward over this rank's packed rows, image embeddings spliced in from `received`
   // (rows named by input.image_src_rows). Loss gradients are scaled by grad_scale (1 / loss targets of
   // the global batch). Returns the sum of the per-target losses; writes the gradient of the received
   // rows it used into d_received. kv: the group's K/V exchange under context parallelism, else null
   // (then keys are the local rows). With kv, ranks holding no rows still take part in every exchange.
+  // ready: told of each LLM unit as its gradients are done (every one, also when there are no rows).
   double llm_forward_backward(const LlmInput& input, const t_mat_const& received, float grad_scale,
-                              const t_mat& d_received, KvExchange* kv = nullptr);
+                              const t_mat& d_received, KvExchange* kv = nullptr,
+                              GradientListener* ready = nullptr);
 
   // Analytic FLOPs of one forward+backward (GEMMs and attention; what MFU counts).
   double encoder_flops(const EncoderInput& enc) const;
@@ -140,6 +168,7 @@ class Model {
   t_vec params_, grads_;
   ModelTensors weights_, weight_grads_;
   std::vector<TensorRange> tensor_ranges_;
+  std::vector<GradientUnit> gradient_units_;
   // Temporaries of each pass (LLM activations, backward scratch, kernels' own), reused from micro-batch
   // to micro-batch; not state: encoder_forward is const.
   mutable Workspace workspace_;

@@ -34,8 +34,8 @@ class CommPool {
 
   // capacity: most communicators a rank holds (>= 1; groups of one rank aside). factory:
   // create_mpi_communicator or create_nccl_communicator (choose_collectives picks one at start-up).
-  // Collective over world: creates the world communicator (gradient all-reduce, loss, boundary exchange)
-  // once, outside the cache and its statistics.
+  // Collective over world: creates the world communicator (loss, boundary exchange) and the gradient
+  // communicator once, outside the cache and its statistics.
   CommPool(MPI_Comm world, int capacity, Factory factory);
   ~CommPool();
 
@@ -49,6 +49,11 @@ class CommPool {
 
   // Every rank of the world, in world order, with the pool's backend.
   const std::shared_ptr<Communicator>& world() const { return world_comm_; }
+  // The world's ranks again, a communicator of its own for the gradient all-reduce: its nonblocking
+  // all-reduces run during the backward pass, and MPI requires every rank to start a communicator's
+  // collectives in the same order, which the boundary exchange on world() would not respect (a rank may
+  // reach it before or after its first gradient bucket). On NCCL, its own stream.
+  const std::shared_ptr<Communicator>& gradients() const { return gradients_comm_; }
 
   const CommPoolStats& stats() const { return stats_; }
   const Factory& factory() const { return factory_; }
@@ -63,7 +68,7 @@ class CommPool {
   std::map<std::vector<int>, std::shared_ptr<Communicator>> members_;  // this rank's live groups
   std::map<std::vector<int>, std::shared_ptr<Communicator>> singletons_;
   CommPoolStats stats_;
-  std::shared_ptr<Communicator> world_comm_;
+  std::shared_ptr<Communicator> world_comm_, gradients_comm_;
 };
 
 }  // namespace minimllm

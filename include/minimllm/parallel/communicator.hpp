@@ -24,6 +24,9 @@ class CommRequest {
  public:
   virtual ~CommRequest() = default;
   virtual void wait() = 0;
+  // Lets the library advance the operation without blocking (MPI progresses nonblocking collectives only
+  // inside MPI calls; with one core per rank there is no progress thread). Does nothing once done.
+  virtual void progress() {}
 };
 
 // One message of a batched isend / irecv: `count` floats at buffer + offset, to or from group rank `peer`.
@@ -43,6 +46,12 @@ class Communicator {
 
   // data[i] = sum over the group of data[i], in place.
   virtual void allreduce_sum(float* data, std::size_t count) = 0;
+  // The same sum, nonblocking: fences Kokkos, starts the reduction and returns; `data` holds the sum after
+  // the request's wait() and must not be touched before. Every member starts its nonblocking
+  // all-reduces of a communicator in the same order (MPI's rule for collectives); a communicator used
+  // for them should carry nothing else while they are in flight. MPI: MPI_Iallreduce (device buffers
+  // staged through host memory, counted); NCCL: ncclAllReduce on the communicator's own stream.
+  virtual std::unique_ptr<CommRequest> iallreduce_sum(float* data, std::size_t count) = 0;
   // recv = concatenation over group ranks r of their send buffers, recv_counts[r] floats each
   // (send_count must equal recv_counts[rank()]).
   virtual void allgatherv(const float* send, std::size_t send_count, float* recv,

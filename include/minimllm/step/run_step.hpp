@@ -1,6 +1,6 @@
 // One planned step up to synchronised gradients, stage by stage: StepComms -> StepInputs -> StepOutcome
-// (forward and backward) -> synchronize_gradients. The trainer follows it with the optimizer and the
-// metrics; calibration, tests and benchmarks use it alone.
+// (forward and backward, the gradient all-reduce overlapped with it) -> GradientSync::finish. The trainer
+// follows it with the optimizer and the metrics; calibration, tests and benchmarks use it alone.
 #pragma once
 
 #include "minimllm/data/sampler.hpp"

@@ -1,5 +1,5 @@
-// The communicators of one step, by name: the world's (created once, by the pool) and this rank's LLM
-// group's (looked up in the pool, as the step's plan groups the ranks).
+// The communicators of one step, by name: the world's and the gradients' (created once, by the pool) and this
+// rank's LLM group's (looked up in the pool, as the step's plan groups the ranks).
 #pragma once
 
 #include <memory>
@@ -10,7 +10,8 @@
 namespace minimllm {
 
 struct StepComms {
-  std::shared_ptr<Communicator> world;      // every rank: gradients, loss, boundary exchange
+  std::shared_ptr<Communicator> world;      // every rank: loss, boundary exchange
+  std::shared_ptr<Communicator> gradients;  // every rank: the gradient all-reduce (CommPool::gradients)
   std::shared_ptr<Communicator> llm_group;  // context parallelism inside the group; null: no LLM work
 };
 

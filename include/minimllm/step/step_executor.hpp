@@ -2,7 +2,8 @@
 // layout, boundary exchange, LLM (context parallel inside each group, micro-batch by micro-batch) on the
 // LLM layout, boundary exchange back, encoder backward. Colocated plans run these as phases on every
 // rank; disaggregated plans as a pipeline over micro-batches between the encoder ranks and the LLM ranks.
-// Leaves this rank's gradient in the model (synchronize_gradients sums them over ranks).
+// Leaves this rank's gradient in the model; its GradientSync sums them over ranks, started during the
+// backward of the step's last micro-batch when overlapping (gradient_sync.hpp).
 #pragma once
 
 #include <cstdint>
@@ -11,13 +12,14 @@
 #include "minimllm/core/transfer.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/plan/rank_work.hpp"
+#include "minimllm/step/gradient_sync.hpp"
 #include "minimllm/step/step_inputs.hpp"
 
 namespace minimllm {
 
 struct StepOutcome {
   double loss_sum = 0.0;   // sum of per-target losses: this rank's, then the world's once synchronised
-  double grad_norm = 0.0;  // L2 norm of the synchronised gradient (set by synchronize_gradients)
+  double grad_norm = 0.0;  // L2 norm of the synchronised gradient (set by GradientSync::finish)
   double flops = 0.0;      // model FLOPs of this rank
   // This rank's phase times (fenced). Pipelines: boundary includes waiting for rows or gradients.
   PhaseTimes seconds;
@@ -34,9 +36,12 @@ struct StepOutcome {
 
 class StepExecutor {
  public:
-  explicit StepExecutor(Model& model) : model_(model) {}
+  explicit StepExecutor(Model& model, GradSyncOptions sync = {}) : model_(model), sync_(model, sync) {}
 
   Model& model() { return model_; }
+  // The step's gradient all-reduce (run_step: begin before run, finish after). Between the two, run()
+  // has the backward of the last micro-batch (and of the encoder) report each finished unit to it.
+  GradientSync& gradient_sync() { return sync_; }
 
   // Computes this rank's share of the gradient of the global mean loss into model.grads() (zeroed
   // first). The inputs' exchanges are consumed (a pipeline's are destroyed before it returns). Collective
@@ -47,10 +52,18 @@ class StepExecutor {
   void run_phases(const RankWork& work, StepInputs& inputs, StepOutcome& out);
   void run_pipeline(const RankWork& work, StepInputs& inputs, StepOutcome& out);
   // One micro-batch's LLM forward and backward, its K/V exchange freed after it.
+  // ready: the gradient listener, for the step's last micro-batch only.
   void run_micro_batch(StepInputs& inputs, size_t m, const t_mat& received, const t_mat& d_received,
                        StepOutcome& out);
+  // The listener for micro-batch m of `count` (null before the last: its gradients are still growing).
+  GradientListener* listener_for(size_t m, size_t count) {
+    return m + 1 == count ? sync_.listener() : nullptr;
+  }
+  // A rank with no LLM micro-batch has its LLM gradients (zero) done at once.
+  void report_llm_done_if_idle(const StepInputs& inputs);
 
   Model& model_;
+  GradientSync sync_;
   // The boundary exchanges' packed rows (BoundaryExchange takes them from the active workspace), reused
   // from step to step; the model's passes switch to the model's own workspace.
   Workspace exchange_workspace_;

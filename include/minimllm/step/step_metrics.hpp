@@ -31,7 +31,7 @@ struct StepMetrics {
 // The pool's work during one step (stats now minus stats before).
 CommPoolStats pool_activity(const CommPoolStats& now, const CommPoolStats& before);
 
-// Collective over world. outcome: after synchronize_gradients (loss summed), with every phase of the
+// Collective over world. outcome: after GradientSync::finish (loss summed), with every phase of the
 // step in outcome.seconds; step_seconds: this rank's wall time of the step; peak_gflops_per_rank: MFU's
 // denominator.
 StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, const StepOutcome& outcome,
