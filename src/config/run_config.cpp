@@ -119,6 +119,7 @@ void read_runtime(const Section& s, RuntimeConfig& c, MachineConfig& machine) {
   s.read_bool("calibrate", c.calibrate);
   s.read_real("stall_timeout", c.stall_timeout, at_least(0.0));
   s.read_bool("plan_ahead", c.plan_ahead);
+  s.read_choice("gemm", c.gemm, {"auto", "blas", "portable"});
 }
 
 void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) {
@@ -256,7 +257,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   read_optimizer(top.section("optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps"}),
                  cfg.optimizer);
   read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives",
-                                       "calibrate", "stall_timeout", "plan_ahead"}),
+                                       "calibrate", "stall_timeout", "plan_ahead", "gemm"}),
                cfg.runtime, cfg.machine);
   read_parallel(
       top.section("parallel", {"policy", "cp", "tokens_per_rank", "flexsp_time_limit", "ranks_per_node",

@@ -87,6 +87,10 @@ struct RuntimeConfig {
   // runtime.plan_ahead: plan step t+1 on a helper thread while step t computes (FlexSP's overlap), so
   // that planning leaves the critical path; false: each step is planned when it begins.
   bool plan_ahead = true;
+  // runtime.gemm: auto | blas | portable. auto: at start-up BLAS and the portable kernel are timed at the
+  // model's GEMM shape classes and each class runs on the faster (the same on every rank); blas, portable:
+  // one backend for all. Under CUDA cuBLAS runs every GEMM whatever this says.
+  std::string gemm = "auto";
 };
 
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).
