@@ -62,6 +62,7 @@ runtime:
   blas_threads: 2
   precision: bf16
   collectives: mpi
+  gemm: portable
 )";
 
 TEST(Config, FullDeckRoundTripsEveryField) {
@@ -105,6 +106,7 @@ TEST(Config, FullDeckRoundTripsEveryField) {
   EXPECT_EQ(c.runtime.blas_threads, 2);
   EXPECT_EQ(c.runtime.precision, "bf16");
   EXPECT_EQ(c.runtime.collectives, "mpi");
+  EXPECT_EQ(c.runtime.gemm, "portable");
 }
 
 TEST(Config, MinimalDeckGetsDefaults) {
@@ -149,6 +151,7 @@ TEST(Config, MinimalDeckGetsDefaults) {
   EXPECT_EQ(c.machine.peak_gflops, d.machine.peak_gflops);
   EXPECT_EQ(c.runtime.blas_threads, d.runtime.blas_threads);
   EXPECT_EQ(c.runtime.precision, "fp32");
+  EXPECT_EQ(c.runtime.gemm, "auto");
   EXPECT_EQ(c.runtime.collectives, "auto");
 }
 
@@ -490,6 +493,7 @@ std::vector<BadDeck> bad_decks() {
                 {"runtime.peak_gflops_per_rank = -5", ">= 0"}),
       with_name("BlasThreadsZero", "runtime: {blas_threads: 0}", {"runtime.blas_threads = 0", "[1,"}),
       with_name("PrecisionUnknown", "runtime: {precision: fp16}", {"runtime.precision = fp16", "fp32, bf16"}),
+      with_name("GemmUnknown", "runtime: {gemm: mkl}", {"runtime.gemm = mkl", "auto, blas, portable"}),
       with_name("CollectivesUnknown", "runtime: {collectives: gloo}",
                 {"runtime.collectives = gloo", "auto, mpi, nccl"}),
 
