@@ -147,9 +147,9 @@ void print_verdict(std::ostream& out, const RunConfig& config, const BenchmarkRe
       100.0 * v.mfu, 100.0 * v.attainable_fraction, v.timed_steps, v.timed_seconds, ranks);
   out << fmt::format(
       "minimllm FOM problem={} tokens_per_second={:.1f} samples_per_second={:.3f} mfu={:.4f} "
-      "ranks={} policy={} verdict={} attainable_fraction={:.4f}\n",
-      config.name, v.tokens_per_second, v.samples_per_second, v.mfu, ranks, config.parallel.policy,
-      v.valid ? "VALID" : "INVALID", v.attainable_fraction);
+      "attainable_fraction={:.4f} ranks={} policy={} verdict={}\n",
+      config.name, v.tokens_per_second, v.samples_per_second, v.mfu, v.attainable_fraction, ranks,
+      config.parallel.policy, v.valid ? "VALID" : "INVALID");
   out << (v.valid ? std::string("VALID") : "INVALID: " + v.reason) << std::endl;
 }
 

@@ -143,8 +143,9 @@ std::string generic_blas_warning(const std::string& core, const std::string& con
   if (!generic || !(avx512 || avx2)) return "";
   const std::string version = config.substr(0, config.find(' ', config.find(' ') + 1));
   return fmt::format(
-      "warning: {} runs its generic '{}' kernel on this CPU ({} present): set OPENBLAS_CORETYPE={} (or use "
-      "BLIS/MKL); runtime.gemm: {} uses portable for {} of {} shape classes",
+      "warning: {} runs its generic '{}' kernel on this CPU ({} present): set OPENBLAS_CORETYPE={} (or link "
+      "a BLAS "
+      "tuned for it); runtime.gemm: {} uses portable for {} of {} shape classes",
       version.empty() ? "OpenBLAS" : version, core, avx512 ? "AVX-512" : "AVX2",
       avx512 ? "SKYLAKEX" : "HASWELL", choice.mode, choice.portable_classes, choice.classes);
 }

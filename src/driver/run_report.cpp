@@ -133,9 +133,9 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
   if (!out_path.empty()) log << "metrics written to " << out_path << "\n";
   log << fmt::format(
       "minimllm PERFORMANCE tokens_per_second={:.1f} tokens_per_second_per_rank={:.1f} mfu={:.4f} "
-      "ranks={} attainable_fraction={:.4f}\n",
-      median(rates), median(rates) / world.size, median(mfus), world.size,
-      attainable_fraction(r, median(mfus)));
+      "attainable_fraction={:.4f} ranks={}\n",
+      median(rates), median(rates) / world.size, median(mfus), attainable_fraction(r, median(mfus)),
+      world.size);
 }
 
 void print_policy_comparison(std::ostream& out, const std::vector<std::pair<std::string, TrainResult>>& runs,
