@@ -81,6 +81,24 @@ TEST(GemmChoice, GemmWithoutABackendRunsTheSelectedOne) {
     for (int j = 0; j < 3; ++j) EXPECT_EQ(got(i, j), want(i, j));
 }
 
+TEST(GemmChoice, SelectionRoundTripsThroughItsCheckpointText) {
+  const auto classes = model_gemm_classes(ModelConfig{});
+  GemmSelection selection;
+  for (std::size_t i = 0; i < classes.size(); ++i)
+    selection.push_back({classes[i], i % 3 == 1 ? GemmBackend::portable : GemmBackend::blas});
+  const std::string text = encode_gemm_selection(selection);
+  const GemmChoice back = decode_gemm_selection(text, "from checkpoint x.ckpt.h5");
+  ASSERT_EQ(back.selection.size(), selection.size());
+  for (std::size_t i = 0; i < selection.size(); ++i) {
+    EXPECT_TRUE(back.selection[i].first == selection[i].first) << i;
+    EXPECT_EQ(back.selection[i].second, selection[i].second) << i;
+  }
+  EXPECT_EQ(back.backend, "mixed");
+  EXPECT_NE(back.line.find("x.ckpt.h5"), std::string::npos);
+  EXPECT_THROW(decode_gemm_selection("fwd 3x4=mkl", "x"), std::invalid_argument);
+  EXPECT_THROW(decode_gemm_selection("sideways 3x4=blas", "x"), std::invalid_argument);
+}
+
 TEST(GemmChoice, WarnsOnlyForAGenericOpenBlasCoreOnAVectorCpu) {
   GemmChoice choice;
   choice.mode = "auto", choice.portable_classes = 3, choice.classes = 30;

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <stdexcept>
 
 #include "minimllm/core/clock.hpp"
 
@@ -127,6 +129,47 @@ GemmChoice choose_gemm(const std::string& mode, const std::vector<GemmShapeClass
         choice.portable_classes, choice.classes, rows, rate(blas_seconds), rate(portable_seconds),
         rate(chosen_seconds));
   }
+  return choice;
+}
+
+std::string encode_gemm_selection(const GemmSelection& selection) {
+  std::string text;
+  for (const auto& [cls, backend] : selection)
+    text += (text.empty() ? "" : ";") + to_string(cls) + "=" + to_string(backend);
+  return text;
+}
+
+GemmChoice decode_gemm_selection(const std::string& text, const std::string& source) {
+  GemmChoice choice;
+  choice.mode = "auto";
+  std::size_t begin = 0;
+  while (begin < text.size()) {
+    const std::size_t end = std::min(text.find(';', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    begin = end + 1;
+    char kind[16] = {}, backend[16] = {};
+    GemmShapeClass c;
+    if (std::sscanf(item.c_str(), "%15s %dx%d=%15s", kind, &c.rows, &c.cols, backend) != 4)
+      throw std::invalid_argument("gemm selection item '" + item + "' is not 'KIND RxC=BACKEND'");
+    const std::string k = kind, b = backend;
+    c.trans_a = k == "wgrad" || k == "tt" ? Trans::yes : Trans::no;
+    c.trans_b = k == "dgrad" || k == "tt" ? Trans::yes : Trans::no;
+    if (to_string(c) != item.substr(0, item.find('=')) || (b != "blas" && b != "portable" && b != "cublas"))
+      throw std::invalid_argument("gemm selection item '" + item + "' is unknown");
+    const GemmBackend g = b == "blas"       ? GemmBackend::blas
+                          : b == "portable" ? GemmBackend::portable
+                                            : GemmBackend::cublas;
+    choice.selection.push_back({c, g});
+    choice.portable_classes += g == GemmBackend::portable;
+  }
+  choice.classes = static_cast<int>(choice.selection.size());
+  choice.backend = choice.portable_classes == 0                ? "blas"
+                   : choice.portable_classes == choice.classes ? "portable"
+                                                               : "mixed";
+  if (!choice.selection.empty() && choice.selection.front().second == GemmBackend::cublas)
+    choice.backend = "cublas";
+  choice.line = fmt::format("gemm: portable for {} of {} shape classes, the rest blas ({})",
+                            choice.portable_classes, choice.classes, source);
   return choice;
 }
 

@@ -135,9 +135,13 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   check_activations(peak);
   // runtime.gemm: each of the model's GEMM shape classes on the faster backend, timed at the run's largest
   // micro-batch rows (bounded: the choice, not the figure, is what matters).
+  // A restart runs the checkpointed run's choice (the same rounding, so the same losses).
   const GemmChoice gemm_choice =
-      choose_gemm(config.runtime.gemm, model_gemm_classes(config.model),
-                  static_cast<int>(std::clamp<std::int64_t>(peak.llm_rows, 64, 2048)), precision, world);
+      restart && !restart->planning.gemm_selection.empty()
+          ? decode_gemm_selection(restart->planning.gemm_selection, "from checkpoint " + restart->path)
+          : choose_gemm(config.runtime.gemm, model_gemm_classes(config.model),
+                        static_cast<int>(std::clamp<std::int64_t>(peak.llm_rows, 64, 2048)), precision,
+                        world);
   const GemmSelectionScope gemm_scope(gemm_choice.selection);
   result.gemm_backend = gemm_choice.backend;
   result.gemm_choice = gemm_choice.line;
@@ -164,7 +168,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   }
   const PlanningBasis planning =
       restart ? restart->planning
-              : PlanningBasis{result.planning_gflops_per_rank, cost.source, cost.calibration_text, capacity};
+              : PlanningBasis{result.planning_gflops_per_rank, cost.source, cost.calibration_text, capacity,
+                              encode_gemm_selection(gemm_choice.selection)};
   const double state_bytes =
       2.0 * sizeof(float) * model.parameter_count() + optimizer.state_bytes();  // params, grads
   result.memory_estimate_mib =

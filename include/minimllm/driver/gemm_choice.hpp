@@ -30,6 +30,11 @@ struct GemmChoice {
 GemmChoice choose_gemm(const std::string& mode, const std::vector<GemmShapeClass>& classes, int rows,
                        GemmPrecision precision, const World& world);
 
+// A selection as text ("fwd 64x192=blas;dgrad 64x192=portable;..."), and back as a choice that says it
+// came from `source`; text that does not parse throws std::invalid_argument.
+std::string encode_gemm_selection(const GemmSelection& selection);
+GemmChoice decode_gemm_selection(const std::string& text, const std::string& source);
+
 // One line when the BLAS is OpenBLAS on a generic core (Prescott, Nehalem, ...) while the CPU has
 // AVX-512 or AVX2 (what to set, and what auto measured); empty otherwise. core: openblas_get_corename().
 std::string generic_blas_warning(const std::string& core, const std::string& config, bool avx512, bool avx2,
