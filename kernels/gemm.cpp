@@ -205,9 +205,61 @@ const char* to_string(GemmBackend backend) {
   return "unknown";
 }
 
+namespace {
+GemmSelection& installed_selection() {
+  static GemmSelection selection;
+  return selection;
+}
+}  // namespace
+
+GemmShapeClass gemm_shape_class(Trans trans_a, Trans trans_b, const t_mat_const& b, const t_mat& c) {
+  const bool weight_is_c = trans_a == Trans::yes && trans_b == Trans::no;
+  return {trans_a, trans_b, static_cast<int>(weight_is_c ? c.extent(0) : b.extent(0)),
+          static_cast<int>(weight_is_c ? c.extent(1) : b.extent(1))};
+}
+
+std::string to_string(const GemmShapeClass& shape) {
+  const char* kind = shape.trans_a == Trans::yes ? (shape.trans_b == Trans::yes ? "tt" : "wgrad")
+                                                 : (shape.trans_b == Trans::yes ? "dgrad" : "fwd");
+  return std::string(kind) + " " + std::to_string(shape.rows) + "x" + std::to_string(shape.cols);
+}
+
+GemmBackend selected_gemm_backend(const GemmShapeClass& shape) {
+  for (const auto& [cls, backend] : installed_selection())
+    if (cls == shape) return backend;
+  return default_gemm_backend();
+}
+
+GemmSelectionScope::GemmSelectionScope(GemmSelection selection)
+    : previous_(std::move(installed_selection())) {
+  installed_selection() = std::move(selection);
+}
+GemmSelectionScope::~GemmSelectionScope() { installed_selection() = std::move(previous_); }
+
+std::string blas_core_name() {
+#ifdef OPENBLAS_VERSION
+  const char* name = openblas_get_corename();
+  return name ? name : "";
+#else
+  return "";
+#endif
+}
+
+std::string blas_config() {
+#ifdef OPENBLAS_VERSION
+  const char* config = openblas_get_config();
+  return config ? config : "";
+#else
+  return "";
+#endif
+}
+
 void gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b, float beta,
           const t_mat& c, GemmPrecision precision) {
-  gemm(trans_a, trans_b, alpha, a, b, beta, c, default_gemm_backend(), precision);
+  const GemmBackend backend = installed_selection().empty()
+                                  ? default_gemm_backend()
+                                  : selected_gemm_backend(gemm_shape_class(trans_a, trans_b, b, c));
+  gemm(trans_a, trans_b, alpha, a, b, beta, c, backend, precision);
 }
 
 void gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b, float beta,

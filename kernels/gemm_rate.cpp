@@ -7,13 +7,14 @@
 
 namespace minimllm {
 
-double measure_gemm_gflops(GemmPrecision precision, int n) {
+double measure_gemm_gflops(GemmPrecision precision, int n, GemmBackend backend) {
   t_mat a("gemm_rate::a", n, n), b("gemm_rate::b", n, n), c("gemm_rate::c", n, n);
   Kokkos::deep_copy(a, 1.0f), Kokkos::deep_copy(b, 1.0f);
   Workspace workspace;  // bf16 rounds its operands into scratch: the arena fits them after the warm-up
   const auto call = [&] {
     const WorkspaceScope scope(workspace);
-    gemm(Trans::no, Trans::no, 1.0f, a, b, 0.0f, c, precision);
+    gemm(Trans::no, Trans::no, 1.0f, a, b, 0.0f, c, backend, precision);
+    ExecSpace().fence();
   };
   call();  // warm-up: handles, scratch
   double best = 1e30;

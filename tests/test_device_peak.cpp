@@ -1,6 +1,8 @@
-// Dense peak table: names as cudaGetDeviceProperties reports them, and names that must not match.
+// Dense peak table and CPU peak arithmetic: names as cudaGetDeviceProperties reports them, and names that
+// must not match.
 #include <gtest/gtest.h>
 
+#include "minimllm/metrics/cpu_peak.hpp"
 #include "minimllm/metrics/device_peak.hpp"
 
 namespace minimllm {
@@ -40,6 +42,52 @@ TEST(DevicePeak, PrecisionNames) {
   EXPECT_STREQ(to_string(Precision::fp32), "fp32");
   EXPECT_STREQ(to_string(Precision::tf32), "tf32");
   EXPECT_STREQ(to_string(Precision::bf16), "bf16");
+}
+
+// CPU peaks from injected descriptions: the arithmetic, not the live machine.
+CpuDescription xeon(double ghz) {
+  CpuDescription cpu = parse_cpuinfo(
+      "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+      "flags\t\t: fpu sse fma avx2 avx512f avx512_bf16 amx_bf16 amx_tile\ncpu MHz\t\t: 2600.000\n");
+  cpu.arch = "x86_64";
+  cpu.clock_ghz = ghz;
+  return cpu;
+}
+
+TEST(CpuPeak, ParsesFlagsVendorAndClockFromCpuinfo) {
+  const CpuDescription cpu = xeon(2.6);
+  EXPECT_EQ(cpu.vendor, "GenuineIntel");
+  EXPECT_EQ(cpu.model_name, "Intel(R) Xeon(R) Processor");
+  EXPECT_TRUE(cpu.fma && cpu.avx512f && cpu.avx512_bf16 && cpu.amx_bf16);
+  EXPECT_NE(cpu.clock_source.find("cpu MHz"), std::string::npos);
+  const CpuDescription plain = parse_cpuinfo("flags\t: fpu avx512fx avx2\n");  // whole words only
+  EXPECT_FALSE(plain.avx512f || plain.fma);
+}
+
+TEST(CpuPeak, CoresTimesFmaUnitsTimesLanesTimesTwoTimesClock) {
+  CpuDescription cpu = xeon(2.6);
+  EXPECT_DOUBLE_EQ(cpu_dense_peak(cpu, Precision::fp32, 1)->gflops, 2 * 16 * 2 * 2.6);  // 166.4
+  EXPECT_DOUBLE_EQ(cpu_dense_peak(cpu, Precision::fp32, 2)->gflops, 2 * 2 * 16 * 2 * 2.6);
+  EXPECT_DOUBLE_EQ(cpu_dense_peak(cpu, Precision::bf16, 1)->gflops, 2 * 1024 * 2.6);  // AMX
+  cpu.amx_bf16 = false;
+  EXPECT_DOUBLE_EQ(cpu_dense_peak(cpu, Precision::bf16, 1)->gflops, 2 * 2 * 16 * 2 * 2.6);  // AVX512_BF16
+  cpu.avx512_bf16 = false;
+  EXPECT_DOUBLE_EQ(cpu_dense_peak(cpu, Precision::bf16, 1)->gflops, 2 * 16 * 2 * 2.6);
+  cpu.avx512f = false;  // AVX2 + FMA (Haswell .. Zen 3)
+  EXPECT_DOUBLE_EQ(cpu_dense_peak(cpu, Precision::fp32, 1)->gflops, 2 * 8 * 2 * 2.6);
+  cpu.avx512f = true, cpu.vendor = "AuthenticAMD";  // Zen 4: AVX-512 on 256-bit pipes
+  EXPECT_DOUBLE_EQ(cpu_dense_peak(cpu, Precision::fp32, 1)->gflops, 16 * 2 * 2.6);
+  EXPECT_NE(cpu_dense_peak(cpu, Precision::fp32, 1)->source.find("2.60 GHz"), std::string::npos);
+}
+
+TEST(CpuPeak, UnknownClockIsaOrArchitectureIsUnknown) {
+  EXPECT_FALSE(cpu_dense_peak(xeon(0.0), Precision::fp32, 1).has_value());
+  CpuDescription arm = xeon(2.6);
+  arm.arch = "aarch64";
+  EXPECT_FALSE(cpu_dense_peak(arm, Precision::fp32, 1).has_value());
+  CpuDescription old = xeon(2.6);
+  old.fma = old.avx512f = false;
+  EXPECT_FALSE(cpu_dense_peak(old, Precision::fp32, 1).has_value());
 }
 
 }  // namespace

@@ -121,6 +121,7 @@ void read_runtime(const Section& s, RuntimeConfig& c, MachineConfig& machine) {
   s.read_bool("plan_ahead", c.plan_ahead);
   s.read_bool("overlap_grad_sync", c.overlap_grad_sync);
   s.read_real("grad_bucket_mb", c.grad_bucket_mb, closed(0.0, 1.0e6));
+  s.read_choice("gemm", c.gemm, {"auto", "blas", "portable"});
 }
 
 void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) {
@@ -259,7 +260,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
                  cfg.optimizer);
   read_runtime(
       top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives", "calibrate",
-                              "stall_timeout", "plan_ahead", "overlap_grad_sync", "grad_bucket_mb"}),
+                              "stall_timeout", "plan_ahead", "overlap_grad_sync", "grad_bucket_mb", "gemm"}),
       cfg.runtime, cfg.machine);
   read_parallel(
       top.section("parallel", {"policy", "cp", "tokens_per_rank", "flexsp_time_limit", "ranks_per_node",

@@ -88,6 +88,9 @@ RestartPoint read_and_check(const std::string& path, const RunConfig& config, st
     return a.name == "planning_capacity_bytes";
   });
   point.planning.capacity_bytes = has_capacity ? c.real("planning_capacity_bytes", path) : 0.0;
+  const bool has_gemm = std::any_of(c.attributes.begin(), c.attributes.end(),
+                                    [](const RunAttribute& a) { return a.name == "gemm_selection"; });
+  point.planning.gemm_selection = has_gemm ? c.text("gemm_selection", path) : "";
   point.params = c.array("params", path);
   point.first_moment = c.array("adamw_m", path);
   point.second_moment = c.array("adamw_v", path);
@@ -130,6 +133,7 @@ void save_checkpoint(const std::string& path, const RunConfig& config, const Wor
           {"cost_model_source", planning.cost_model_source},
           {"calibration_text", planning.calibration_text},
           {"planning_capacity_bytes", planning.capacity_bytes},
+          {"gemm_selection", planning.gemm_selection},
           {"minimllm_version", std::string(MINIMLLM_VERSION)},
           {"written_utc", utc_now()},
       };
@@ -165,6 +169,7 @@ RestartPoint read_restart_point(const std::string& path, const RunConfig& config
   broadcast(point.path, world.comm);
   broadcast(point.planning.cost_model_source, world.comm);
   broadcast(point.planning.calibration_text, world.comm);
+  broadcast(point.planning.gemm_selection, world.comm);
   broadcast(point.params, world.comm);
   broadcast(point.first_moment, world.comm);
   broadcast(point.second_moment, world.comm);

@@ -2,40 +2,95 @@
 
 #include <fmt/format.h>
 
+#include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <thread>
 
 #include "minimllm/core/device.hpp"
 #include "minimllm/kernels/gemm_rate.hpp"
+#include "minimllm/metrics/cpu_peak.hpp"
 #include "minimllm/metrics/device_peak.hpp"
 
 namespace minimllm {
+namespace {
 
-std::pair<double, std::string> choose_peak(const RunConfig& config, GemmPrecision precision,
-                                           const World& world) {
-  if (config.machine.peak_gflops > 0.0)
-    return {config.machine.peak_gflops,
-            "machine section (machine.peak_gflops or runtime.peak_gflops_per_rank)"};
-  const std::string device = device_name();
-  const auto datasheet =
-      dense_peak_gflops(device, precision == GemmPrecision::bf16 ? Precision::bf16 : Precision::fp32);
-  // Collective on every rank whatever its own answer: a rank whose GPU is unknown makes all measure.
-  const int sharing = ranks_sharing_device(world.comm);
-  const double local_per_rank = datasheet ? *datasheet / sharing : 0.0;
-  double smallest = 0.0;
-  const int known = datasheet ? 1 : 0;
+// The smallest value over ranks when every rank knows one; nullopt (on every rank) otherwise.
+std::optional<double> smallest_if_all_known(std::optional<double> local, MPI_Comm comm) {
+  const int known = local ? 1 : 0;
   int all_known = 0;
-  MPI_Allreduce(&known, &all_known, 1, MPI_INT, MPI_MIN, world.comm);
-  if (all_known) {
-    MPI_Allreduce(&local_per_rank, &smallest, 1, MPI_DOUBLE, MPI_MIN, world.comm);
-    std::string source = fmt::format("datasheet dense {} peak of {}", to_string(precision), device);
-    if (sharing > 1) source += fmt::format(", shared by {} ranks", sharing);
-    return {smallest, source};
+  MPI_Allreduce(&known, &all_known, 1, MPI_INT, MPI_MIN, comm);
+  if (!all_known) return std::nullopt;
+  double value = *local, smallest = 0.0;
+  MPI_Allreduce(&value, &smallest, 1, MPI_DOUBLE, MPI_MIN, comm);
+  return smallest;
+}
+
+// The cores this rank computes on: its host threads (Kokkos) or its BLAS threads, whichever is more,
+// at most the machine's.
+int cores_per_rank(const RunConfig& config) {
+  const int host_threads = Kokkos::DefaultHostExecutionSpace().concurrency();
+  const int machine = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::min(machine, std::max(host_threads, config.runtime.blas_threads));
+}
+
+}  // namespace
+
+PeakChoice choose_peak(const RunConfig& config, GemmPrecision precision, const World& world) {
+  PeakChoice p;
+  const Precision hw_precision = precision == GemmPrecision::bf16 ? Precision::bf16 : Precision::fp32;
+
+  // Attainable: every backend this build can run on its memory, the fastest.
+  std::vector<GemmBackend> backends;
+  if (default_gemm_backend() == GemmBackend::cublas)
+    backends = {GemmBackend::cublas};
+  else if (default_gemm_backend() == GemmBackend::blas)
+    backends = {GemmBackend::blas, GemmBackend::portable};
+  else
+    backends = {GemmBackend::portable};
+  std::vector<double> local, sum(backends.size());
+  for (GemmBackend b : backends) local.push_back(measure_gemm_gflops(precision, 1024, b));
+  MPI_Allreduce(local.data(), sum.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_SUM, world.comm);
+  const auto best = std::max_element(sum.begin(), sum.end()) - sum.begin();
+  p.attainable_gflops = sum[best] / world.size;
+  std::string rates;
+  for (std::size_t i = 0; i < backends.size(); ++i)
+    rates += fmt::format("{}{} {:.1f}", i ? ", " : "", to_string(backends[i]), sum[i] / world.size);
+  p.attainable_source = fmt::format("measured: fastest GEMM 1024^3 ({}) of [{}] GFLOP/s, mean over ranks",
+                                    to_string(precision), rates);
+
+  // Hardware peak. Every branch is collective on every rank whatever its own answer.
+  const std::string device = device_name();
+  const int sharing = ranks_sharing_device(world.comm);
+  const auto datasheet = dense_peak_gflops(device, hw_precision);
+  const auto gpu = smallest_if_all_known(
+      datasheet ? std::optional<double>(*datasheet / sharing) : std::nullopt, world.comm);
+  const int cores = cores_per_rank(config);
+  const auto cpu =
+      kMemSpaceIsHostAccessible ? cpu_dense_peak(detect_cpu(), hw_precision, cores) : std::nullopt;
+  const auto cpu_smallest =
+      smallest_if_all_known(cpu ? std::optional<double>(cpu->gflops) : std::nullopt, world.comm);
+  if (config.machine.peak_gflops > 0.0) {
+    p.peak_gflops = config.machine.peak_gflops;
+    p.peak_source = "machine section (machine.peak_gflops or runtime.peak_gflops_per_rank)";
+  } else if (gpu) {
+    p.peak_gflops = *gpu;
+    p.peak_source = fmt::format("datasheet dense {} peak of {}", to_string(precision), device);
+    if (sharing > 1) p.peak_source += fmt::format(", shared by {} ranks", sharing);
+  } else if (cpu_smallest) {
+    p.peak_gflops = *cpu_smallest;
+    p.peak_source = cpu->source + (world.size > 1 ? ", smallest over ranks" : "");
+  } else {
+    p.peak_gflops = p.attainable_gflops;
+    p.peak_source = "unknown hardware peak: the attainable rate (" + p.attainable_source + ")";
   }
-  double local = measure_gemm_gflops(precision), sum = 0.0;
-  MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, world.comm);
-  return {sum / world.size,
-          fmt::format("measured: {} GEMM 1024^3 ({}) with {} BLAS thread(s), mean over ranks",
-                      to_string(default_gemm_backend()), to_string(precision), config.runtime.blas_threads)};
+  if (config.machine.peak_gflops > 0.0) {
+    p.planning_gflops = config.machine.peak_gflops;
+    p.planning_source = p.peak_source;
+  } else {
+    p.planning_gflops = p.attainable_gflops;
+    p.planning_source = "attainable: " + p.attainable_source;
+  }
+  return p;
 }
 
 }  // namespace minimllm

@@ -62,7 +62,10 @@ RunOutput::RunOutput(const std::string& path, bool overwrite, const World& world
 void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult& r, double parameters,
                                      std::vector<RunAttribute> attributes,
                                      const std::string& calibration_text) {
-  attributes.push_back({"gemm_backend", std::string(to_string(default_gemm_backend()))});
+  attributes.push_back({"gemm_backend", r.gemm_backend.empty()
+                                            ? std::string(to_string(default_gemm_backend()))
+                                            : r.gemm_backend});
+  attributes.push_back({"gemm_choice", r.gemm_choice});
   attributes.push_back({"placement", config.parallel.placement});
   attributes.push_back({"policy", config.parallel.policy});
   attributes.push_back({"cp", static_cast<long long>(config.parallel.cp)});
@@ -70,6 +73,9 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
   attributes.push_back({"parameters", static_cast<long long>(parameters)});
   attributes.push_back({"peak_gflops_per_rank", r.peak_gflops_per_rank});
   attributes.push_back({"peak_source", r.peak_source});
+  attributes.push_back({"attainable_gflops_per_rank", r.attainable_gflops_per_rank});
+  attributes.push_back({"attainable_source", r.attainable_source});
+  attributes.push_back({"planning_gflops_per_rank", r.planning_gflops_per_rank});
   attributes.push_back({"memory_estimate_mib", r.memory_estimate_mib});
   attributes.push_back({"precision", r.precision});
   attributes.push_back({"collectives", r.collectives});

@@ -29,6 +29,11 @@ double median_after_warmup(const TrainResult& r, Field field) {
 
 }  // namespace
 
+double attainable_fraction(const TrainResult& r, double mfu) {
+  return r.attainable_gflops_per_rank > 0.0 ? mfu * r.peak_gflops_per_rank / r.attainable_gflops_per_rank
+                                            : 0.0;
+}
+
 void print_banner(std::ostream& log, const RunConfig& config, const World& world, const Model& model,
                   const TrainResult& r, const PeakWork& peak, const std::vector<RunAttribute>& provenance) {
   const ModelConfig& m = config.model;
@@ -47,7 +52,7 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
           ? fmt::format("policy {} (cost model: {})", p.policy,
                         r.cost_model_source == "default-from-FLOPs"
                             ? fmt::format("{} at {:.1f} GFLOP/s per rank", r.cost_model_source,
-                                          r.peak_gflops_per_rank)
+                                          r.planning_gflops_per_rank)
                             : r.cost_model_source)
           : fmt::format(
                 "deck: {} placement, LLM groups [{}]{}, micro-batches {}", p.placement,
@@ -57,7 +62,12 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
                      config.data.global_batch, config.steps, config.seed, layout, p.comm_pool_capacity);
   log << fmt::format("precision: {} GEMMs | collectives: {} ({})\n", r.precision, r.collectives,
                      r.collectives_reason);
-  log << fmt::format("peak for MFU: {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank, r.peak_source);
+  log << fmt::format("peak for MFU (hardware): {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank,
+                     r.peak_source);
+  log << fmt::format("attainable (best measured GEMM): {:.1f} GFLOP/s per rank, {:.0f}% of the peak ({})\n",
+                     r.attainable_gflops_per_rank,
+                     100.0 * r.attainable_gflops_per_rank / r.peak_gflops_per_rank, r.attainable_source);
+  if (!r.gemm_choice.empty()) log << r.gemm_choice << "\n";
   log << r.machine.describe();
   log << fmt::format(
       "memory estimate per rank: {:.1f} MiB (parameters, gradients, AdamW state; activations "
@@ -85,9 +95,9 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
   const StepRecord &first = r.steps.front(), &last = r.steps.back();
   log << fmt::format(
       "summary: loss {:.4f} -> {:.4f} over {} steps | median step {:.1f} ms | median {:.0f} tok/s "
-      "({:.0f} per rank) | median MFU {:.1f}%\n",
+      "({:.0f} per rank) | median MFU {:.1f}% of the hardware peak, {:.1f}% of the attainable GEMM rate\n",
       first.loss, last.loss, r.steps.size(), 1e3 * median(times), median(rates), median(rates) / world.size,
-      100.0 * median(mfus));
+      100.0 * median(mfus), 100.0 * attainable_fraction(r, median(mfus)));
   std::string phases;
   for (Phase phase : kPhases) {
     phases += fmt::format(
@@ -123,8 +133,9 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
   if (!out_path.empty()) log << "metrics written to " << out_path << "\n";
   log << fmt::format(
       "minimllm PERFORMANCE tokens_per_second={:.1f} tokens_per_second_per_rank={:.1f} mfu={:.4f} "
-      "ranks={}\n",
-      median(rates), median(rates) / world.size, median(mfus), world.size);
+      "attainable_fraction={:.4f} ranks={}\n",
+      median(rates), median(rates) / world.size, median(mfus), attainable_fraction(r, median(mfus)),
+      world.size);
 }
 
 void print_policy_comparison(std::ostream& out, const std::vector<std::pair<std::string, TrainResult>>& runs,

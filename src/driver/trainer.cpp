@@ -19,12 +19,14 @@
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/checkpoint.hpp"
+#include "minimllm/driver/gemm_choice.hpp"
 #include "minimllm/driver/memory_check.hpp"
 #include "minimllm/driver/mfu_peak.hpp"
 #include "minimllm/driver/provenance.hpp"
 #include "minimllm/driver/run_output.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/kernels/gemm.hpp"
+#include "minimllm/metrics/cpu_peak.hpp"
 #include "minimllm/metrics/file_lock.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
@@ -61,7 +63,11 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   Model model(config.model, config.seed, precision);
   TrainResult result;
   result.precision = to_string(precision);
-  std::tie(result.peak_gflops_per_rank, result.peak_source) = choose_peak(config, precision, world);
+  const PeakChoice peak_choice = choose_peak(config, precision, world);
+  result.peak_gflops_per_rank = peak_choice.peak_gflops, result.peak_source = peak_choice.peak_source;
+  result.attainable_gflops_per_rank = peak_choice.attainable_gflops;
+  result.attainable_source = peak_choice.attainable_source;
+  result.planning_gflops_per_rank = peak_choice.planning_gflops;
   // Chosen once, for every collective of the run (pool groups, the world's gradient all-reduce and
   // boundary exchange): NCCL on device memory where it can, MPI otherwise.
   const CollectivesChoice collectives = choose_collectives(world.comm, config.runtime.collectives);
@@ -75,11 +81,12 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   CostModelChoice cost;
   std::exception_ptr error;
   try {
-    cost = restart
-               ? restored_cost_model(
-                     config, restart->planning.gflops_per_rank, per_node, restart->planning.calibration_text,
-                     "from checkpoint " + restart->path + " (" + restart->planning.cost_model_source + ")")
-               : choose_cost_model(config, world, result.peak_gflops_per_rank, per_node, options.cost_model);
+    cost =
+        restart
+            ? restored_cost_model(
+                  config, restart->planning.gflops_per_rank, per_node, restart->planning.calibration_text,
+                  "from checkpoint " + restart->path + " (" + restart->planning.cost_model_source + ")")
+            : choose_cost_model(config, world, result.planning_gflops_per_rank, per_node, options.cost_model);
   } catch (...) {
     error = std::current_exception();
   }
@@ -95,8 +102,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
       config.machine.ranks_per_node > 0 ? "machine section" : "detected: ranks sharing a node (MPI)";
   machine.machine.nvlink_domain = config.machine.nvlink_domain > 0 ? config.machine.nvlink_domain : per_node;
   machine.nvlink_domain_source = config.machine.nvlink_domain > 0 ? "machine section" : "ranks_per_node";
-  machine.machine.peak_gflops = result.peak_gflops_per_rank;
-  machine.peak_source = result.peak_source;
+  machine.machine.peak_gflops = result.planning_gflops_per_rank;  // the cost model's compute rate
+  machine.peak_source = peak_choice.planning_source;
   const double capacity = restart ? restart->planning.capacity_bytes : std::max(0.0, budget.planning_bytes);
   machine.machine.memory_gib = capacity / (1024.0 * 1024.0 * 1024.0);
   machine.memory_source = restart ? "from checkpoint " + restart->path : budget.source();
@@ -126,6 +133,22 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   }
   const PeakWork peak = peak_work({plans.queued().begin(), plans.queued().end()}, world.comm);
   check_activations(peak);
+  // runtime.gemm: each of the model's GEMM shape classes on the faster backend, timed at the run's largest
+  // micro-batch rows (bounded: the choice, not the figure, is what matters).
+  // A restart runs the checkpointed run's choice (the same rounding, so the same losses).
+  const GemmChoice gemm_choice =
+      restart && !restart->planning.gemm_selection.empty()
+          ? decode_gemm_selection(restart->planning.gemm_selection, "from checkpoint " + restart->path)
+          : choose_gemm(config.runtime.gemm, model_gemm_classes(config.model),
+                        static_cast<int>(std::clamp<std::int64_t>(peak.llm_rows, 64, 2048)), precision,
+                        world);
+  const GemmSelectionScope gemm_scope(gemm_choice.selection);
+  result.gemm_backend = gemm_choice.backend;
+  result.gemm_choice = gemm_choice.line;
+  const CpuDescription cpu = detect_cpu();
+  const std::string blas_warning =
+      generic_blas_warning(blas_core_name(), blas_config(), cpu.avx512f, cpu.fma, gemm_choice);
+  if (!blas_warning.empty()) result.gemm_choice += "\n" + blas_warning;
   model.reserve_workspace(peak.llm_rows, peak.key_rows);
   RunOutput out(options.out_path, options.overwrite, world);
   // No other run may write this run's checkpoint while it runs (rank 0 writes it).
@@ -145,7 +168,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   }
   const PlanningBasis planning =
       restart ? restart->planning
-              : PlanningBasis{result.peak_gflops_per_rank, cost.source, cost.calibration_text, capacity};
+              : PlanningBasis{result.planning_gflops_per_rank, cost.source, cost.calibration_text, capacity,
+                              encode_gemm_selection(gemm_choice.selection)};
   const double state_bytes =
       2.0 * sizeof(float) * model.parameter_count() + optimizer.state_bytes();  // params, grads
   result.memory_estimate_mib =

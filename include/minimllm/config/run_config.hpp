@@ -94,6 +94,10 @@ struct RuntimeConfig {
   // runtime.grad_bucket_mb: MiB of gradients per overlapped all-reduce (whole layers; >= 0, 0: one
   // bucket per layer).
   double grad_bucket_mb = 8.0;
+  // runtime.gemm: auto | blas | portable. auto: at start-up BLAS and the portable kernel are timed at the
+  // model's GEMM shape classes and each class runs on the faster (the same on every rank); blas, portable:
+  // one backend for all. Under CUDA cuBLAS runs every GEMM whatever this says.
+  std::string gemm = "auto";
 };
 
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).

@@ -32,6 +32,8 @@ struct BenchmarkVerdict {
   double invariance_max_relative_difference = 0.0;
   // Figure of merit: rates over the steps after the warm-up (TrainResult::timed_seconds).
   double tokens_per_second = 0.0, samples_per_second = 0.0, mfu = 0.0;
+  double attainable_fraction =
+      0.0;  // achieved over the best measured GEMM rate (mfu is over the hardware peak)
   int timed_steps = 0;
   double timed_seconds = 0.0;
 };

@@ -24,6 +24,9 @@ struct PlanningBasis {
   std::string cost_model_source;
   std::string calibration_text;  // the calibration applied to the cost model; empty for the defaults
   double capacity_bytes = 0.0;   // the memory per rank plans had to fit; 0: unbounded
+  // runtime.gemm's backend per shape class (encode_gemm_selection); a restart reuses it, so its GEMMs round
+  // as the uninterrupted run's did. Empty: none recorded (older checkpoints), measured again.
+  std::string gemm_selection;
 };
 
 // A checkpoint read for a restart, identical on every rank.

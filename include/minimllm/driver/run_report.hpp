@@ -16,6 +16,9 @@
 
 namespace minimllm {
 
+// Achieved over attainable: an MFU (against the hardware peak) rescaled to the best measured GEMM rate.
+double attainable_fraction(const TrainResult& r, double mfu);
+
 void print_banner(std::ostream& log, const RunConfig& config, const World& world, const Model& model,
                   const TrainResult& r, const PeakWork& peak, const std::vector<RunAttribute>& provenance);
 void print_step(std::ostream& log, const StepRecord& s, int steps);

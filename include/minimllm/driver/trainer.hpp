@@ -29,12 +29,17 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  std::vector<StepRecord> steps;      // identical on every rank, except output_seconds (rank 0's)
-  double peak_gflops_per_rank = 0.0;  // used for MFU
-  std::string peak_source;            // "measured ..." or "deck ..."
-  std::string cost_model_source;      // "default-from-FLOPs", a calibration file, or "calibrated ..."
-  double memory_estimate_mib = 0.0;   // analytic, per rank (max over ranks)
-  double peak_resident_mib = 0.0;     // max over ranks
+  std::vector<StepRecord> steps;            // identical on every rank, except output_seconds (rank 0's)
+  double peak_gflops_per_rank = 0.0;        // the hardware's dense peak: MFU's denominator (mfu_peak.hpp)
+  std::string peak_source;                  // "CPU dense ...", "datasheet ..." or "machine section ..."
+  double attainable_gflops_per_rank = 0.0;  // the fastest measured GEMM: attainable_fraction's
+  std::string attainable_source;
+  double planning_gflops_per_rank = 0.0;  // the cost model's compute rate (attainable unless the deck's)
+  std::string gemm_backend;       // runtime.gemm's outcome: blas, portable, cublas or mixed (per shape class)
+  std::string gemm_choice;        // the same in one line, with the rates behind it
+  std::string cost_model_source;  // "default-from-FLOPs", a calibration file, or "calibrated ..."
+  double memory_estimate_mib = 0.0;  // analytic, per rank (max over ranks)
+  double peak_resident_mib = 0.0;    // max over ranks
   // Wall time of the steps after the warm-up (step 0), everything included: planning, compute, metrics
   // and output; max over ranks. The denominator of the benchmark's rates (FOM).
   double timed_seconds = 0.0;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "minimllm/core/types.hpp"
 
@@ -32,9 +34,43 @@ const char* to_string(GemmBackend backend);
 void gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b, float beta,
           const t_mat& c, GemmBackend backend = default_gemm_backend(),
           GemmPrecision precision = GemmPrecision::fp32);
-// The same on the default backend.
+// The same on the backend selected for its shape class (GemmSelectionScope), else the default.
 void gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b, float beta,
           const t_mat& c, GemmPrecision precision);
+
+// A linear layer's GEMM, by which of its three products it is (forward X W: no/no; data gradient dY W^T:
+// no/yes; weight gradient X^T dY: yes/no) and its weight's rows x cols. The token rows vary step by step;
+// the weight's shape does not, so a backend chosen per class holds for the whole run.
+struct GemmShapeClass {
+  Trans trans_a = Trans::no, trans_b = Trans::no;
+  int rows = 0, cols = 0;  // of the weight: B for no/no and no/yes, C for yes/no
+  bool operator==(const GemmShapeClass& o) const {
+    return trans_a == o.trans_a && trans_b == o.trans_b && rows == o.rows && cols == o.cols;
+  }
+};
+GemmShapeClass gemm_shape_class(Trans trans_a, Trans trans_b, const t_mat_const& b, const t_mat& c);
+std::string to_string(const GemmShapeClass& shape);  // e.g. "fwd 64x192", "dgrad 64x192", "wgrad 64x192"
+
+// The backend of each class for the gemm() overload that names none (classes not listed: the default).
+using GemmSelection = std::vector<std::pair<GemmShapeClass, GemmBackend>>;
+GemmBackend selected_gemm_backend(const GemmShapeClass& shape);
+// Installs a selection process-wide for its lifetime (set up before the steps; read-only while they run),
+// restoring the previous one after.
+class GemmSelectionScope {
+ public:
+  explicit GemmSelectionScope(GemmSelection selection);
+  ~GemmSelectionScope();
+  GemmSelectionScope(const GemmSelectionScope&) = delete;
+  GemmSelectionScope& operator=(const GemmSelectionScope&) = delete;
+
+ private:
+  GemmSelection previous_;
+};
+
+// The OpenBLAS core this process runs (openblas_get_corename()) and its version and build line
+// (openblas_get_config()); empty when the BLAS is not OpenBLAS.
+std::string blas_core_name();
+std::string blas_config();
 
 // Limits BLAS to the cores this rank owns (ranks must not fight over cores).
 void set_blas_threads(int threads);

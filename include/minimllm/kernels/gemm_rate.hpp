@@ -6,7 +6,8 @@
 
 namespace minimllm {
 
-// GFLOP/s of gemm (the default backend) on n x n x n, best of 5 fenced calls after a warm-up.
-double measure_gemm_gflops(GemmPrecision precision, int n = 1024);
+// GFLOP/s of gemm on n x n x n with the backend, best of 5 fenced calls after a warm-up.
+double measure_gemm_gflops(GemmPrecision precision, int n = 1024,
+                           GemmBackend backend = default_gemm_backend());
 
 }  // namespace minimllm
