@@ -48,6 +48,7 @@ struct Dynamism {
   int pool_capacity = 1;   // parallel.comm_pool_capacity (CommLedger: the real pool's bookkeeping)
   bool plan_ahead = true;  // runtime.plan_ahead
   double planning = -1.0;  // SimulateOptions::planning_seconds (< 0: measured)
+  const std::vector<double>* batch_seconds = nullptr;  // drawing each step's batch (the sampler)
 };
 
 // Planning on step t's critical path, as trainer.cpp pays it: the first kEstimateSteps steps are planned at
@@ -94,15 +95,20 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
       plan = unbounded->plan(batch, ranks);
       fits = false;
     }
-    const double planning_work = dynamism.planning >= 0.0 ? dynamism.planning : seconds_since(t0);
+    // The real run's planning work (StepPlanner::plan) also draws the batch and predicts the plan's step
+    // and traffic: timed alike.
+    const PlanPrediction p = predict_step(plan, batch, cost, ranks);
+    const PlanTraffic traffic = plan_traffic(plan, batch, cost, ranks);
+    const size_t step_index = static_cast<size_t>(&batch - &batches.front());
+    const double planning_work = dynamism.planning >= 0.0
+                                     ? dynamism.planning
+                                     : seconds_since(t0) + dynamism.batch_seconds->at(step_index);
     planning.push_back(1e3 * planning_work);
     validate_plan(plan, batch, ranks);
-    const PlanPrediction p = predict_step(plan, batch, cost, ranks);
     const std::vector<double> bytes = rank_peak_bytes(plan, batch, cost, ranks);
     const double peak = *std::max_element(bytes.begin(), bytes.end());
     sum.fits = sum.fits && fits;
     sum.peak_bytes_per_rank = std::max(sum.peak_bytes_per_rank, peak);
-    const PlanTraffic traffic = plan_traffic(plan, batch, cost, ranks);
     sum.intra_node_bytes += traffic.intra_node_bytes / batches.size();
     sum.inter_node_bytes += traffic.inter_node_bytes / batches.size();
     ++sum.sources[plan.origin.source];
@@ -125,7 +131,7 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     // A step's groups are disjoint and created concurrently, each on its members: one creation's time.
     const double creation = creations > 0.0 ? cost.step.comm_creation : 0.0;
     const double movement = movement_seconds(plan, batch, cost, ranks);
-    const int step = static_cast<int>(&batch - &batches.front());
+    const int step = static_cast<int>(step_index);
     const double exposed =
         exposed_planning(step, planning_work, dynamism.plan_ahead, previous_step, previous_exposed);
     const double projected = p.makespan + exposed + creation + movement;
@@ -165,8 +171,10 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
   return out;
 }
 
-Dynamism dynamism_of(const RunConfig& config, const SimulateOptions& options) {
-  return {config.parallel.comm_pool_capacity, config.runtime.plan_ahead, options.planning_seconds};
+Dynamism dynamism_of(const RunConfig& config, const SimulateOptions& options,
+                     const std::vector<double>& batch_seconds) {
+  return {config.parallel.comm_pool_capacity, config.runtime.plan_ahead, options.planning_seconds,
+          &batch_seconds};
 }
 
 // The machine of the simulation (driver/machine.hpp): the command line > --machine FILE's section, else
@@ -216,12 +224,12 @@ ResolvedMachine resolve_machine(const RunConfig& config, const SimulateOptions& 
 // The reference: static at options.cp, or (0) at the fastest degree of cp_degrees() whose bins hold the
 // batch; the degrees tried go to cp_steps.
 Projection project_static(const RunConfig& config, const SimulateOptions& options,
-                          const std::vector<GlobalBatch>& batches, const CostModel& cost) {
+                          const std::vector<GlobalBatch>& batches, const CostModel& cost,
+                          const Dynamism& dynamism) {
   PlannerOptions planner_options = planner_options_of(config.parallel);
   if (options.cp > 0) {
     planner_options.cp = options.cp;
-    Projection p =
-        project("static", planner_options, batches, cost, options.ranks, dynamism_of(config, options));
+    Projection p = project("static", planner_options, batches, cost, options.ranks, dynamism);
     p.summary.cp_steps = {{options.cp, p.summary.step_seconds}};
     return p;
   }
@@ -231,8 +239,7 @@ Projection project_static(const RunConfig& config, const SimulateOptions& option
   for (int cp : cp_degrees(options.ranks)) {
     planner_options.cp = cp;
     try {
-      Projection p =
-          project("static", planner_options, batches, cost, options.ranks, dynamism_of(config, options));
+      Projection p = project("static", planner_options, batches, cost, options.ranks, dynamism);
       steps.emplace_back(cp, p.summary.step_seconds);
       if (!best || p.summary.step_seconds < best->summary.step_seconds) best = std::move(p);
     } catch (const InputError& e) {  // a sample longer than its bins or than cp ranks' memory holds
@@ -275,7 +282,12 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
                 choice.creation_measured);
   const Sampler sampler(config);
   std::vector<GlobalBatch> batches;
-  for (int step = 0; step < config.steps; ++step) batches.push_back(sampler.batch(step));
+  std::vector<double> batch_seconds;  // part of each step's planning work (StepPlanner::plan)
+  for (int step = 0; step < config.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    batches.push_back(sampler.batch(step));
+    batch_seconds.push_back(seconds_since(t0));
+  }
   if (options.log)
     *options.log << fmt::format(
                         "minimllm {} simulate | deck {} | {} virtual ranks, {} per node | {} steps x {} "
@@ -294,16 +306,17 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
 
   // Every policy is planned before the output file is opened: invalid input (a sample no bin holds, a
   // degree that does not divide the ranks) leaves no file behind.
-  const Projection reference = project_static(config, options, batches, cost);
+  const Dynamism dynamism = dynamism_of(config, options, batch_seconds);
+  const Projection reference = project_static(config, options, batches, cost, dynamism);
   // Every policy runs with static's degree as parallel.cp: megatron_dcp's derived token budget and the
   // dynamic policies' static fallback are then those of the baseline they are compared with.
   PlannerOptions planner_options = planner_options_of(config.parallel);
   planner_options.cp = reference.summary.cp;
   std::vector<Projection> projections;
   for (const std::string& policy : options.policies)
-    projections.push_back(policy == "static" ? reference
-                                             : project(policy, planner_options, batches, cost, options.ranks,
-                                                       dynamism_of(config, options)));
+    projections.push_back(policy == "static"
+                              ? reference
+                              : project(policy, planner_options, batches, cost, options.ranks, dynamism));
   const auto dcp = std::find_if(projections.begin(), projections.end(),
                                 [](const Projection& p) { return p.summary.policy == "megatron_dcp"; });
   std::vector<PolicySummary> summaries;
