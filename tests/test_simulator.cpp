@@ -14,6 +14,7 @@
 #include "minimllm/driver/simulator.hpp"
 #include "minimllm/plan/plan_traffic.hpp"
 #include "minimllm/plan/planner.hpp"
+#include "minimllm/plan/step_prediction.hpp"
 #include "minimllm/step/memory_estimate.hpp"
 
 namespace minimllm {
@@ -242,6 +243,31 @@ TEST(Simulator, SampleMovementByHand) {
   plan.llm_groups = {group({0, 1}, {0, 1})};
   plan.image_owner = {1};
   EXPECT_NEAR(movement_seconds(plan, batch, cost, 2), 2e-6 + 600.0 / 1e9, 1e-15);
+}
+
+// The executor's boundary exchange checks its route before rows move (an all-to-all of 3 ints with every
+// rank, an all-reduce of one int): the predicted step pays it once per exchange, by hand on 16 ranks of 2
+// nodes: Bruck's all-to-all, 3 steps in the node and 1 between them, each 16 x 12 / 2 bytes; the
+// all-reduce by recursive doubling, hierarchical (3 + 2 + 3 steps).
+TEST(Simulator, PredictedStepPaysTheRouteCheck) {
+  CostModel cost;
+  cost.ranks_per_node = 8;
+  cost.intra_node = {1e-6, 1e10};
+  cost.inter_node = {1e-5, 1e9};
+  const double all_to_all = 3 * (1e-6 + 96 / 1e10) + 1 * (1e-5 + 96 / 1e9);
+  const double all_reduce =
+      3 * 1e-6 + 7.0 / 8 * 4 / 1e10 + 2 * (1e-5 + 0.5 * 0.5 / 1e9) + 3 * 1e-6 + 7.0 / 8 * 4 / 1e10;
+  EXPECT_NEAR(route_check_time(cost, 16), all_to_all + all_reduce, 1e-15);
+  EXPECT_EQ(route_check_time(cost, 1), 0.0);
+  // In the step: the phases, the per-step terms and one check, in the boundary phase and the makespan.
+  const RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
+  CostModel model = default_cost_model(config, 50.0, 8);
+  const GlobalBatch batch = Sampler(config).batch(0);
+  const StepPlan plan = make_planner("static", model, PlannerOptions{})->plan(batch, 16);
+  const PlanPrediction phases = predict(plan, batch, model, 16), step = predict_step(plan, batch, model, 16);
+  const double check = route_check_time(model, 16);
+  EXPECT_NEAR(step.boundary, phases.boundary + check, 1e-15);
+  EXPECT_NEAR(step.makespan, phases.makespan + step.data + step.grad_sync + step.optimizer + check, 1e-12);
 }
 
 }  // namespace
