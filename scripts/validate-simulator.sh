@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Validates the cost model (what the planners optimise and `minimllm simulate` projects) against measured
-# training steps on this machine: for each rank count, calibrates the deck's model on that many ranks (so
-# cores are as busy, and calls as large, as in those runs) and right away trains every policy with that
-# calibration; prints predicted vs measured median step time per policy (steps after the warm-up), PASS
-# when within the tolerance, FAIL otherwise. Exit status 1 if any policy fails.
+# Validates the simulator and the cost model (what the planners optimise and `minimllm simulate`
+# projects) against measured training steps on this machine: for each rank count, calibrates the deck's
+# model on that many ranks (so cores are as busy, and calls as large, as in those runs), right away trains
+# every policy with that calibration (`minimllm run`), then projects the same steps with `minimllm
+# simulate` at the same ranks with the same calibration. Prints, per policy, the measured median step time
+# (steps after the warm-up), the simulator's projection of the same steps (median; what being dynamic
+# costs included: planning on the critical path and communicator creation, but not sample movement, which
+# `minimllm run` does not do: docs/PARALLELISM.md) and the run's own prediction (/steps/predicted_seconds),
+# PASS when the simulator is within the tolerance, FAIL otherwise. Exit status 1 if any policy fails.
 #
 #   scripts/validate-simulator.sh [options]
 #     --deck FILE          deck (default inputs/modality_incoherent.yaml)
@@ -13,7 +17,8 @@
 #     --calibration FILE   use this one calibration for every rank count instead of making them
 #     --same-run           calibrate inside each policy's run, just before its steps (`run --calibrate`,
 #                          quick settings) instead of once per rank count: least exposed to a shared
-#                          machine changing speed between calibration and measurement
+#                          machine changing speed between calibration and measurement (the simulator
+#                          then uses a calibration made after the runs)
 #     --build DIR          build directory (default build)
 #     --work DIR           where the calibration, run logs and HDF5 files go (default runs/validate-<date>)
 #
@@ -43,11 +48,13 @@ while [ $# -gt 0 ]; do
     --same-run) same_run=1; shift ;;
     --build) build=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "validate-simulator.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 minimllm=$build/src/minimllm
+h5dump=$(command -v h5dump || true)
+[ -n "$h5dump" ] || { echo "validate-simulator.sh: needs h5dump (HDF5's tools) to read /simulation" >&2; exit 2; }
 [ -x "$minimllm" ] || { echo "validate-simulator.sh: $minimllm not built (scripts/build.sh $build)" >&2; exit 2; }
 [ -f "$deck" ] || { echo "validate-simulator.sh: no deck $deck" >&2; exit 2; }
 work=${work:-runs/validate-$(date -u +%Y%m%d-%H%M%S)}
@@ -90,21 +97,47 @@ for n in $ranks; do
       }
       BEGIN { printf "%.3f", llm_cost(b) / llm_cost(a) }')
   fi
-  # The comparison printed at the end: policy, step ms, tokens/s, speed-up, predicted ms, pred/meas, ...
+  # The simulator on the same steps, ranks and calibration (one node: every rank shares the links
+  # calibrate measured; static at the deck's parallel.cp, as run trains it).
+  sim_cal=$cal
+  if [ "$same_run" = 1 ]; then  # each run calibrated itself: one more calibration for the simulator
+    sim_cal=$work/calibration-np$n.yaml
+    mpiexec -n "$n" "$minimllm" calibrate "$deck" --out "$sim_cal" --overwrite > "$work/calibrate-np$n.log"
+  fi
+  cp_degree=$(awk '/^parallel:/ { on = 1 } on && match($0, /cp: *[0-9]+/) { v = substr($0, RSTART, RLENGTH); sub(/cp: */, "", v); print v; exit }' "$deck")
+  echo "== simulate on $n virtual rank(s) with the same calibration (load average $(load))"
+  "$minimllm" simulate "$deck" --ranks "$n" --ranks-per-node "$n" --cp "${cp_degree:-1}" --policy all \
+    --steps "$steps" --cost-model "$sim_cal" --out "$work/sim-np$n.h5" --overwrite > "$work/simulate-np$n.log"
+  # The comparison printed at the end: policy, measured ms, run's predicted ms, simulated ms, drift.
   awk -v n="$n" -v drift="$drift" '
     /^policy comparison/ { on = 1; next }
-    on && $1 != "policy" && NF >= 6 { print n, $1, $2, $5, $6, drift }' "$log" >> "$table"
+    on && $1 != "policy" && NF >= 6 { print n, $1, $2, $5, drift }' "$log" |
+    while read -r rn policy measured predicted d; do
+      # /simulation/<policy>: median over steps 1.. of the projected step (column 0) less sample
+      # movement (column 20), in ms.
+      raw=$work/sim-np$n-$policy.txt
+      if "${h5dump}" -d "/simulation/$policy" -y -w 0 -o "$raw" "$work/sim-np$n.h5" > /dev/null 2>&1; then
+        simulated=$(tr -d ' \n' < "$raw" | tr ',' '\n' |
+          awk -v cols=21 'NF { v[n++] = $1 } END { for (r = 1; r < n / cols; r++) print 1e3 * (v[r * cols] - v[r * cols + 20]) }' |
+          sort -g | awk '{ x[++k] = $1 } END { printf "%.2f", k % 2 ? x[(k + 1) / 2] : (x[k / 2] + x[k / 2 + 1]) / 2 }')
+      else
+        simulated=nan
+      fi
+      echo "$rn $policy $measured $predicted $simulated $d"
+    done >> "$table"
 done
 
 echo
-echo "predicted vs measured step time (medians of steps 1-$((steps - 1)); calibrations: $([ "$same_run" = 1 ] && echo "at the start of each run (/run/calibration in $work/np*-<policy>.h5)" || echo "in $work"))"
-printf '%-6s %-8s %12s %13s %10s  %-6s %s\n' ranks policy "measured ms" "predicted ms" "pred/meas" result \
-  "drift (LLM cost after / before)"
+echo "simulated and predicted vs measured step time (medians of steps 1-$((steps - 1)); calibrations: $([ "$same_run" = 1 ] && echo "at the start of each run (/run/calibration in $work/np*-<policy>.h5)" || echo "in $work"))"
+printf '%-6s %-13s %12s %13s %9s %13s %9s  %-6s %s\n' ranks policy "measured ms" "simulated ms" "sim/meas" \
+  "run pred. ms" "pred/meas" result "drift (LLM cost after / before)"
 failed=0
-while read -r n policy measured predicted ratio drift; do
-  verdict=$(awk -v r="$ratio" -v t="$tolerance" 'BEGIN { d = r - 1; if (d < 0) d = -d; print (d <= t) ? "PASS" : "FAIL" }')
+while read -r n policy measured predicted simulated drift; do
+  read -r sim_ratio pred_ratio verdict < <(awk -v m="$measured" -v s="$simulated" -v p="$predicted" -v t="$tolerance" '
+    BEGIN { r = s / m; d = r - 1; if (d < 0) d = -d; printf "%.3f %.3f %s\n", r, p / m, (s == s && d <= t) ? "PASS" : "FAIL" }')
   [ "$verdict" = PASS ] || failed=1
-  printf '%-6s %-8s %12s %13s %10s  %-6s %s\n' "$n" "$policy" "$measured" "$predicted" "$ratio" "$verdict" "$drift"
+  printf '%-6s %-13s %12s %13s %9s %13s %9s  %-6s %s\n' "$n" "$policy" "$measured" "$simulated" "$sim_ratio" \
+    "$predicted" "$pred_ratio" "$verdict" "$drift"
 done < "$table"
 # Policies predicted alike on the same ranks made the same plans (on 1 rank all do): their measured
 # spread is the machine's own noise during the runs, which the drift (two end points) can miss.

@@ -116,6 +116,7 @@ machine:
   intra_node: {bandwidth_gbs: 100, latency_us: 2}
   inter_node: {bandwidth_gbs: 10, latency_us: 5}
   collective_algorithm: tree
+  comm_creation_ms: 1.5
 )",
                                        "m.yaml");
   EXPECT_EQ(c.machine.ranks_per_node, 4);
@@ -123,6 +124,7 @@ machine:
   EXPECT_EQ(c.machine.memory_gib, 16.0);
   EXPECT_EQ(c.machine.inter_node.latency_us, 5.0);
   EXPECT_EQ(c.machine.collective_algorithm, "tree");
+  EXPECT_EQ(c.machine.comm_creation_ms, 1.5);
   const auto error = [](const std::string& text) {
     try {
       parse_run_config("name: m\n" + text, "m.yaml");
@@ -135,7 +137,9 @@ machine:
       error("machine: {memroy_gib: 8}"),
       "m.yaml: machine.memroy_gib = 8: unknown key (did you mean 'memory_gib'?); valid keys in machine: "
       "name, ranks_per_node, nvlink_domain, memory_gib, peak_gflops, intra_node, inter_node, "
-      "collective_algorithm");
+      "collective_algorithm, comm_creation_ms");
+  EXPECT_EQ(error("machine: {comm_creation_ms: 0}"),
+            "m.yaml: machine.comm_creation_ms = 0: must be a number > 0");
   EXPECT_EQ(error("machine: {memory_gib: 0}"), "m.yaml: machine.memory_gib = 0: must be a number > 0");
   EXPECT_EQ(error("machine: {intra_node: {bandwidth_gbs: 10}}"),
             "m.yaml: machine.intra_node.latency_us = (missing): required key in machine.intra_node");
@@ -172,6 +176,9 @@ TEST(MachineSection, PresetsAndCalibrationFilesAreMachineFiles) {
   const std::string text = calibration_to_yaml(c);
   EXPECT_NE(text.find("# not measured: inter_node (one node)"), std::string::npos);
   EXPECT_EQ(parse_calibration(text, "cal.yaml").machine.intra_node.bandwidth_gbs, 9.5);
+  EXPECT_EQ(parse_calibration(text, "cal.yaml").machine.comm_creation_ms, 0.0);  // not measured: not written
+  c.machine.comm_creation_ms = 0.125;
+  EXPECT_EQ(parse_calibration(calibration_to_yaml(c), "cal.yaml").machine.comm_creation_ms, 0.125);
   EXPECT_EQ(parse_machine_text(text, "cal.yaml").ranks_per_node, 2);
 }
 
@@ -187,6 +194,11 @@ TEST(MachineSection, AppliesItsLinksAlgorithmAndDomain) {
   EXPECT_DOUBLE_EQ(cost.step.allreduce_intra.latency, 1e-6);
   EXPECT_DOUBLE_EQ(cost.inter_node.bandwidth, 1e9);  // not given: nominal
   EXPECT_EQ(cost.algorithm, CollectiveAlgorithm::tree);
+  const double assumed = StepCost{}.comm_creation;  // not given: the default
+  EXPECT_EQ(cost.step.comm_creation, assumed);
+  m.comm_creation_ms = 40.0;
+  apply_machine(cost, m);
+  EXPECT_DOUBLE_EQ(cost.step.comm_creation, 0.04);
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -191,6 +191,27 @@ void measure_collectives(const World& world, Calibration& c) {
     broadcast(*x, 0, world.comm);
 }
 
+// Creating a communicator as the pool does (MPI_Comm_create_group over a rank list, then freed): the
+// median of a few creations over all ranks, the slowest rank's (the creation is collective).
+double measure_comm_creation_seconds(const World& world) {
+  MPI_Group all;
+  MPI_Comm_group(world.comm, &all);
+  constexpr int kRepeats = 9;
+  std::vector<double> seconds;
+  for (int i = 0; i < kRepeats; ++i) {
+    MPI_Barrier(world.comm);
+    const auto t0 = std::chrono::steady_clock::now();
+    MPI_Comm comm;
+    MPI_Comm_create_group(world.comm, all, i, &comm);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    MPI_Comm_free(&comm);
+  }
+  MPI_Group_free(&all);
+  double slowest = median(seconds);
+  MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, world.comm);
+  return slowest;
+}
+
 // The machine section a calibration writes (usable by simulate --machine): what these ranks can
 // measure, and in the notes what was measured how and what could not be.
 void measure_machine(const RunConfig& config, const World& world, Calibration& c) {
@@ -229,6 +250,9 @@ void measure_machine(const RunConfig& config, const World& world, Calibration& c
   link(c.all_gather, c.ranks_per_node, m.intra_node, "intra_node", "one rank per node");
   link(c.inter_all_gather, std::max(1, c.ranks / std::max(1, c.ranks_per_node)), m.inter_node, "inter_node",
        "one node");
+  m.comm_creation_ms = std::max(1e-6, 1e3 * measure_comm_creation_seconds(world));
+  measured.push_back(
+      fmt::format("comm_creation_ms (MPI_Comm_create_group on {} ranks, median of 9)", world.size));
   missing.push_back("nvlink_domain (not detectable: the node is taken as the domain)");
   c.machine_notes = {"measured: " + strict_yaml::join(measured),
                      "not measured: " + strict_yaml::join(missing)};
@@ -453,6 +477,7 @@ CostModelChoice choose_cost_model(const RunConfig& config, const World& world, d
     const Calibration c = load_calibration(file, &choice.calibration_text);
     choice.model = apply_calibration(choice.model, c, config.model, file);
     choice.intra_measured = c.all_gather.measured, choice.inter_measured = c.inter_all_gather.measured;
+    choice.creation_measured = c.machine.comm_creation_ms > 0.0;
     choice.source = file;
   } else if (config.runtime.calibrate) {
     CalibrateOptions quick;
@@ -460,6 +485,7 @@ CostModelChoice choose_cost_model(const RunConfig& config, const World& world, d
     const Calibration c = calibrate(config, world, quick);
     choice.model = apply_calibration(choice.model, c, config.model, "runtime.calibrate");
     choice.intra_measured = c.all_gather.measured, choice.inter_measured = c.inter_all_gather.measured;
+    choice.creation_measured = c.machine.comm_creation_ms > 0.0;
     choice.source = "calibrated at start-up (runtime.calibrate)";
     choice.calibration_text = calibration_to_yaml(c);
   } else {
@@ -476,6 +502,7 @@ CostModelChoice restored_cost_model(const RunConfig& config, double gflops, int 
     const Calibration c = parse_calibration(calibration_text, source);
     choice.model = apply_calibration(choice.model, c, config.model, source);
     choice.intra_measured = c.all_gather.measured, choice.inter_measured = c.inter_all_gather.measured;
+    choice.creation_measured = c.machine.comm_creation_ms > 0.0;
   }
   choice.source = source;
   choice.calibration_text = calibration_text;

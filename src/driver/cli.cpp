@@ -135,6 +135,11 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
                    "Cost-model rate per rank in GFLOP/s, overriding machine.peak_gflops (default: this "
                    "machine's measured sgemm rate)")
       ->check(CLI::PositiveNumber);
+  simulate
+      ->add_option("--planning-ms", sim.planning_ms,
+                   "Planning work per step charged to the projection (default: the planner's wall time on "
+                   "this machine, measured per step)")
+      ->check(CLI::NonNegativeNumber);
   simulate->add_option(
       "--cost-model", sim.cost_model,
       "Calibration file (from minimllm calibrate), overriding the deck's parallel.cost_model");

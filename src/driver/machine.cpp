@@ -18,7 +18,7 @@ std::pair<double, std::string> first_given(std::initializer_list<Candidate> cand
 }
 
 void resolve_links(ResolvedMachine& r, const CostModel& cost, bool intra_measured, bool inter_measured,
-                   const std::string& calibration) {
+                   const std::string& calibration, bool creation_measured) {
   const auto link = [&](const LinkCost& l, bool given, bool measured, std::string& source) {
     source = given      ? "machine section"
              : measured ? "measured: calibration " + calibration
@@ -31,6 +31,10 @@ void resolve_links(ResolvedMachine& r, const CostModel& cost, bool intra_measure
       link(cost.inter_node, r.machine.inter_node.given(), inter_measured, r.inter_node_source);
   r.algorithm_source = r.machine.collective_algorithm.empty() ? "default" : "machine section";
   r.machine.collective_algorithm = to_string(cost.algorithm);
+  r.comm_creation_source = r.machine.comm_creation_ms > 0.0 ? "machine section"
+                           : creation_measured              ? "measured: calibration " + calibration
+                                                            : "default (assumed: MPI on one node)";
+  r.machine.comm_creation_ms = 1e3 * cost.step.comm_creation;
 }
 
 std::vector<RunAttribute> ResolvedMachine::attributes() const {
@@ -53,6 +57,8 @@ std::vector<RunAttribute> ResolvedMachine::attributes() const {
       {"machine_inter_node_latency_us", m.inter_node.latency_us},
       {"machine_inter_node_source", inter_node_source},
       {"machine_collective_algorithm", m.collective_algorithm},
+      {"machine_comm_creation_ms", m.comm_creation_ms},
+      {"machine_comm_creation_source", comm_creation_source},
       {"machine", machine_to_yaml(m)},
   };
 }
@@ -70,6 +76,8 @@ std::string ResolvedMachine::describe() const {
       "{} collectives ({})\n",
       m.intra_node.bandwidth_gbs, m.intra_node.latency_us, intra_node_source, m.inter_node.bandwidth_gbs,
       m.inter_node.latency_us, inter_node_source, m.collective_algorithm, algorithm_source);
+  if (!comm_creation_source.empty())
+    out += fmt::format("  communicator creation {:.3f} ms ({})\n", m.comm_creation_ms, comm_creation_source);
   return out;
 }
 

@@ -24,6 +24,7 @@
 #include "minimllm/plan/plan_traffic.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/step_prediction.hpp"
+#include "minimllm/step/memory_estimate.hpp"  // kEstimateSteps
 
 #ifndef MINIMLLM_VERSION
 #define MINIMLLM_VERSION "unknown"
@@ -42,11 +43,29 @@ struct Projection {
   std::vector<std::vector<double>> rows;
 };
 
-// pool_capacity: parallel.comm_pool_capacity, for the communicators each step creates (CommLedger, the
-// bookkeeping of the real pool, played for every virtual rank).
+// What a step pays for being dynamic, beyond its plan's predicted step, as the real run pays it.
+struct Dynamism {
+  int pool_capacity = 1;   // parallel.comm_pool_capacity (CommLedger: the real pool's bookkeeping)
+  bool plan_ahead = true;  // runtime.plan_ahead
+  double planning = -1.0;  // SimulateOptions::planning_seconds (< 0: measured)
+  const std::vector<double>* batch_seconds = nullptr;  // drawing each step's batch (the sampler)
+};
+
+// Planning on step t's critical path, as trainer.cpp pays it: the first kEstimateSteps steps are planned at
+// start-up and their step time counts all of it, as does every step without plan_ahead; with it, the
+// helper thread plans step t from when step t-1 took its plan (after its exposed planning) to when step t
+// begins, so step t waits max(0, planning - (step(t-1) - exposed(t-1))).
+double exposed_planning(int step, double planning, bool plan_ahead, double previous_step,
+                        double previous_exposed) {
+  if (!plan_ahead || step < kEstimateSteps) return planning;
+  return std::max(0.0, planning - (previous_step - previous_exposed));
+}
+
+// dynamism.pool_capacity: for the communicators each step creates (CommLedger, the bookkeeping of the real
+// pool, played for every virtual rank).
 Projection project(const std::string& policy, const PlannerOptions& planner_options,
                    const std::vector<GlobalBatch>& batches, const CostModel& cost, int ranks,
-                   int pool_capacity) {
+                   const Dynamism& dynamism) {
   const std::unique_ptr<Planner> planner = make_planner(policy, cost, planner_options);
   std::unique_ptr<Planner> unbounded;  // what a policy that does not fit would plan with unlimited memory
   Projection out;
@@ -55,7 +74,8 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
   sum.cp = planner_options.cp;
   std::vector<double> planning, gaps, solves;
   double tokens = 0.0;
-  CommLedger pool(pool_capacity);
+  CommLedger pool(dynamism.pool_capacity);
+  double previous_step = 0.0, previous_exposed = 0.0;
   double warm_creations = 0.0;  // after the first step
   for (const GlobalBatch& batch : batches) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -75,14 +95,20 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
       plan = unbounded->plan(batch, ranks);
       fits = false;
     }
-    planning.push_back(1e3 * seconds_since(t0));
-    validate_plan(plan, batch, ranks);
+    // The real run's planning work (StepPlanner::plan) also draws the batch and predicts the plan's step
+    // and traffic: timed alike.
     const PlanPrediction p = predict_step(plan, batch, cost, ranks);
+    const PlanTraffic traffic = plan_traffic(plan, batch, cost, ranks);
+    const size_t step_index = static_cast<size_t>(&batch - &batches.front());
+    const double planning_work = dynamism.planning >= 0.0
+                                     ? dynamism.planning
+                                     : seconds_since(t0) + dynamism.batch_seconds->at(step_index);
+    planning.push_back(1e3 * planning_work);
+    validate_plan(plan, batch, ranks);
     const std::vector<double> bytes = rank_peak_bytes(plan, batch, cost, ranks);
     const double peak = *std::max_element(bytes.begin(), bytes.end());
     sum.fits = sum.fits && fits;
     sum.peak_bytes_per_rank = std::max(sum.peak_bytes_per_rank, peak);
-    const PlanTraffic traffic = plan_traffic(plan, batch, cost, ranks);
     sum.intra_node_bytes += traffic.intra_node_bytes / batches.size();
     sum.inter_node_bytes += traffic.inter_node_bytes / batches.size();
     ++sum.sources[plan.origin.source];
@@ -91,7 +117,6 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
       solves.push_back(plan.origin.solver_seconds);
       if (plan.origin.solver_gap >= 0.0) gaps.push_back(plan.origin.solver_gap);
     }
-    sum.step_seconds += p.makespan / batches.size();
     sum.lower_bound_seconds += p.lower_bound / batches.size();
     sum.idle_fraction += p.idle_fraction / batches.size();
     sum.comm_fraction += p.comm_fraction / batches.size();
@@ -103,10 +128,40 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     double creations = 0.0;
     for (const std::vector<int>& group : groups) creations += pool.use(group).hit ? 0.0 : 1.0;
     if (&batch != &batches.front()) warm_creations += creations;
-    out.rows.push_back({p.makespan, p.lower_bound, p.idle_fraction, p.comm_fraction, planning.back() * 1e-3,
-                        p.encoder, p.boundary, p.llm, p.data, p.grad_sync, p.optimizer, fits ? 1.0 : 0.0,
-                        peak, creations, traffic.intra_node_bytes, traffic.inter_node_bytes,
-                        plan.origin.solver_gap, plan.origin.solver_seconds});
+    // A step's groups are disjoint and created concurrently, each on its members: one creation's time.
+    const double creation = creations > 0.0 ? cost.step.comm_creation : 0.0;
+    const double movement = movement_seconds(plan, batch, cost, ranks);
+    const int step = static_cast<int>(step_index);
+    const double exposed =
+        exposed_planning(step, planning_work, dynamism.plan_ahead, previous_step, previous_exposed);
+    const double projected = p.makespan + exposed + creation + movement;
+    previous_step = projected, previous_exposed = exposed;
+    sum.step_seconds += projected / batches.size();
+    sum.model_step_seconds += p.makespan / batches.size();
+    sum.exposed_planning_seconds += exposed / batches.size();
+    sum.comm_creation_seconds += creation / batches.size();
+    sum.movement_seconds += movement / batches.size();
+    out.rows.push_back({projected,
+                        p.lower_bound,
+                        p.idle_fraction,
+                        p.comm_fraction,
+                        planning_work,
+                        p.encoder,
+                        p.boundary,
+                        p.llm,
+                        p.data,
+                        p.grad_sync,
+                        p.optimizer,
+                        fits ? 1.0 : 0.0,
+                        peak,
+                        creations,
+                        traffic.intra_node_bytes,
+                        traffic.inter_node_bytes,
+                        plan.origin.solver_gap,
+                        plan.origin.solver_seconds,
+                        exposed,
+                        creation,
+                        movement});
   }
   sum.comm_creations_per_step = batches.size() > 1 ? warm_creations / (batches.size() - 1) : 0.0;
   sum.tokens_per_second = tokens / (sum.step_seconds * batches.size());
@@ -114,6 +169,12 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
   if (!gaps.empty()) sum.solver_gap = median(gaps);
   if (!solves.empty()) sum.solver_seconds = median(solves);
   return out;
+}
+
+Dynamism dynamism_of(const RunConfig& config, const SimulateOptions& options,
+                     const std::vector<double>& batch_seconds) {
+  return {config.parallel.comm_pool_capacity, config.runtime.plan_ahead, options.planning_seconds,
+          &batch_seconds};
 }
 
 // The machine of the simulation (driver/machine.hpp): the command line > --machine FILE's section, else
@@ -163,12 +224,12 @@ ResolvedMachine resolve_machine(const RunConfig& config, const SimulateOptions& 
 // The reference: static at options.cp, or (0) at the fastest degree of cp_degrees() whose bins hold the
 // batch; the degrees tried go to cp_steps.
 Projection project_static(const RunConfig& config, const SimulateOptions& options,
-                          const std::vector<GlobalBatch>& batches, const CostModel& cost) {
+                          const std::vector<GlobalBatch>& batches, const CostModel& cost,
+                          const Dynamism& dynamism) {
   PlannerOptions planner_options = planner_options_of(config.parallel);
   if (options.cp > 0) {
     planner_options.cp = options.cp;
-    Projection p =
-        project("static", planner_options, batches, cost, options.ranks, config.parallel.comm_pool_capacity);
+    Projection p = project("static", planner_options, batches, cost, options.ranks, dynamism);
     p.summary.cp_steps = {{options.cp, p.summary.step_seconds}};
     return p;
   }
@@ -178,8 +239,7 @@ Projection project_static(const RunConfig& config, const SimulateOptions& option
   for (int cp : cp_degrees(options.ranks)) {
     planner_options.cp = cp;
     try {
-      Projection p = project("static", planner_options, batches, cost, options.ranks,
-                             config.parallel.comm_pool_capacity);
+      Projection p = project("static", planner_options, batches, cost, options.ranks, dynamism);
       steps.emplace_back(cp, p.summary.step_seconds);
       if (!best || p.summary.step_seconds < best->summary.step_seconds) best = std::move(p);
     } catch (const InputError& e) {  // a sample longer than its bins or than cp ranks' memory holds
@@ -218,10 +278,16 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
   cost.memory = memory_model(config.model, gemm_precision_from_string(config.runtime.precision));
   cost.capacity_bytes = machine.memory_bytes();
   cost.capacity_source = machine.memory_source;
-  resolve_links(machine, cost, choice.intra_measured, choice.inter_measured, choice.source);
+  resolve_links(machine, cost, choice.intra_measured, choice.inter_measured, choice.source,
+                choice.creation_measured);
   const Sampler sampler(config);
   std::vector<GlobalBatch> batches;
-  for (int step = 0; step < config.steps; ++step) batches.push_back(sampler.batch(step));
+  std::vector<double> batch_seconds;  // part of each step's planning work (StepPlanner::plan)
+  for (int step = 0; step < config.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    batches.push_back(sampler.batch(step));
+    batch_seconds.push_back(seconds_since(t0));
+  }
   if (options.log)
     *options.log << fmt::format(
                         "minimllm {} simulate | deck {} | {} virtual ranks, {} per node | {} steps x {} "
@@ -240,16 +306,17 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
 
   // Every policy is planned before the output file is opened: invalid input (a sample no bin holds, a
   // degree that does not divide the ranks) leaves no file behind.
-  const Projection reference = project_static(config, options, batches, cost);
+  const Dynamism dynamism = dynamism_of(config, options, batch_seconds);
+  const Projection reference = project_static(config, options, batches, cost, dynamism);
   // Every policy runs with static's degree as parallel.cp: megatron_dcp's derived token budget and the
   // dynamic policies' static fallback are then those of the baseline they are compared with.
   PlannerOptions planner_options = planner_options_of(config.parallel);
   planner_options.cp = reference.summary.cp;
   std::vector<Projection> projections;
   for (const std::string& policy : options.policies)
-    projections.push_back(policy == "static" ? reference
-                                             : project(policy, planner_options, batches, cost, options.ranks,
-                                                       config.parallel.comm_pool_capacity));
+    projections.push_back(policy == "static"
+                              ? reference
+                              : project(policy, planner_options, batches, cost, options.ranks, dynamism));
   const auto dcp = std::find_if(projections.begin(), projections.end(),
                                 [](const Projection& p) { return p.summary.policy == "megatron_dcp"; });
   std::vector<PolicySummary> summaries;
@@ -289,7 +356,8 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     out.set_run_attribute("simulation_columns",
                           "makespan_s, lower_bound_s, idle_fraction, comm_fraction, planning_s, encoder_s, "
                           "boundary_s, llm_s, data_s, grad_sync_s, optimizer_s, fits, peak_bytes_per_rank, "
-                          "comm_creations, intra_node_bytes, inter_node_bytes, solver_gap, solver_seconds");
+                          "comm_creations, intra_node_bytes, inter_node_bytes, solver_gap, solver_seconds, "
+                          "exposed_planning_s, comm_creation_s, movement_s");
     for (const PolicySummary& sum : summaries) {
       std::string sources;
       for (const auto& [source, steps] : sum.sources)
@@ -306,19 +374,24 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
                        options.cp > 0 ? "--cp " + std::to_string(options.cp) : "fastest of " + tried,
                        baseline);
     log << fmt::format(
-        "{:<12} {:>14} {:>7} {:>13} {:>6} {:>6} {:>11} {:>10} {:>13} {:>19} {:>17} {:>4} {:>13}\n", "policy",
-        "step ms (pred)", "vs LB", "tokens/s", "idle", "comm", "planning ms", "new comms", "inter-node MB",
-        "over " + baseline, "over megatron_dcp", "fits", "peak GiB/rank");
+        "{:<12} {:>14} {:>7} {:>13} {:>6} {:>6} {:>11} {:>10} {:>13} {:>19} {:>17} {:>4} {:>13} {:>10} "
+        "{:>13}\n",
+        "policy", "step ms (pred)", "vs LB", "tokens/s", "idle", "comm", "planning ms", "new comms",
+        "inter-node MB", "over " + baseline, "over megatron_dcp", "fits", "peak GiB/rank", "model ms",
+        "plan|new|move");
     for (const PolicySummary& s : summaries)
       log << fmt::format(
           "{:<12} {:>14.2f} {:>7.3f} {:>13.0f} {:>5.1f}% {:>5.1f}% {:>11.2f} {:>10.1f} {:>13.2f} {:>18.2f}x "
           "{:>17} "
-          "{:>4} {:>13.3f}\n",
+          "{:>4} {:>13.3f} {:>10.2f} {:>13}\n",
           s.policy, 1e3 * s.step_seconds, s.step_seconds / s.lower_bound_seconds, s.tokens_per_second,
           100 * s.idle_fraction, 100 * s.comm_fraction, s.planning_ms, s.comm_creations_per_step,
           s.inter_node_bytes / 1e6, s.speedup,
           s.speedup_over_megatron_dcp > 0 ? fmt::format("{:.2f}x", s.speedup_over_megatron_dcp) : "-",
-          s.fits ? "yes" : "no", s.peak_bytes_per_rank / (1024.0 * 1024.0 * 1024.0));
+          s.fits ? "yes" : "no", s.peak_bytes_per_rank / (1024.0 * 1024.0 * 1024.0),
+          1e3 * s.model_step_seconds,
+          fmt::format("{:.2f}|{:.2f}|{:.2f}", 1e3 * s.exposed_planning_seconds, 1e3 * s.comm_creation_seconds,
+                      1e3 * s.movement_seconds));
     for (const PolicySummary& s : summaries)
       if (!s.fits)
         log << fmt::format("{} does not fit (its figures are with unlimited memory): {}\n", s.policy,

@@ -111,7 +111,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   cost.model.memory = memory_model(config.model, precision);
   cost.model.capacity_bytes = capacity;
   cost.model.capacity_source = machine.memory_source;
-  resolve_links(machine, cost.model, cost.intra_measured, cost.inter_measured, cost.source);
+  resolve_links(machine, cost.model, cost.intra_measured, cost.inter_measured, cost.source,
+                cost.creation_measured);
   const LayoutSource layouts(config, world.size, cost.model);
   const StepPlanner planner(sampler, layouts, world, model.linear_weight_in_attention_pairs());
 

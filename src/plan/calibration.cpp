@@ -407,6 +407,7 @@ CostModel apply_calibration(CostModel cost, const Calibration& c, const ModelCon
   cost.step.data_per_patch = c.data.per_patch;
   cost.step.data_per_token = c.data.per_token;
   cost.step.optimizer = c.optimizer_seconds;
+  if (c.machine.comm_creation_ms > 0.0) cost.step.comm_creation = 1e-3 * c.machine.comm_creation_ms;
   // Context parallelism all-gathers K|V and the boundary is an all-to-all: the all-gather's link stands
   // for both (the model has one link per side of the node boundary). A fit's latency is that of the whole
   // collective on the calibrating ranks: per message step, it is that over the steps (cost_model.hpp).

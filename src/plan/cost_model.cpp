@@ -201,6 +201,7 @@ void apply_machine(CostModel& cost, const MachineConfig& machine) {
   if (machine.intra_node.given()) cost.intra_node = cost.step.allreduce_intra = link_of(machine.intra_node);
   if (machine.inter_node.given()) cost.inter_node = cost.step.allreduce_inter = link_of(machine.inter_node);
   cost.algorithm = collective_algorithm_from_string(machine.collective_algorithm);
+  if (machine.comm_creation_ms > 0.0) cost.step.comm_creation = 1e-3 * machine.comm_creation_ms;
   const int domain = machine.nvlink_domain > 0 ? machine.nvlink_domain : machine.ranks_per_node;
   if (domain > 0) cost.ranks_per_node = domain;
 }

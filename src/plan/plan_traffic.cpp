@@ -72,4 +72,39 @@ PlanTraffic plan_traffic(const StepPlan& plan, const GlobalBatch& batch, const C
   return traffic;
 }
 
+double movement_seconds(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
+                        int world_size) {
+  const int n = static_cast<int>(batch.samples.size());
+  std::vector<int> group_of_sample(n, -1);
+  for (size_t k = 0; k < plan.llm_groups.size(); ++k)
+    for (int s : plan.llm_groups[k].samples) group_of_sample[s] = static_cast<int>(k);
+  // Per rank, what it sends and receives: latency (a message step per peer) and bytes over bandwidth.
+  std::vector<double> send(world_size, 0.0), receive(world_size, 0.0);
+  // Loaders come in increasing order with the samples, so a (loader, peer) pair is new unless the peer
+  // last heard from this very loader.
+  std::vector<int> last_loader(world_size, -1);
+  const auto move = [&](int from, int to, double bytes) {
+    if (from == to || bytes <= 0.0) return;
+    const LinkCost& link = cost.link(cost.node_of(from) != cost.node_of(to));
+    if (last_loader[to] != from) {
+      last_loader[to] = from;
+      send[from] += link.latency, receive[to] += link.latency;
+    }
+    send[from] += bytes / link.bandwidth, receive[to] += bytes / link.bandwidth;
+  };
+  int image = 0;
+  for (int s = 0; s < n; ++s) {
+    const SampleMeta& sample = batch.samples[s];
+    const int loader = sample_loader_rank(s, n, world_size);
+    const std::vector<int>& ranks = plan.llm_groups[group_of_sample[s]].ranks;
+    const double per_member = cost.input_bytes_per_token * sample.text_len / ranks.size();
+    for (int r : ranks) move(loader, r, per_member);
+    for (const ImageMeta& im : sample.images)
+      move(loader, plan.image_owner[image++], cost.input_bytes_per_patch * im.patches);
+  }
+  double slowest = 0.0;
+  for (int r = 0; r < world_size; ++r) slowest = std::max({slowest, send[r], receive[r]});
+  return slowest;
+}
+
 }  // namespace minimllm

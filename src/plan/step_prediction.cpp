@@ -75,6 +75,20 @@ std::vector<double> route_latency(const CostModel& cost, const StepPlan& plan, c
 
 }  // namespace
 
+double route_check_time(const CostModel& cost, int world_size) {
+  if (world_size <= 1) return 0.0;
+  // MPI's algorithms for messages this small are logarithmic: Bruck's all-to-all (ceil(log2 n) steps,
+  // each moving half the blocks: 3 ints per rank) and a recursive-doubling all-reduce (the tree).
+  const Network net{cost.intra_node, cost.inter_node, CollectiveAlgorithm::tree};
+  const GroupSpan span = cost.span_of(0, world_size);
+  const double half_blocks = 3.0 * sizeof(int) * world_size / 2.0;
+  const auto steps = [&](const LinkCost& link, int n) {
+    return collective_steps(CollectiveAlgorithm::tree, n) * (link.latency + half_blocks / link.bandwidth);
+  };
+  const double all_to_all = steps(net.intra, span.per_node) + steps(net.inter, span.nodes);
+  return all_to_all + net.all_reduce(span, sizeof(int));
+}
+
 PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
                        int world_size) {
   const int n_groups = static_cast<int>(plan.llm_groups.size());
@@ -290,19 +304,25 @@ PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, cons
     total_images += images[r], total_patches += patches[r], total_rows += rows[r];
   }
   p.data = data_max;
+  // Each boundary exchange checks its route when it is built: one per step, or per pipeline stage.
+  int exchanges = 1;
+  if (plan.placement == Placement::disaggregated)
+    planning::stage_of_samples(plan.llm_groups, static_cast<int>(batch.samples.size()), &exchanges);
+  const double check = route_check_time(cost, world_size);
+  p.boundary += exchanges * check;
   p.grad_sync = cost.grad_sync(world_size);
   p.optimizer = step.optimizer;
 
   const double phases = p.makespan;
-  const double fixed = p.grad_sync + p.optimizer;
+  const double fixed = p.grad_sync + p.optimizer + exchanges * check;
   p.makespan = phases + p.data + fixed;
-  p.lower_bound += fixed + step.data_c +
+  p.lower_bound += p.grad_sync + p.optimizer + check + step.data_c +
                    (step.data_per_image * total_images + step.data_per_patch * total_patches +
                     step.data_per_token * total_rows) /
                        world_size;
   if (p.makespan > 0.0) {
     p.idle_fraction = (p.idle_fraction * phases + (data_max - data_sum / world_size)) / p.makespan;
-    p.comm_fraction = (p.comm_fraction * phases + p.grad_sync) / p.makespan;
+    p.comm_fraction = (p.comm_fraction * phases + p.grad_sync + exchanges * check) / p.makespan;
   }
   return p;
 }

@@ -33,6 +33,9 @@ struct MachineConfig {
   LinkSpec inter_node;       // machine.inter_node: between nodes; not given: nominal
   // machine.collective_algorithm: ring (latency n - 1 steps) or tree (ceil(log2 n) steps); empty: ring.
   std::string collective_algorithm;
+  // machine.comm_creation_ms: creating one communicator (MPI_Comm_create_group or ncclCommInitRank) on
+  // its members; 0: the calibration's measurement, else the default (docs/INPUT.md, "machine").
+  double comm_creation_ms = 0.0;
 
   bool empty() const;
 };

@@ -36,6 +36,7 @@ struct CostModelChoice {
   std::string source;            // "default-from-FLOPs", the file's path, or "calibrated at start-up ..."
   std::string calibration_text;  // the calibration's YAML; empty for the defaults
   bool intra_measured = false, inter_measured = false;  // the calibration replaced these links
+  bool creation_measured = false;                       // ... and the communicator creation time
 };
 CostModelChoice choose_cost_model(const RunConfig& config, const World& world, double gflops,
                                   int ranks_per_node, const std::string& path = "");

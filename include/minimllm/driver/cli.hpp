@@ -38,6 +38,7 @@ struct SimulateRequest {
   std::optional<int> global_batch;  // overrides data.global_batch (samples per step at scale)
   double gflops = 0.0;              // 0: machine.peak_gflops, else this machine's sgemm
   double memory_gib = 0.0;          // 0: machine.memory_gib, else detected
+  double planning_ms = -1.0;        // planning work per step charged; < 0: measured
   std::string machine;              // a machine file replacing the deck's machine section; empty: none
   std::string cost_model;           // calibration file, overriding parallel.cost_model
   std::string out;                  // empty: no HDF5 output

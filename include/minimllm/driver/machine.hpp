@@ -18,7 +18,7 @@ struct ResolvedMachine {
   MachineConfig machine;  // every numeric field set; the links as the cost model uses them
   std::string section;    // where the machine section came from: a deck or machine file, or "none"
   std::string ranks_per_node_source, nvlink_domain_source, memory_source, peak_source, intra_node_source,
-      inter_node_source, algorithm_source;
+      inter_node_source, algorithm_source, comm_creation_source;
 
   double memory_bytes() const;
   std::vector<RunAttribute> attributes() const;  // machine_<field> and machine_<field>_source
@@ -34,8 +34,9 @@ struct Candidate {
 std::pair<double, std::string> first_given(std::initializer_list<Candidate> candidates);
 
 // After the cost model took a calibration (links_measured: its intra- and inter-node links) and the
-// machine (apply_machine): the links the model uses, and where they came from.
+// machine (apply_machine): the links and the communicator creation time the model uses, and where they
+// came from (creation_measured: the calibration measured the creation time).
 void resolve_links(ResolvedMachine& resolved, const CostModel& cost, bool intra_measured, bool inter_measured,
-                   const std::string& calibration);
+                   const std::string& calibration, bool creation_measured = false);
 
 }  // namespace minimllm

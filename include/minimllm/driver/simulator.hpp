@@ -28,6 +28,9 @@ struct SimulateOptions {
   // dividing the ranks whose bins hold the batch, the fastest predicted kept. Every policy then runs with
   // that degree as parallel.cp (megatron_dcp's derived token budget, the dynamic policies' fallback).
   int cp = 0;
+  // Planning work per step charged to the projection (--planning-ms): < 0, the planner's own wall time on
+  // this machine, measured per step; >= 0, this value for every step (deterministic projections).
+  double planning_seconds = -1.0;
   std::string cost_model;  // calibration file (overrides the deck's parallel.cost_model); empty: none
   std::string out_path;    // HDF5 output; empty: none
   bool overwrite = false;
@@ -36,7 +39,14 @@ struct SimulateOptions {
 
 struct PolicySummary {
   std::string policy;
-  double step_seconds = 0.0;  // mean projected step time over the steps
+  // Mean projected step time over the steps: the plan's predicted step (model_step_seconds) plus what the
+  // real run pays for being dynamic: the planning left exposed, communicator creation and sample movement.
+  double step_seconds = 0.0;
+  double model_step_seconds =
+      0.0;  // predict_step (plan/step_prediction.hpp): phases, data, all-reduce, AdamW
+  // Means per step: planning on the critical path (runtime.plan_ahead: what the step before did not hide),
+  // communicator creation (parallel.comm_pool_capacity's pool), moving samples from their loaders.
+  double exposed_planning_seconds = 0.0, comm_creation_seconds = 0.0, movement_seconds = 0.0;
   double lower_bound_seconds = 0.0;
   double tokens_per_second = 0.0;
   double idle_fraction = 0.0, comm_fraction = 0.0;

@@ -79,6 +79,11 @@ struct StepCost {
   double grad_bytes = 0.0;  // the gradient buffer, all-reduced over the world every step
   // The all-reduce's links (the machine's, or a calibration's all-reduce measurement).
   LinkCost allreduce_intra{5e-6, 10e9}, allreduce_inter{20e-6, 1e9};
+  // Creating one communicator on its members (MPI_Comm_create_group, or ncclCommInitRank with NCCL): a
+  // step whose layout needs groups the pool does not hold pays it once (a step's groups are disjoint and
+  // created concurrently). The machine's machine.comm_creation_ms, a calibration's measurement, or this
+  // default: an assumption for MPI on one node (docs/INPUT.md, "machine").
+  double comm_creation = 1e-4;
 };
 
 // What one rank holds (bytes), as the model allocates it (memory_model() in model/model.hpp computes it

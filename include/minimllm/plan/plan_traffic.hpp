@@ -32,4 +32,13 @@ double sample_input_bytes(const SampleMeta& sample, const CostModel& cost);
 PlanTraffic plan_traffic(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
                          int world_size);
 
+// Time of moving the samples' raw inputs from their loaders to where the plan uses them (token ids to each
+// member of the sample's LLM group, tokens / g each; pixels to the image's encoder rank), as one all-to-all
+// before the step's first phase: each rank pays, for what it sends and for what it receives, a message
+// step per peer and its bytes at the link to that peer (all_to_all_time, cost_model.hpp); the step waits
+// for the slowest rank. 0 when nothing leaves its loader. The embedding rows of the boundary exchange are
+// not in it (the boundary phase charges them).
+double movement_seconds(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
+                        int world_size);
+
 }  // namespace minimllm

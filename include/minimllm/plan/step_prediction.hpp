@@ -38,6 +38,15 @@ struct PlanPrediction {
   double data = 0.0, grad_sync = 0.0, optimizer = 0.0;
 };
 
+// A boundary exchange checks its route when it is built (parallel/boundary_exchange.cpp), before any row
+// moves: an all-to-all of 3 ints with every rank of the world, then an all-reduce of one int over the
+// world, both with MPI's small-message algorithms (Bruck's all-to-all: ceil(log2 n) steps each carrying
+// half the blocks; recursive doubling), hierarchical over nodes:
+//   steps(n) = ceil(log2 n);  all-to-all = steps(per_node) (alpha_intra + 6 N / bw_intra)
+//                                        + steps(nodes) (alpha_inter + 6 N / bw_inter)
+//   + Network::all_reduce of 4 bytes, tree. Its time; 0 on one rank.
+double route_check_time(const CostModel& cost, int world_size);
+
 // Predicted time of a plan's phases under the cost model (see PlanPrediction).
 PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world_size);
 
@@ -49,6 +58,8 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
 //             + data_per_token * (LLM rows of r)
 //   data      = max_r data_r      (each rank packs its own inputs before the first exchange)
 //   grad_sync = CostModel::grad_sync(world_size): hierarchical all-reduce (cost_model.hpp)
+//   boundary += route_check_time(world_size) per boundary exchange (one a step; one a stage when
+//               disaggregated), counted in the makespan and, once, in the lower bound
 PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
                             int world_size);
 
