@@ -238,9 +238,14 @@ echo "== walltime: SIGUSR1 before the limit, checkpoint, requeue, restart ($(ela
 # timer ticks every ~30 s, so at 10-40 s), minimllm checkpoints after its step and exits 75, the script
 # requeues the job, which runs again from the checkpoint. Cancelled once the restarted run has steps.
 mkdir -p "$work/requeue"
+# The quickstart deck with one GEMM backend: runtime.gemm auto times at start-up, so the reference run (another
+# process) could choose differently for a near-tie and round differently; the restart is compared bitwise.
+rq_deck=$work/requeue/quickstart-blas.yaml
+sed 's/^runtime: {\(.*\)}$/runtime: {\1, gemm: blas}/' "$repo/inputs/quickstart.yaml" >"$rq_deck"
+grep -q 'gemm: blas' "$rq_deck" || { echo "test-slurm.sh: could not pin runtime.gemm in $rq_deck" >&2; exit 2; }
 rq=$(sbatch --parsable -J mllm-requeue -N 1 -n 2 -t 1 --signal=USR1@50 --open-mode=append \
   -o "$work/requeue/%x-%j.out" \
-  slurm/minimllm.sbatch --steps 1000000 --policy static --checkpoint-every 100000 --out-dir "$work/requeue" \
+  slurm/minimllm.sbatch --deck "$rq_deck" --steps 1000000 --policy static --checkpoint-every 100000 --out-dir "$work/requeue" \
   --bin "$bin")
 first=$work/requeue/mllm-requeue-$rq.h5
 second=$work/requeue/mllm-requeue-$rq-restart1.h5
@@ -258,7 +263,7 @@ check "requeue: the script requeued the job on exit 75" grep -q "exit code 75 .*
 check "requeue: the requeued run continued from the checkpoint after $k steps" \
   grep -q "restart: from .*mllm-requeue-$rq.ckpt.h5 (the state after $k steps" "$log"
 # The restarted run's first steps against an uninterrupted run of as many steps: bitwise equal losses.
-rc=0; (cd "$work/requeue" && mpiexec -n 2 "$bin" run "$repo/inputs/quickstart.yaml" --policy static \
+rc=0; (cd "$work/requeue" && mpiexec -n 2 "$bin" run "$rq_deck" --policy static \
   --steps $((k + 3)) --out reference.h5 >reference.log 2>&1) || rc=$?
 verdict=$("$python" - "$first" "$second" "$work/requeue/reference.h5" <<'EOF'
 import sys, h5py

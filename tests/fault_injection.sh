@@ -226,9 +226,11 @@ except Exception as e:  # noqa: BLE001 - any failure to read is the finding
 EOF
 }
 
-# The deck: steps of ~0.1-0.5 s on 2 ranks with --global-batch 128, no start-up GEMM measurement.
+# The deck: steps of ~0.1-0.5 s on 2 ranks with --global-batch 128, no start-up GEMM measurement. One GEMM
+# backend for every class: runtime.gemm auto times them at start-up, so two processes (the reference and a
+# killed run) could choose differently for a near-tie and round differently; the restarts are compared bitwise.
 deck=$work/fi.yaml
-printf 'name: fi\nruntime: {peak_gflops_per_rank: 100}\n' >"$deck"
+printf 'name: fi\nruntime: {peak_gflops_per_rank: 100, gemm: blas}\n' >"$deck"
 run_args=(run "$deck" --global-batch 128 --steps 16)
 
 # The uninterrupted reference run (its rows are what a killed run's rows must equal), timed to its first step.
