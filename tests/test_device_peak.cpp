@@ -80,6 +80,16 @@ TEST(CpuPeak, CoresTimesFmaUnitsTimesLanesTimesTwoTimesClock) {
   EXPECT_NE(cpu_dense_peak(cpu, Precision::fp32, 1)->source.find("2.60 GHz"), std::string::npos);
 }
 
+TEST(CpuPeak, MeasuredClockIsAPlausibleCoreClock) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__))
+  const double ghz = measure_core_clock_ghz();
+  EXPECT_GT(ghz, 0.1);  // even a core shared by many processes (the fastest of 5 trials is kept)
+  EXPECT_LT(ghz, 7.0);  // no core runs faster: a chain the compiler or core folded away would read far above
+#else
+  EXPECT_EQ(measure_core_clock_ghz(), 0.0);
+#endif
+}
+
 TEST(CpuPeak, UnknownClockIsaOrArchitectureIsUnknown) {
   EXPECT_FALSE(cpu_dense_peak(xeon(0.0), Precision::fp32, 1).has_value());
   CpuDescription arm = xeon(2.6);

@@ -83,6 +83,14 @@ PeakChoice choose_peak(const RunConfig& config, GemmPrecision precision, const W
     p.peak_gflops = p.attainable_gflops;
     p.peak_source = "unknown hardware peak: the attainable rate (" + p.attainable_source + ")";
   }
+  // No rate the program measures can exceed a true peak: a formula below a measured GEMM understates the
+  // hardware (a clock or unit count it got wrong), and MFU above the attainable fraction would be a lie.
+  if (config.machine.peak_gflops <= 0.0 && p.peak_gflops < p.attainable_gflops) {
+    p.peak_source =
+        fmt::format("the attainable rate, since the hardware formula's {:.1f} GFLOP/s is below it ({})",
+                    p.peak_gflops, p.peak_source);
+    p.peak_gflops = p.attainable_gflops;
+  }
   if (config.machine.peak_gflops > 0.0) {
     p.planning_gflops = config.machine.peak_gflops;
     p.planning_source = p.peak_source;

@@ -26,8 +26,11 @@ struct CpuPeak {
 
 // The flags, vendor and model name of /proc/cpuinfo's first processor (text as the file holds it).
 CpuDescription parse_cpuinfo(const std::string& cpuinfo_text);
+// The clock this core runs at now, in GHz, from the rate of a dependent add chain (one add per cycle);
+// 0 where it cannot be measured (another architecture or compiler).
+double measure_core_clock_ghz();
 // This machine: /proc/cpuinfo, clock from /sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq, else
-// /proc/cpuinfo "cpu MHz".
+// /proc/cpuinfo "cpu MHz"; the measured clock instead where it is higher (a VM's nominal clock, turbo).
 CpuDescription detect_cpu();
 
 // Dense peak of `cores` cores at `precision` (fp32: FMA on the widest vector unit; bf16: AMX tiles where
