@@ -505,6 +505,25 @@ TEST(Gelu, ForwardMatchesTanhApproximation) {
   }
 }
 
+TEST(Gelu, WholeVectorBlocksAndExtremeInputsMatchTheFormula) {
+  // 37 columns: two 16-wide host blocks and a tail; inputs out to +-40 (the exp's clamped range).
+  const t_mat x = random_matrix(3, 37, 12, -40.0f, 40.0f);
+  const t_mat y("y", 3, 37), dx("dx", 3, 37);
+  const t_mat ones("ones", 3, 37);
+  Kokkos::deep_copy(ones, 1.0f);
+  gelu_forward(x, y);
+  gelu_backward(ones, x, dx);
+  const auto xv = elements(x), yv = elements(y), dv = elements(dx);
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    const double v = xv[i], k = std::sqrt(2.0 / std::acos(-1.0));
+    const double t = std::tanh(k * (v + 0.044715 * v * v * v));
+    const double expected = 0.5 * v * (1.0 + t);
+    const double slope = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * v * v);
+    EXPECT_NEAR(yv[i], expected, 1e-6 * (1.0 + std::abs(expected))) << "x = " << v;
+    EXPECT_NEAR(dv[i], slope, 1e-6 * (1.0 + std::abs(slope))) << "x = " << v;
+  }
+}
+
 TEST(Gelu, BackwardMatchesFiniteDifferencesAndMayAliasDy) {
   const int rows = 4, cols = 9;
   const t_mat x = random_matrix(rows, cols, 6, -4.0f, 4.0f);
