@@ -254,6 +254,14 @@ std::string blas_config() {
 #endif
 }
 
+bool blas_has_own_thread_pool() {
+#ifdef OPENBLAS_VERSION
+  return openblas_get_parallel() == 1;  // 0: sequential, 1: its own pthreads, 2: the OpenMP runtime's
+#else
+  return false;
+#endif
+}
+
 void gemm(Trans trans_a, Trans trans_b, float alpha, const t_mat_const& a, const t_mat_const& b, float beta,
           const t_mat& c, GemmPrecision precision) {
   const GemmBackend backend = installed_selection().empty()

@@ -115,5 +115,17 @@ TEST(GemmChoice, WarnsOnlyForAGenericOpenBlasCoreOnAVectorCpu) {
   EXPECT_EQ(generic_blas_warning("", "", true, true, choice), "");                // not OpenBLAS
 }
 
+TEST(GemmChoice, WarnsWhenBlasThreadsExceedTheCoresTheRankMayUse) {
+  const std::string line = blas_affinity_warning(2, 1, true);
+  EXPECT_NE(line.find("runtime.blas_threads is 2"), std::string::npos) << line;
+  EXPECT_NE(line.find("on 1 core(s)"), std::string::npos) << line;
+  EXPECT_NE(line.find("OMP_PROC_BIND=false"), std::string::npos) << line;
+  EXPECT_EQ(line.find('\n'), std::string::npos);  // one line
+  EXPECT_EQ(blas_affinity_warning(2, 2, true), "");
+  EXPECT_EQ(blas_affinity_warning(2, 1, false), "");  // the OpenMP runtime places BLAS threads itself
+  EXPECT_EQ(blas_affinity_warning(2, 0, true), "");   // affinity unknown
+  EXPECT_GE(cores_allowed_to_this_thread(), 1);
+}
+
 }  // namespace
 }  // namespace minimllm

@@ -1,6 +1,7 @@
 #include "minimllm/driver/gemm_choice.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -195,6 +196,23 @@ std::string generic_blas_warning(const std::string& core, const std::string& con
       "tuned for it); runtime.gemm: {} uses portable for {} of {} shape classes",
       version.empty() ? "OpenBLAS" : version, core, avx512 ? "AVX-512" : "AVX2",
       avx512 ? "SKYLAKEX" : "HASWELL", choice.mode, choice.portable_classes, choice.classes);
+}
+
+std::string blas_affinity_warning(int blas_threads, int cores_allowed, bool own_pool) {
+  if (!own_pool || cores_allowed <= 0 || blas_threads <= cores_allowed) return "";
+  return fmt::format(
+      "warning: runtime.blas_threads is {} but this rank's main thread may run on {} core(s) (its CPU "
+      "affinity: OMP_PROC_BIND/OMP_PLACES or the launcher's binding); OpenBLAS's own threads inherit it and "
+      "share those cores: bind each rank to {} cores (e.g. OMP_PROC_BIND=false, or the launcher's "
+      "per-rank core count) or link OpenBLAS's OpenMP build",
+      blas_threads, cores_allowed, blas_threads);
+}
+
+int cores_allowed_to_this_thread() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  return CPU_COUNT(&set);
 }
 
 }  // namespace minimllm

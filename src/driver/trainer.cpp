@@ -150,6 +150,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   const std::string blas_warning =
       generic_blas_warning(blas_core_name(), blas_config(), cpu.avx512f, cpu.fma, gemm_choice);
   if (!blas_warning.empty()) result.gemm_choice += "\n" + blas_warning;
+  const std::string affinity_warning = blas_affinity_warning(
+      config.runtime.blas_threads, cores_allowed_to_this_thread(), blas_has_own_thread_pool());
+  if (!affinity_warning.empty()) result.gemm_choice += "\n" + affinity_warning;
   model.reserve_workspace(peak.llm_rows, peak.key_rows);
   RunOutput out(options.out_path, options.overwrite, world);
   // No other run may write this run's checkpoint while it runs (rank 0 writes it).

@@ -40,4 +40,12 @@ GemmChoice decode_gemm_selection(const std::string& text, const std::string& sou
 std::string generic_blas_warning(const std::string& core, const std::string& config, bool avx512, bool avx2,
                                  const GemmChoice& choice);
 
+// One line when the BLAS's own thread pool (blas_has_own_thread_pool) is asked for more threads
+// (runtime.blas_threads) than the cores this rank's main thread may run on (its affinity, e.g. OpenMP's
+// OMP_PROC_BIND binding it to one place): the pool inherits that mask and its threads share those cores.
+// Empty otherwise.
+std::string blas_affinity_warning(int blas_threads, int cores_allowed, bool own_pool);
+// The cores the calling thread may run on (sched_getaffinity); 0 where unknown.
+int cores_allowed_to_this_thread();
+
 }  // namespace minimllm

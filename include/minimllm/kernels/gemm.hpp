@@ -71,6 +71,9 @@ class GemmSelectionScope {
 // (openblas_get_config()); empty when the BLAS is not OpenBLAS.
 std::string blas_core_name();
 std::string blas_config();
+// True when the BLAS runs its threads in a pool of its own (OpenBLAS built with pthreads): they inherit
+// the CPU affinity of the thread that creates them, not one OpenMP place each.
+bool blas_has_own_thread_pool();
 
 // Limits BLAS to the cores this rank owns (ranks must not fight over cores).
 void set_blas_threads(int threads);
