@@ -32,17 +32,8 @@
 #include "minimllm/step/step_inputs.hpp"
 #include "mpi_benchmark_main.hpp"
 
-#ifndef MINIMLLM_SOURCE_DIR
-#error "MINIMLLM_SOURCE_DIR must name the source tree (for inputs/)"
-#endif
-
 namespace minimllm {
 namespace {
-
-std::string inputs_dir() {
-  const char* dir = std::getenv("MINIMLLM_INPUTS");
-  return dir && *dir ? std::string(dir) : std::string(MINIMLLM_SOURCE_DIR) + "/inputs";
-}
 
 int repetitions() {
   const char* reps = std::getenv("MINIMLLM_BENCH_REPS");
@@ -63,7 +54,7 @@ enum Mode { kOverlap, kSerial, kNoSync, kModes };
 
 // bucket_mb < 0: the deck's runtime.grad_bucket_mb.
 void BM_GradSyncOverlap(benchmark::State& state, const char* deck, double bucket_mb) {
-  RunConfig config = load_run_config(inputs_dir() + "/" + deck);
+  RunConfig config = load_run_config(benchmark_inputs_dir() + "/" + deck);
   set_blas_threads(config.runtime.blas_threads);
   const World world = World::of(MPI_COMM_WORLD);
   const Sampler sampler(config);

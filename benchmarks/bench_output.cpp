@@ -23,10 +23,6 @@
 #include "minimllm/step/step_metrics.hpp"
 #include "mpi_benchmark_main.hpp"
 
-#ifndef MINIMLLM_SOURCE_DIR
-#error "MINIMLLM_SOURCE_DIR must name the source tree (for inputs/)"
-#endif
-
 namespace minimllm {
 namespace {
 
@@ -47,7 +43,7 @@ const StepTiming& step_timing(const std::string& deck) {
   static std::map<std::string, StepTiming> cache;
   auto found = cache.find(deck);
   if (found != cache.end()) return found->second;
-  RunConfig config = load_run_config(std::string(MINIMLLM_SOURCE_DIR) + "/inputs/" + deck);
+  RunConfig config = load_run_config(benchmark_inputs_dir() + "/" + deck);
   config.steps = 6;
   config.machine.peak_gflops = 100.0;  // MFU is not measured here
   StepTiming timing;

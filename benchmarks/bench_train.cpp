@@ -27,17 +27,8 @@
 #include "minimllm/model/model.hpp"
 #include "mpi_benchmark_main.hpp"
 
-#ifndef MINIMLLM_SOURCE_DIR
-#error "MINIMLLM_SOURCE_DIR must name the source tree (for inputs/)"
-#endif
-
 namespace minimllm {
 namespace {
-
-std::string inputs_dir() {
-  const char* dir = std::getenv("MINIMLLM_INPUTS");
-  return dir && *dir ? std::string(dir) : std::string(MINIMLLM_SOURCE_DIR) + "/inputs";
-}
 
 // GEMM GFLOP/s at the LLM's own shapes and precision: every linear layer's forward product and both
 // backward ones (model.hpp LinearShape) over `rows` rows, all timed together, best of 3 passes after a
@@ -88,7 +79,7 @@ double device_allocations_per_step(RunConfig config) {
 }
 
 void BM_TrainingStep(benchmark::State& state, const char* deck, const char* precision) {
-  RunConfig config = load_run_config(inputs_dir() + "/" + deck);
+  RunConfig config = load_run_config(benchmark_inputs_dir() + "/" + deck);
   config.steps = 3;  // step 0 is the warm-up; steps 1.. are timed
   config.runtime.precision = precision;
   TrainResult result;

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
+#include <cstdlib>
 #include <cstring>
 
 #include "minimllm/core/device.hpp"
@@ -44,6 +45,11 @@ int run_mpi_benchmarks(int argc, char** argv, const std::function<void()>& regis
   Kokkos::finalize();
   MPI_Finalize();
   return 0;
+}
+
+std::string benchmark_inputs_dir() {
+  const char* dir = std::getenv("MINIMLLM_INPUTS");
+  return dir && *dir ? std::string(dir) : std::string(MINIMLLM_SOURCE_DIR) + "/inputs";
 }
 
 }  // namespace minimllm
