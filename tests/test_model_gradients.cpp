@@ -394,9 +394,7 @@ TEST(ModelGradients, EncoderGradientsAreNonZeroWhenImagesArePresent) {
     SCOPED_TRACE(std::string("init_std ") + init_std);
     const RunConfig config = tiny_config(init_std);
     const Sampler sampler(config);
-    const int step = informative_step(sampler);
-    ASSERT_GE(step, 0);
-    const PackedBatch batch = pack_whole_samples(sampler, step, sampler.batch(step).samples);
+    const PackedBatch batch = gradient_batch(sampler, config, false);
     Model model(config.model, kModelSeed);
     loss_and_grads(model, batch);
     for (const auto& t : named_tensors(model)) EXPECT_GT(max_abs(get_values(t.grad)), 0.0) << t.name;
@@ -431,9 +429,7 @@ class UnitSnapshots final : public GradientListener {
 TEST(ModelGradients, BackwardReportsEachUnitOnceItsGradientsAreFinal) {
   const RunConfig config = tiny_config("0.3");
   const Sampler sampler(config);
-  const int step = informative_step(sampler);
-  ASSERT_GE(step, 0);
-  const PackedBatch batch = pack_whole_samples(sampler, step, sampler.batch(step).samples);
+  const PackedBatch batch = gradient_batch(sampler, config, false);
   Model model(config.model, kModelSeed);
   std::vector<int> in_units(model.tensor_ranges().size(), 0);
   for (const GradientUnit& unit : model.gradient_units())
@@ -532,9 +528,7 @@ TEST(ModelGradients, PackedBatchEqualsSamplesOneByOne) {
 TEST(ModelGradients, ForwardBackwardIsBitwiseReproducible) {
   const RunConfig config = tiny_config("0.3");
   const Sampler sampler(config);
-  const int step = informative_step(sampler);
-  ASSERT_GE(step, 0);
-  const PackedBatch batch = pack_whole_samples(sampler, step, sampler.batch(step).samples);
+  const PackedBatch batch = gradient_batch(sampler, config, false);
   Model model(config.model, kModelSeed);
   const double loss1 = loss_and_grads(model, batch);
   const std::vector<float> g1 = get_values(flat(model.grads()));
