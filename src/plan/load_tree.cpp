@@ -23,12 +23,14 @@ void LoadTree::pull(int node) {
 }
 
 int LoadTree::argmin(int first, int last) const {
+  if (last - first <= 16) {  // a node's ranks: scanning the leaves (in slot order: first wins ties)
+    int best = first;
+    for (int i = first + 1; i < last; ++i)
+      if (load_[leaves_ + i] < load_[leaves_ + best]) best = i;
+    return best;
+  }
   std::pair<double, int> best{kInf, INT_MAX};
   const auto consider = [&](int node) { best = std::min(best, std::make_pair(load_[node], slot_[node])); };
-  if (last - first <= 16) {  // a node's ranks: scanning the leaves beats walking the tree
-    for (int i = first; i < last; ++i) consider(leaves_ + i);
-    return best.second;
-  }
   for (int l = first + leaves_, r = last + leaves_; l < r; l /= 2, r /= 2) {
     if (l & 1) consider(l++);
     if (r & 1) consider(--r);

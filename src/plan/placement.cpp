@@ -101,6 +101,10 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
   }
   std::vector<int> patches, node_of_image, stage_of_image;  // node of the image's LLM group, -1: none
   std::vector<double> time;
+  std::size_t images = 0;
+  for (const SampleMeta& sample : batch.samples) images += sample.images.size();
+  patches.reserve(images), node_of_image.reserve(images), stage_of_image.reserve(images),
+      time.reserve(images);
   int stages = 1;
   for (size_t s = 0; s < batch.samples.size(); ++s) {
     const int node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
@@ -117,12 +121,16 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
   for (size_t i = 0; i < time.size(); ++i) stage_total[stage_of_image[i]] += time[i];
 
   // Largest first, stage by stage (a stable bucketing of the decreasing order), each stage on fresh loads.
-  const std::vector<int> order = order_by_decreasing(patches);  // the encoder time grows with patches
-  std::vector<int> start(stages + 1, 0), by_stage(order.size());
-  for (int i : order) ++start[stage_of_image[i] + 1];
+  std::vector<int> by_stage = order_by_decreasing(patches);  // the encoder time grows with patches
+  std::vector<int> start(stages + 1, 0);
+  for (int i : by_stage) ++start[stage_of_image[i] + 1];
   for (int m = 0; m < stages; ++m) start[m + 1] += start[m];
-  std::vector<int> fill(start.begin(), start.end() - 1);
-  for (int i : order) by_stage[fill[stage_of_image[i]]++] = i;
+  if (stages > 1) {
+    const std::vector<int> order = std::move(by_stage);
+    by_stage.assign(order.size(), 0);
+    std::vector<int> fill(start.begin(), start.end() - 1);
+    for (int i : order) by_stage[fill[stage_of_image[i]]++] = i;
+  }
   std::vector<int> owner(time.size());
   for (int m = 0; m < stages; ++m) {
     const double slack = tolerance * stage_total[m] / e;
