@@ -83,7 +83,7 @@ TEST(CpuPeak, CoresTimesFmaUnitsTimesLanesTimesTwoTimesClock) {
 TEST(CpuPeak, MeasuredClockIsAPlausibleCoreClock) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__))
   const double ghz = measure_core_clock_ghz();
-  EXPECT_GT(ghz, 0.1);  // even a core shared by many processes (the fastest of 5 trials is kept)
+  EXPECT_GT(ghz, 0.3);  // timed on the thread's CPU clock: other processes' time does not count
   EXPECT_LT(ghz, 7.0);  // no core runs faster: a chain the compiler or core folded away would read far above
 #else
   EXPECT_EQ(measure_core_clock_ghz(), 0.0);
