@@ -103,6 +103,7 @@ Calibration sample_calibration() {
   c.model.llm.vocab = 96;
   c.encoder.cost = {1.0 / 3.0 * 1e-6, 2e-5, 3.3e-5};
   c.encoder.points = {{4, 9, 16}, {1e-4, 2e-4, 4.0000000001e-4}, 0.05, 0.08};
+  c.encoder_forward_share = 0.41;
   c.llm.cost = {1.234567890123e-7, 1e-4, 0.0};
   c.llm.points = {{13, 49, 184}, {0.00137861, 0.00539752, 0.0227928}, 0.001, 0.002};
   c.data = {9.7e-5, 2.1e-5, 3.9e-7, 1e-9, {0, 19}, {0, 76}, {559, 228}, {9.6e-5, 1.2e-4}, 0.03, 0.07};
@@ -158,6 +159,7 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.data.patches, c.data.patches);
   EXPECT_EQ(r.data.tokens, c.data.tokens);
   EXPECT_EQ(r.optimizer_seconds, c.optimizer_seconds);
+  EXPECT_EQ(r.encoder_forward_share, c.encoder_forward_share);
   EXPECT_EQ(r.parameters, c.parameters);
   EXPECT_EQ(r.grad_sync_seconds, c.grad_sync_seconds);
   expect_same(r.all_gather, c.all_gather);
@@ -209,6 +211,7 @@ TEST(CalibrationFile, BadFilesGiveOneLineNamingFileAndKey) {
   expect_error(edited("{width: 32, heads: 2, layers: 1", "{width: 32.5, heads: 2, layers: 1"),
                {"model.encoder.width = 32.5", "integer"});
   expect_error(edited("llm:\n  a2", "llm: 3\nx:\n  a2"), {"x", "unknown key"});
+  expect_error(edited("  forward_share: 0.41", "  forward_share: 1.5"), {"encoder.forward_share = 1.5"});
 }
 
 TEST(CalibrationFile, MissingFileAndOtherModelAreInputErrors) {
@@ -249,6 +252,9 @@ TEST(CalibrationFile, ApplySetsComputeStepTermsAndMeasuredLinksOnly) {
   EXPECT_EQ(cost.encoder.c, c.encoder.cost.c);
   EXPECT_EQ(cost.step.data_per_patch, c.data.per_patch);
   EXPECT_EQ(cost.step.optimizer, c.optimizer_seconds);
+  EXPECT_EQ(cost.step.encoder_forward_share, c.encoder_forward_share);
+  c.encoder_forward_share = 0.0;  // a file from before it was measured: the FLOP-based 1/3 stays
+  EXPECT_EQ(apply_calibration(base, c, deck.model, "old.yaml").step.encoder_forward_share, 1.0 / 3.0);
   EXPECT_EQ(cost.intra_node.bandwidth, c.all_gather.link.bandwidth);
   // Latencies per message step: an all-gather on the 2 calibrating ranks is one step, an all-reduce two.
   ASSERT_EQ(c.ranks_per_node, 2);
@@ -398,10 +404,14 @@ TEST(Calibrate, QuickCalibrationOfATinyDeckIsSaneAndRoundTrips) {
   EXPECT_GT(c.llm.cost(100.0), 0.0);
   EXPECT_GT(c.encoder.cost(16.0), 0.0);
   EXPECT_GT(c.optimizer_seconds, 0.0);
+  EXPECT_GT(c.encoder_forward_share,
+            0.0);  // measured: a forward is part of, never all of, the encoder's time
+  EXPECT_LT(c.encoder_forward_share, 1.0);
   EXPECT_EQ(c.parameters, static_cast<long long>(Model(config.model, 1).parameter_count()));
   EXPECT_FALSE(c.inter_all_gather.measured);  // one node
   const Calibration back = parse_calibration(calibration_to_yaml(c), "quick.yaml");
   EXPECT_EQ(back.llm.cost.a1, c.llm.cost.a1);
+  EXPECT_EQ(back.encoder_forward_share, c.encoder_forward_share);
   EXPECT_NO_THROW(apply_calibration(default_cost_model(config, 100.0, 1), back, config.model, "quick.yaml"));
 }
 

@@ -293,6 +293,27 @@ TEST(Planners, DisaggChoosesOrTakesTheEncoderRanks) {
   EXPECT_THROW(make_planner("disagg", cost, options)->plan(batch, 5), InputError);
 }
 
+// The encoder's forward share (calibrated, else 1/3) decides when a stage's rows reach the LLM ranks: a
+// pipeline whose encoders spend all their time in the forward delivers rows later than one whose forward is
+// free, and the prediction follows it.
+TEST(Planners, DisaggPredictionFollowsTheEncoderForwardShare) {
+  const RunConfig config = modality_incoherent(256, 5);
+  CostModel cost = default_cost_model(config, kGflops, kRanksPerNode);
+  const GlobalBatch batch = Sampler(config).batch(0);
+  const int world = 16;
+  const StepPlan plan = make_planner("disagg", cost, {})->plan(batch, world);
+  ASSERT_EQ(plan.placement, Placement::disaggregated);
+  EXPECT_EQ(cost.step.encoder_forward_share, 1.0 / 3.0);
+  const PlanPrediction flops_share = predict(plan, batch, cost, world);
+  cost.step.encoder_forward_share = 0.0;
+  const PlanPrediction free_forward = predict(plan, batch, cost, world);
+  cost.step.encoder_forward_share = 1.0;
+  const PlanPrediction all_forward = predict(plan, batch, cost, world);
+  EXPECT_LT(free_forward.makespan, all_forward.makespan);
+  EXPECT_LE(free_forward.makespan, flops_share.makespan);
+  EXPECT_LE(flops_share.makespan, all_forward.makespan);
+}
+
 // The disaggregated pipeline's plan: every sample exactly once, micro-batches as the stages, and the
 // inter-micro-batch reordering: each LLM rank's last micro-batch carries the least encoder work per LLM
 // time (text-heavy samples end the pipeline, so no encoder backward trails the step).

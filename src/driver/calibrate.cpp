@@ -79,6 +79,7 @@ struct Call {
   int count = 0;    // samples or images in the call
   GlobalBatch batch;
   std::vector<double> llm_s, encoder_s, data_s;  // per timed pass
+  std::vector<double> encoder_forward_s;         // of encoder_s, the forward
 };
 
 enum class Op { all_gather, all_reduce, all_to_all };
@@ -341,6 +342,7 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
       if (pass == 0) continue;  // warm-up: first-touch allocations, BLAS buffers
       c.llm_s.push_back(o.seconds[Phase::llm]), c.encoder_s.push_back(o.seconds[Phase::encoder]);
       c.data_s.push_back(o.seconds[Phase::data]);
+      c.encoder_forward_s.push_back(o.encoder_forward_seconds);
     }
     if (log) *log << fmt::format("  pass {}/{} done\n", pass, options.repeats) << std::flush;
   }
@@ -348,7 +350,8 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   // Per call: the median over passes on each rank, then the mean over ranks.
   std::vector<double> medians;
   for (const Call& c : calls)
-    medians.insert(medians.end(), {median(c.llm_s), median(c.encoder_s), median(c.data_s)});
+    medians.insert(medians.end(),
+                   {median(c.llm_s), median(c.encoder_s), median(c.data_s), median(c.encoder_forward_s)});
   MPI_Allreduce(MPI_IN_PLACE, medians.data(), static_cast<int>(medians.size()), MPI_DOUBLE, MPI_SUM,
                 world.comm);
   for (double& m : medians) m /= world.size;
@@ -360,19 +363,22 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   cal.blas_threads = config.runtime.blas_threads, cal.rows_per_call = rows;
   cal.model = config.model;
   std::vector<std::vector<double>> llm_x, enc_x, data_x;
+  double encoder_forward = 0.0, encoder_total = 0.0;
   for (size_t i = 0; i < calls.size(); ++i) {
     const Call& c = calls[i];
     const double s = c.size;
     PhaseCalibration& phase = c.llm ? cal.llm : cal.encoder;
     phase.points.sizes.push_back(s);
-    phase.points.seconds.push_back(medians[3 * i + (c.llm ? 0 : 1)] / c.count);
+    phase.points.seconds.push_back(medians[4 * i + (c.llm ? 0 : 1)] / c.count);
     (c.llm ? llm_x : enc_x).push_back({s * s, s, 1.0});
     const double images = c.llm ? 0.0 : c.count, p = c.llm ? 0.0 : s * c.count;
     const double r = c.llm ? s * c.count : (s + image_text) * c.count;
     data_x.push_back({1.0, images, p, r});
     cal.data.images.push_back(images), cal.data.patches.push_back(p), cal.data.tokens.push_back(r);
-    cal.data.seconds.push_back(medians[3 * i + 2]);
+    cal.data.seconds.push_back(medians[4 * i + 2]);
+    if (!c.llm) encoder_forward += medians[4 * i + 3], encoder_total += medians[4 * i + 1];
   }
+  if (encoder_total > 0.0) cal.encoder_forward_share = encoder_forward / encoder_total;
   for (PhaseCalibration* phase : {&cal.llm, &cal.encoder}) {
     const LinearFit fit = fit_nonnegative(phase == &cal.llm ? llm_x : enc_x, phase->points.seconds);
     phase->cost = {fit.coefficients[0], fit.coefficients[1], fit.coefficients[2]};
@@ -428,6 +434,9 @@ void print_calibration(std::ostream& out, const Calibration& c) {
         p.points.sizes.empty() ? 0.0 : p.points.sizes.back(), unit);
   };
   phase("encoder (s/image)", c.encoder, "patches");
+  if (c.encoder_forward_share > 0.0)
+    out << fmt::format("{:<22} {:.3f} of the encoder's time (1/3 by FLOPs)\n", "encoder forward share",
+                       c.encoder_forward_share);
   phase("llm (s/sample)", c.llm, "tokens");
   out << fmt::format(
       "{:<22} {:>11} {:>11.3e} {:>11.3e} {:>8.1f}% {:>8.1f}%  a1 per patch; per image {:.3e}, per token "

@@ -172,6 +172,9 @@ std::string calibration_to_yaml(const Calibration& c) {
   o << fmt::format("encoder:\n  a2: {}\n  a1: {}\n  c: {}\n", number(c.encoder.cost.a2),
                    number(c.encoder.cost.a1), number(c.encoder.cost.c));
   write_points(o, c.encoder.points, "patches");
+  if (c.encoder_forward_share > 0.0)
+    o << "  # The forward's share of the encoder's forward + backward, over the sizes above.\n"
+      << fmt::format("  forward_share: {}\n", number(c.encoder_forward_share));
   o << "# Forward + backward of one sample of s tokens: a2 s^2 + a1 s + c.\n";
   o << fmt::format("llm:\n  a2: {}\n  a1: {}\n  c: {}\n", number(c.llm.cost.a2), number(c.llm.cost.a1),
                    number(c.llm.cost.c));
@@ -214,6 +217,7 @@ namespace {
 
 using strict_yaml::above;
 using strict_yaml::at_least;
+using strict_yaml::closed;
 using strict_yaml::Section;
 
 constexpr const char* kFormat = "minimllm-calibration-1";
@@ -233,9 +237,14 @@ void read_points(const Section& s, FitPoints& p, const char* size_name) {
                                      p.sizes.size(), p.seconds.size()));
 }
 
-PhaseCalibration read_phase(const Section& top, const std::string& name, const char* size_name) {
-  const Section s = top.required_section(
-      name, {"a2", "a1", "c", "rms_relative_error", "max_relative_error", size_name, "seconds"});
+// forward_share: where the phase may give its forward's share (the encoder's), else null.
+PhaseCalibration read_phase(const Section& top, const std::string& name, const char* size_name,
+                            double* forward_share = nullptr) {
+  std::vector<std::string> keys = {"a2",      "a1",     "c", "rms_relative_error", "max_relative_error",
+                                   size_name, "seconds"};
+  if (forward_share) keys.push_back("forward_share");
+  const Section s = top.required_section(name, keys);
+  if (forward_share) s.read_real("forward_share", *forward_share, closed(0.0, 1.0));
   PhaseCalibration phase;
   require_all(s, {"a2", "a1", "c"});
   s.read_real("a2", phase.cost.a2, at_least(0.0));
@@ -345,7 +354,7 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
         c);
   }
   read_model(top.required_section("model", {"encoder", "llm"}), c.model);
-  c.encoder = read_phase(top, "encoder", "patches");
+  c.encoder = read_phase(top, "encoder", "patches", &c.encoder_forward_share);
   c.llm = read_phase(top, "llm", "tokens");
   read_data(top.required_section("data", {"c", "per_image", "per_patch", "per_token", "rms_relative_error",
                                           "max_relative_error", "images", "patches", "tokens", "seconds"}),
@@ -407,6 +416,7 @@ CostModel apply_calibration(CostModel cost, const Calibration& c, const ModelCon
   cost.step.data_per_patch = c.data.per_patch;
   cost.step.data_per_token = c.data.per_token;
   cost.step.optimizer = c.optimizer_seconds;
+  if (c.encoder_forward_share > 0.0) cost.step.encoder_forward_share = c.encoder_forward_share;
   if (c.machine.comm_creation_ms > 0.0) cost.step.comm_creation = 1e-3 * c.machine.comm_creation_ms;
   // Context parallelism all-gathers K|V and the boundary is an all-to-all: the all-gather's link stands
   // for both (the model has one link per side of the node boundary). A fit's latency is that of the whole

@@ -82,14 +82,14 @@ void reorder_into_stages(std::vector<LlmGroup>& groups, int stages, const BatchC
 }
 
 double pipeline_estimate(const std::vector<LlmGroup>& groups, const std::vector<double>& llm_time,
-                         const std::vector<double>& encoder_time, int encoder_ranks) {
+                         const std::vector<double>& encoder_time, int encoder_ranks, double forward_share) {
   int stages = 1;
   for (const LlmGroup& group : groups) stages = std::max(stages, group.micro_batches);
   const size_t n_groups = groups.size();
   // Per stage: encoder work of an encoder rank (spread evenly); per group and stage: LLM and encoder work.
   std::vector<double> stage_encoder(stages, 0.0), group_llm(n_groups * stages, 0.0),
       group_encoder(n_groups * stages, 0.0);
-  const double forward_share = 1.0 / 3.0, per_rank = 1.0 / encoder_ranks;
+  const double per_rank = 1.0 / encoder_ranks;
   for (size_t k = 0; k < n_groups; ++k) {
     const LlmGroup& group = groups[k];
     const int parts = group.micro_batches;

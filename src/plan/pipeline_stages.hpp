@@ -35,8 +35,9 @@ void reorder_into_stages(std::vector<LlmGroup>& groups, int stages, const BatchC
 
 // The disaggregated pipeline's step (predict()'s model) estimated cheaply, with every stage's encoder
 // work spread evenly over `encoder_ranks` and no transfer time: used to choose the encoder rank count
-// and the stage count before images are balanced. O(samples + groups x stages).
+// and the stage count before images are balanced. O(samples + groups x stages). forward_share: the
+// forward's share of the encoder's time (CostModel::step.encoder_forward_share).
 double pipeline_estimate(const std::vector<LlmGroup>& groups, const std::vector<double>& llm_time,
-                         const std::vector<double>& encoder_time, int encoder_ranks);
+                         const std::vector<double>& encoder_time, int encoder_ranks, double forward_share);
 
 }  // namespace minimllm::planning

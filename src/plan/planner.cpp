@@ -287,7 +287,8 @@ class DisaggPlanner : public PolicyBase {
       for (int stages = std::max(1, top / 2); stages <= top; stages *= 2) {
         std::vector<LlmGroup> groups = layout.groups;
         planning::reorder_into_stages(groups, stages, costs, costs.llm, cost_);
-        const double estimate = planning::pipeline_estimate(groups, costs.llm, encoder_time, e);
+        const double estimate =
+            planning::pipeline_estimate(groups, costs.llm, encoder_time, e, cost_.step.encoder_forward_share);
         if (best.groups.empty() || estimate < best.estimate) {
           best.encoder_ranks = layout.encoder_ranks;
           best.groups = std::move(groups);

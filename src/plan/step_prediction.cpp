@@ -10,9 +10,6 @@
 namespace minimllm {
 namespace {
 
-// Share of an image's encoder time spent in forward (GEMMs: 2 FLOPs per multiply-add forward, 4 backward).
-constexpr double kEncoderForwardShare = 1.0 / 3.0;
-
 // What predict() needs of each LLM group.
 struct GroupShape {
   int size = 1;
@@ -206,7 +203,7 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
       double t = 0.0;
       for (int position = 0; position < stages; ++position) {
         const int m = forward_stage(position, stages);
-        forward_done[m * world_size + r] = t += kEncoderForwardShare * encoder[m * world_size + r];
+        forward_done[m * world_size + r] = t += cost.step.encoder_forward_share * encoder[m * world_size + r];
       }
     }
     // Rows of stage m reach group k when the last of their encoder ranks has finished stage m's forward.
@@ -239,7 +236,7 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
     for (int r : plan.encoder_ranks) {
       double t = forward_done[forward_stage(stages - 1, stages) * world_size + r];
       for (int m = 0; m < stages; ++m) {
-        const double work = (1.0 - kEncoderForwardShare) * encoder[m * world_size + r];
+        const double work = (1.0 - cost.step.encoder_forward_share) * encoder[m * world_size + r];
         if (work > 0.0) t = std::max(t, gradients_ready[m * world_size + r]) + work;
       }
       end = std::max(end, t);

@@ -52,6 +52,7 @@ void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutc
   model_.encoder_forward(encoder_input, enc_acts);
 
   clock.enter(Phase::boundary);
+  out.encoder_forward_seconds = out.seconds[Phase::encoder];
   t_mat received("boundary::received", work.received_rows, width);
   {
     const WorkspaceScope exchange_scope(exchange_workspace_);

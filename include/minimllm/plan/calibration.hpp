@@ -67,6 +67,9 @@ struct Calibration {
   int rows_per_call = 0;  // LLM rows (encoder patches) packed per measured call
   ModelConfig model;      // the model measured: a deck with another model cannot use it
   PhaseCalibration encoder, llm;
+  // The encoder's forward over its forward + backward, summed over the image sizes measured; 0: not
+  // measured (a file from before it was), and the cost model keeps 1/3.
+  double encoder_forward_share = 0.0;
   DataCalibration data;
   double optimizer_seconds = 0.0;  // one AdamW step over every parameter
   long long parameters = 0;

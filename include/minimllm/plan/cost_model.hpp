@@ -84,6 +84,10 @@ struct StepCost {
   // created concurrently). The machine's machine.comm_creation_ms, a calibration's measurement, or this
   // default: an assumption for MPI on one node (docs/INPUT.md, "machine").
   double comm_creation = 1e-4;
+  // The forward's share of an image's encoder time (forward + backward), which decides when a
+  // disaggregated pipeline's rows reach the LLM: 1/3 by FLOPs (a backward does twice a forward's GEMM
+  // work), or what `minimllm calibrate` measured.
+  double encoder_forward_share = 1.0 / 3.0;
 };
 
 // What one rank holds (bytes), as the model allocates it (memory_model() in model/model.hpp computes it

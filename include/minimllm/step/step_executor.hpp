@@ -23,6 +23,8 @@ struct StepOutcome {
   double flops = 0.0;      // model FLOPs of this rank
   // This rank's phase times (fenced). Pipelines: boundary includes waiting for rows or gradients.
   PhaseTimes seconds;
+  // Of seconds[encoder], the forward (colocated plans: what calibrate measures the forward's share from).
+  double encoder_forward_seconds = 0.0;
   std::int64_t boundary_bytes = 0;              // sent by this rank, both directions
   std::int64_t llm_rows = 0, encoder_rows = 0;  // work assigned to this rank
   // Host<->device copies of this rank (none on host backends). input_transfers: the step's inputs
