@@ -78,7 +78,8 @@ PeakChoice choose_peak(const RunConfig& config, GemmPrecision precision, const W
     if (sharing > 1) p.peak_source += fmt::format(", shared by {} ranks", sharing);
   } else if (cpu_smallest) {
     p.peak_gflops = *cpu_smallest;
-    p.peak_source = cpu->source + (world.size > 1 ? ", smallest over ranks" : "");
+    // Every rank knew its peak, this one included (smallest_if_all_known).
+    p.peak_source = cpu.value_or(CpuPeak{}).source + (world.size > 1 ? ", smallest over ranks" : "");
   } else {
     p.peak_gflops = p.attainable_gflops;
     p.peak_source = "unknown hardware peak: the attainable rate (" + p.attainable_source + ")";
