@@ -1,7 +1,7 @@
 // Variable-length attention, FlashAttention-style: each work item streams key tiles and keeps a running
 // max and sum per query row (online softmax), so memory is linear in tokens. Two sets of kernels
-// (AttentionKernels): for the host, a thread per tile with its accumulators in vector registers
-// (attention_host.cpp); for GPUs, a team per tile and a thread per row, tiles staged in shared memory
+// (AttentionKernels): for the host, a thread per block whose products are BLAS GEMMs (attention_host.cpp);
+// for GPUs, a team per tile and a thread per row, tiles staged in shared memory
 // (attention_team.cpp). Here: validation, the segment tables, the packed per-head layouts both read, and
 // the choice between them.
 #include "minimllm/kernels/attention.hpp"
