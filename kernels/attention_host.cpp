@@ -15,6 +15,7 @@
 
 #include "attention_internal.hpp"
 #include "exp_vectorizable.hpp"
+#include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/workspace.hpp"
 #include "team_policy.hpp"
 
@@ -277,7 +278,9 @@ void run_items(const char* name, int items, const Functor& functor) {
                        functor);
 }
 
-// The BLAS path (host execution spaces, operands of unit column stride): each block product is one
+// The BLAS path (host execution spaces, operands of unit column stride, and a BLAS worth calling:
+// blas_for_other_products, i.e. not OpenBLAS's generic core, which the kernels below outrun, nor
+// runtime.gemm keeping every GEMM on the portable kernel): each block product is one
 // single-threaded cblas_sgemm on the operands in place (head h's columns, leading dimension the row
 // stride), with the softmax between the products. A work item owns its output rows (forward: a block of
 // query rows of one head; backward: a segment's dQ, dK, dV columns of one head), so results do not
@@ -473,7 +476,7 @@ void backward_blas(const BackwardOperands& x, const AttentionSegments& segs, Att
 }  // namespace
 
 void forward_host(const ForwardOperands& x, const AttentionSegments& segs, AttentionShape shape) {
-  if (kernels_detail::kHostExec && unit_column_stride(x.q, x.k, x.v, x.out))
+  if (kernels_detail::kHostExec && unit_column_stride(x.q, x.k, x.v, x.out) && blas_for_other_products())
     return forward_blas(x, segs, shape);
   // One work item per (query tile, head); the tiles were listed with the segments.
   const int items = segs.tiles * shape.heads;
@@ -491,7 +494,8 @@ void forward_host(const ForwardOperands& x, const AttentionSegments& segs, Atten
 }
 
 void backward_host(const BackwardOperands& x, const AttentionSegments& segs, AttentionShape shape) {
-  if (kernels_detail::kHostExec && unit_column_stride(x.dout, x.q, x.k, x.v, x.dq, x.dk, x.dv))
+  if (kernels_detail::kHostExec && unit_column_stride(x.dout, x.q, x.k, x.v, x.dq, x.dk, x.dv) &&
+      blas_for_other_products())
     return backward_blas(x, segs, shape);
   // One item per (segment, head): it owns that segment's dk/dv/dq columns, so no atomics are needed.
   const int items = segs.count() * shape.heads;

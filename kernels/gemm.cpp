@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -235,6 +236,24 @@ GemmSelectionScope::GemmSelectionScope(GemmSelection selection)
   installed_selection() = std::move(selection);
 }
 GemmSelectionScope::~GemmSelectionScope() { installed_selection() = std::move(previous_); }
+
+bool openblas_core_is_generic(const std::string& core) {
+  std::string lower = core;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char ch) { return std::tolower(ch); });
+  return lower == "prescott" || lower == "nehalem" || lower == "core2" || lower == "atom" ||
+         lower == "katmai" || lower == "northwood" || lower == "banias" || lower == "penryn" ||
+         lower == "dunnington" || lower == "unknown";
+}
+
+bool blas_for_other_products() {
+  static const bool generic = openblas_core_is_generic(blas_core_name());  // fixed for the process
+  if (default_gemm_backend() != GemmBackend::blas || generic) return false;
+  const GemmSelection& selection = installed_selection();
+  return selection.empty() || std::any_of(selection.begin(), selection.end(), [](const auto& entry) {
+           return entry.second == GemmBackend::blas;
+         });
+}
 
 std::string blas_core_name() {
 #ifdef OPENBLAS_VERSION

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "minimllm/kernels/attention.hpp"
+#include "minimllm/kernels/gemm.hpp"
 
 namespace minimllm {
 namespace {
@@ -113,9 +114,24 @@ void run_case(const Case& c) {
   const auto segs = segments_of(c);
   t_mat q = to_device(t.q, nq, W), k = to_device(t.k, nk, W), v = to_device(t.v, nk, W);
   t_mat dout = to_device(t.dout, nq, W);
-  // Both implementations on whatever backend runs: the host kernels and the team (GPU) kernels.
-  for (const AttentionKernels kernels : {AttentionKernels::host, AttentionKernels::teams}) {
-    SCOPED_TRACE(kernels == AttentionKernels::host ? "host kernels" : "team kernels");
+  // Both implementations on whatever backend runs: the host kernels and the team (GPU) kernels; the host
+  // kernels both on BLAS block products (where blas_for_other_products) and on their own tiles (what
+  // runtime.gemm: portable, or a generic OpenBLAS core, gets).
+  struct Variant {
+    AttentionKernels kernels;
+    bool without_blas;
+    const char* name;
+  };
+  for (const Variant& variant : {Variant{AttentionKernels::host, false, "host kernels"},
+                                 Variant{AttentionKernels::host, true, "host kernels without BLAS"},
+                                 Variant{AttentionKernels::teams, false, "team kernels"}}) {
+    SCOPED_TRACE(variant.name);
+    const AttentionKernels kernels = variant.kernels;
+    const GemmSelectionScope selection(
+        variant.without_blas ? GemmSelection{{GemmShapeClass{}, GemmBackend::portable}} : GemmSelection{});
+    if (variant.without_blas) {
+      EXPECT_FALSE(blas_for_other_products());
+    }
     t_mat o("out", nq, W), lse("lse", nq, c.shape.heads), gq("dq", nq, W), gk("dk", nk, W), gv("dv", nk, W);
     attention_forward(q, k, v, segs, c.shape, o, lse, kernels);
     expect_close(out, o, "out");

@@ -115,6 +115,21 @@ TEST(GemmChoice, WarnsOnlyForAGenericOpenBlasCoreOnAVectorCpu) {
   EXPECT_EQ(generic_blas_warning("", "", true, true, choice), "");                // not OpenBLAS
 }
 
+TEST(GemmChoice, OtherProductsUseBlasOnlyWhereItIsTunedAndAllowed) {
+  EXPECT_TRUE(openblas_core_is_generic("Prescott"));
+  EXPECT_TRUE(openblas_core_is_generic("NEHALEM"));
+  EXPECT_FALSE(openblas_core_is_generic("SkylakeX"));
+  EXPECT_FALSE(openblas_core_is_generic("Zen"));
+  const GemmSelectionScope all_portable({{GemmShapeClass{}, GemmBackend::portable}});
+  EXPECT_FALSE(blas_for_other_products());  // runtime.gemm keeps every GEMM off BLAS
+  {
+    const GemmSelectionScope some_blas({{GemmShapeClass{}, GemmBackend::portable},
+                                        {GemmShapeClass{Trans::yes, Trans::no, 8, 8}, GemmBackend::blas}});
+    EXPECT_EQ(blas_for_other_products(),
+              default_gemm_backend() == GemmBackend::blas && !openblas_core_is_generic(blas_core_name()));
+  }
+}
+
 TEST(GemmChoice, WarnsWhenBlasThreadsExceedTheCoresTheRankMayUse) {
   const std::string line = blas_affinity_warning(2, 1, true);
   EXPECT_NE(line.find("runtime.blas_threads is 2"), std::string::npos) << line;

@@ -181,13 +181,7 @@ GemmChoice decode_gemm_selection(const std::string& text, const std::string& sou
 std::string generic_blas_warning(const std::string& core, const std::string& config, bool avx512, bool avx2,
                                  const GemmChoice& choice) {
   if (core.empty()) return "";
-  std::string lower = core;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char ch) { return std::tolower(ch); });
-  // OpenBLAS's x86 cores without AVX2 kernels: what it falls back to on a CPU it does not recognise.
-  const bool generic = lower == "prescott" || lower == "nehalem" || lower == "core2" || lower == "atom" ||
-                       lower == "katmai" || lower == "northwood" || lower == "banias" || lower == "penryn" ||
-                       lower == "dunnington" || lower == "unknown";
+  const bool generic = openblas_core_is_generic(core);
   if (!generic || !(avx512 || avx2)) return "";
   const std::string version = config.substr(0, config.find(' ', config.find(' ') + 1));
   return fmt::format(

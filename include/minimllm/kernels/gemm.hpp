@@ -71,6 +71,13 @@ class GemmSelectionScope {
 // (openblas_get_config()); empty when the BLAS is not OpenBLAS.
 std::string blas_core_name();
 std::string blas_config();
+// True for OpenBLAS's cores without AVX2 kernels (Prescott, Nehalem, ...): what it falls back to on a CPU
+// it does not recognise, several times slower than a tuned kernel there. `core`: blas_core_name().
+bool openblas_core_is_generic(const std::string& core);
+// Whether kernels other than the linear layers (attention's block products) should call BLAS: a host
+// backend, a BLAS not running a generic core, and runtime.gemm not keeping every class on the portable
+// kernel (an installed selection without any BLAS class).
+bool blas_for_other_products();
 // True when the BLAS runs its threads in a pool of its own (OpenBLAS built with pthreads): they inherit
 // the CPU affinity of the thread that creates them, not one OpenMP place each.
 bool blas_has_own_thread_pool();
