@@ -231,9 +231,11 @@ void check_gemm(GemmBackend backend, Trans trans_a, Trans trans_b, int m, int n,
 }
 
 TEST(Gemm, MatchesDoubleReferenceForAllTransposesStridesAndBetas) {
-  // Odd sizes below one tile, and sizes spanning several tiles in M, N and K (including a partial K chunk).
-  const std::vector<std::array<int, 3>> shapes{
-      {7, 13, 5}, {33, 65, 17}, {1, 1, 1}, {130, 67, 300}, {5, 4, 0}};
+  // Odd sizes below one tile, and sizes spanning several tiles in M, N and K (including a partial K chunk):
+  // {200, 300, 530} crosses the host kernel's 192 x 256 C tiles, its 12 x 32 register blocks and 256-deep
+  // K chunks, each with a partial remainder.
+  const std::vector<std::array<int, 3>> shapes{{7, 13, 5},     {33, 65, 17}, {1, 1, 1},
+                                               {130, 67, 300}, {5, 4, 0},    {200, 300, 530}};
   for (const GemmBackend backend : backends())
     for (const Trans trans_a : {Trans::no, Trans::yes})
       for (const Trans trans_b : {Trans::no, Trans::yes})
