@@ -269,15 +269,19 @@ int calibrate(const minimllm::CalibrateRequest& request, const Input& input, con
   return 0;
 }
 
+// One line in one write: std::cerr writes each << separately, and a rank killed between two writes (an
+// MPI_Abort elsewhere) would leave half a message.
+void print_line(std::ostream& out, const std::string& line) { out << line + "\n" << std::flush; }
+
 // Prints an error every rank raised together (agree_on_error) once, on rank 0; returns its exit code.
 int report_agreed(std::exception_ptr error, std::ostream& err) {
   try {
     std::rethrow_exception(error);
   } catch (const minimllm::InputError& e) {
-    err << "minimllm: error: " << e.what() << std::endl;
+    print_line(err, std::string("minimllm: error: ") + e.what());
     return 2;
   } catch (const minimllm::AgreedFailure& e) {
-    err << "minimllm: rank " << e.rank() << ": runtime failure: " << e.what() << std::endl;
+    print_line(err, "minimllm: rank " + std::to_string(e.rank()) + ": runtime failure: " + e.what());
     return 1;
   }
 }
@@ -353,20 +357,21 @@ int main(int argc, char** argv) {
                               : calibrate(*cli.calibrate, *input, world);
       } catch (const minimllm::InputError& e) {
         // Agreed input errors a run can check only once started (an output file, a calibration file).
-        err << "minimllm: error: " << e.what() << std::endl;
+        print_line(err, std::string("minimllm: error: ") + e.what());
         code = 2;
       } catch (const minimllm::NonFiniteError& e) {
         // Every rank checked the same synchronised loss and gradient and stopped at the same step; the
         // output file was closed on the way out. One line, exit 1, no abort.
-        err << "minimllm: " << e.what() << std::endl;
+        print_line(err, std::string("minimllm: ") + e.what());
         code = 1;
       } catch (const minimllm::AgreedFailure& e) {
-        err << "minimllm: rank " << e.rank() << ": runtime failure: " << e.what() << std::endl;
+        print_line(err, "minimllm: rank " + std::to_string(e.rank()) + ": runtime failure: " + e.what());
         code = 1;
       } catch (const std::exception& e) {
         // A failure of this rank alone while the others may wait in a collective. The HDF5 file, held in
         // train()'s scope, is closed by now (never MPI_Abort with a file open); one rank needs no abort.
-        std::cerr << "minimllm: rank " << world.rank << ": runtime failure: " << e.what() << std::endl;
+        print_line(std::cerr,
+                   "minimllm: rank " + std::to_string(world.rank) + ": runtime failure: " + e.what());
         if (world.size > 1) MPI_Abort(world.comm, 1);
         code = 1;
       }
