@@ -203,10 +203,14 @@ std::string blas_affinity_warning(int blas_threads, int cores_allowed, bool own_
 }
 
 int cores_allowed_to_this_thread() {
+#ifdef __linux__
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
   return CPU_COUNT(&set);
+#else
+  return 0;  // unknown: no warning
+#endif
 }
 
 }  // namespace minimllm

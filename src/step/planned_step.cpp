@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "minimllm/config/input_error.hpp"
+#include "minimllm/core/agreement.hpp"
 #include "minimllm/core/clock.hpp"
 
 namespace minimllm {
@@ -87,7 +88,7 @@ void StepPlanner::agree(PlannedStep& planned) const {
     at += count;
   }
   if (header[0] == 1) throw InputError(bytes);
-  if (header[0] == 2) throw std::runtime_error(bytes);
+  if (header[0] == 2) throw AgreedFailure(0, bytes);  // every rank knows it: one line, exit 1, no abort
   if (planned.awaiting_plan) {
     StepPlan plan = deserialize_plan(bytes);
     validate_plan(plan, planned.batch, world_.size);

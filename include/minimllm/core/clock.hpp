@@ -12,8 +12,11 @@ inline double host_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Fences Kokkos's own execution space instance, where every kernel of minimllm runs, not the device: a
+// device-wide fence would also wait for collectives in flight on a communicator's side stream (the
+// overlapped gradient all-reduce under NCCL) and serialise what they overlap.
 inline double now_seconds() {
-  Kokkos::fence();
+  Kokkos::DefaultExecutionSpace().fence();
   return host_seconds();
 }
 
