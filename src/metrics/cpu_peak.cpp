@@ -95,7 +95,9 @@ CpuDescription parse_cpuinfo(const std::string& text) {
   return cpu;
 }
 
-CpuDescription detect_cpu() {
+namespace {
+
+CpuDescription describe_this_cpu() {
   CpuDescription cpu = parse_cpuinfo(read_file("/proc/cpuinfo"));
   utsname name{};
   if (uname(&name) == 0) cpu.arch = name.machine;
@@ -116,6 +118,13 @@ CpuDescription detect_cpu() {
                            : "measured: a dependent add chain (no clock in sysfs or /proc/cpuinfo)";
     cpu.clock_ghz = measured;
   }
+  return cpu;
+}
+
+}  // namespace
+
+CpuDescription detect_cpu() {
+  static const CpuDescription cpu = describe_this_cpu();  // once per process: the clock is measured
   return cpu;
 }
 

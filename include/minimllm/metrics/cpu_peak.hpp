@@ -31,6 +31,7 @@ CpuDescription parse_cpuinfo(const std::string& cpuinfo_text);
 double measure_core_clock_ghz();
 // This machine: /proc/cpuinfo, clock from /sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq, else
 // /proc/cpuinfo "cpu MHz"; the measured clock instead where it is higher (a VM's nominal clock, turbo).
+// Described once per process (the first call measures the clock); later calls return the same.
 CpuDescription detect_cpu();
 
 // Dense peak of `cores` cores at `precision` (fp32: FMA on the widest vector unit; bf16: AMX tiles where
