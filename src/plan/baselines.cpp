@@ -81,8 +81,9 @@ void require_cp_divides(const char* policy, int cp, int world_size) {
                     policy, cp, world_size, fmt::join(divisors(world_size), ", ")));
 }
 
-StepPlan megatron_static_plan(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
-                              int world_size, int cp, int tokens_per_rank) {
+std::vector<LlmGroup> megatron_static_groups(const GlobalBatch& batch, const BatchCosts& costs,
+                                             const CostModel& cost, int world_size, int cp,
+                                             int tokens_per_rank) {
   require_cp_divides("static", cp, world_size);
   const int budget = token_budget(tokens_per_rank, cp, costs.max_tokens, cost);
   const double bin_tokens = static_cast<double>(cp) * budget;
@@ -132,9 +133,31 @@ StepPlan megatron_static_plan(const GlobalBatch& batch, const BatchCosts& costs,
     group.micro_batch_ends.push_back(static_cast<int>(group.samples.size()));
   }
   for (LlmGroup& group : groups) group.micro_batches = std::max<int>(1, group.micro_batch_ends.size());
+  return groups;
+}
+
+StepPlan megatron_static_plan(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
+                              int world_size, int cp, int tokens_per_rank) {
+  return static_plan_of(megatron_static_groups(batch, costs, cost, world_size, cp, tokens_per_rank), batch,
+                        world_size);
+}
+
+StepPlan static_plan_of(std::vector<LlmGroup> groups, const GlobalBatch& batch, int world_size) {
   StepPlan plan = colocated_plan("static", std::move(groups), batch, world_size);
   plan.origin.source = "static_layout";
   return plan;
+}
+
+double static_makespan_lower_bound(const std::vector<LlmGroup>& groups, const BatchCosts& costs,
+                                   const std::vector<double>& encoder_time) {
+  double encoder = 0.0, llm = 0.0;
+  for (const LlmGroup& group : groups) {
+    double group_encoder = 0.0, group_llm = 0.0;
+    for (int s : group.samples) group_encoder += encoder_time[s], group_llm += costs.llm[s];
+    const double size = static_cast<double>(group.ranks.size());
+    encoder = std::max(encoder, group_encoder / size), llm = std::max(llm, group_llm / size);
+  }
+  return encoder + llm;
 }
 
 StepPlan megatron_dcp_plan(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,

@@ -33,6 +33,16 @@ std::vector<int> pack_in_order(const std::vector<int>& samples, const std::vecto
 // world or a sample exceeds cp x budget.
 StepPlan megatron_static_plan(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
                               int world_size, int cp, int tokens_per_rank);
+// Its two halves: the LLM groups alone (same throws), and the plan on them (images on their group's ranks).
+std::vector<LlmGroup> megatron_static_groups(const GlobalBatch& batch, const BatchCosts& costs,
+                                             const CostModel& cost, int world_size, int cp,
+                                             int tokens_per_rank);
+StepPlan static_plan_of(std::vector<LlmGroup> groups, const GlobalBatch& batch, int world_size);
+// A lower bound of predict()'s makespan for static's plan on these groups, from its groups alone: each
+// group's encoder work (its images stay on its ranks) and LLM compute shared by its ranks, the slowest
+// group of each phase; communication, boundary and imbalance within a group only add to it.
+double static_makespan_lower_bound(const std::vector<LlmGroup>& groups, const BatchCosts& costs,
+                                   const std::vector<double>& encoder_time);
 
 // megatron_dcp: Megatron-LM's hybrid context-parallel schedule in one round (see docs/PARALLELISM.md):
 // a sample of s tokens needs a group of next_pow2(ceil(s / budget)) ranks (or the whole world when that

@@ -61,11 +61,17 @@ class PolicyBase : public Planner {
     const double bin = static_cast<double>(cp) *
                        planning::token_budget(options_.tokens_per_rank, cp, costs.max_tokens, cost_);
     if (costs.max_tokens > std::min(bin, cost_.token_capacity(cp))) return plan;  // static would not fit
-    StepPlan baseline =
-        planning::megatron_static_plan(batch, costs, cost_, world_size, cp, options_.tokens_per_rank);
-    if (predict(baseline, batch, cost_, world_size).makespan >=
-        predict(plan, batch, cost_, world_size).makespan)
+    std::vector<LlmGroup> groups =
+        planning::megatron_static_groups(batch, costs, cost_, world_size, cp, options_.tokens_per_rank);
+    const double planned = predict(plan, batch, cost_, world_size).makespan;
+    // Most steps end here: the plan beats even a lower bound of static's step, so static's images need not
+    // be placed nor its step predicted (planning time on image-heavy batches).
+    constexpr double kRounding = 1.0 - 1e-9;  // the bound's sums associate differently from predict's
+    if (planned <= kRounding * planning::static_makespan_lower_bound(
+                                   groups, costs, planning::sample_encoder_times(batch, cost_)))
       return plan;
+    StepPlan baseline = planning::static_plan_of(std::move(groups), batch, world_size);
+    if (predict(baseline, batch, cost_, world_size).makespan >= planned) return plan;
     baseline.policy = plan.policy;
     baseline.origin.solver_status = plan.origin.solver_status;  // what the solver did, if any
     baseline.origin.solver_gap = plan.origin.solver_gap;
