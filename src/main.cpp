@@ -6,12 +6,14 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "minimllm/config/machine_config.hpp"
@@ -372,7 +374,12 @@ int main(int argc, char** argv) {
         // train()'s scope, is closed by now (never MPI_Abort with a file open); one rank needs no abort.
         print_line(std::cerr,
                    "minimllm: rank " + std::to_string(world.rank) + ": runtime failure: " + e.what());
-        if (world.size > 1) MPI_Abort(world.comm, 1);
+        if (world.size > 1) {
+          // The launcher forwards this rank's stderr through a pipe; MPICH's Hydra may tear that down on
+          // the abort before it drained it, losing the line (seen under load). A moment to forward it.
+          std::this_thread::sleep_for(std::chrono::milliseconds(250));
+          MPI_Abort(world.comm, 1);
+        }
         code = 1;
       }
     }
