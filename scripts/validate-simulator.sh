@@ -5,8 +5,8 @@
 # every policy with that calibration (`minimllm run`), then projects the same steps with `minimllm
 # simulate` at the same ranks with the same calibration. Prints, per policy, the measured median step time
 # (steps after the warm-up), the simulator's projection of the same steps (median; what being dynamic
-# costs included: planning on the critical path and communicator creation, but not sample movement, which
-# `minimllm run` does not do: docs/PARALLELISM.md) and the run's own prediction (/steps/predicted_seconds),
+# costs included: planning on the critical path, communicator creation and sample movement, which `minimllm
+# run` does too: docs/PARALLELISM.md) and the run's own prediction (/steps/predicted_seconds),
 # PASS when the simulator is within the tolerance, FAIL otherwise. Exit status 1 if any policy fails.
 #
 #   scripts/validate-simulator.sh [options]
@@ -113,12 +113,12 @@ for n in $ranks; do
     /^policy comparison/ { on = 1; next }
     on && $1 != "policy" && NF >= 6 { print n, $1, $2, $5, drift }' "$log" |
     while read -r rn policy measured predicted d; do
-      # /simulation/<policy>: median over steps 1.. of the projected step (column 0) less sample
-      # movement (column 20), in ms.
+      # /simulation/<policy>: median over steps 1.. of the projected step (column 0; the run moves its
+      # samples too), in ms.
       raw=$work/sim-np$n-$policy.txt
       if "${h5dump}" -d "/simulation/$policy" -y -w 0 -o "$raw" "$work/sim-np$n.h5" > /dev/null 2>&1; then
         simulated=$(tr -d ' \n' < "$raw" | tr ',' '\n' |
-          awk -v cols=21 'NF { v[n++] = $1 } END { for (r = 1; r < n / cols; r++) print 1e3 * (v[r * cols] - v[r * cols + 20]) }' |
+          awk -v cols=21 'NF { v[n++] = $1 } END { for (r = 1; r < n / cols; r++) print 1e3 * v[r * cols] }' |
           sort -g | awk '{ x[++k] = $1 } END { printf "%.2f", k % 2 ? x[(k + 1) / 2] : (x[k / 2] + x[k / 2 + 1]) / 2 }')
       else
         simulated=nan

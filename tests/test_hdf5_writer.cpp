@@ -149,6 +149,8 @@ std::vector<Member> expected_members() {
           {"boundary_bytes", offsetof(StepRecord, boundary_bytes), H5T_NATIVE_INT64},
           {"intra_node_bytes", offsetof(StepRecord, intra_node_bytes), H5T_NATIVE_INT64},
           {"inter_node_bytes", offsetof(StepRecord, inter_node_bytes), H5T_NATIVE_INT64},
+          {"movement_bytes", offsetof(StepRecord, movement_bytes), H5T_NATIVE_INT64},
+          {"movement_seconds", offsetof(StepRecord, movement_seconds), H5T_NATIVE_DOUBLE},
           {"llm_groups", offsetof(StepRecord, llm_groups), H5T_NATIVE_INT32},
           {"max_group_size", offsetof(StepRecord, max_group_size), H5T_NATIVE_INT32},
           {"comm_hits", offsetof(StepRecord, comm_hits), H5T_NATIVE_INT64},

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "baselines.hpp"
 #include "dhp_packing.hpp"
 #include "flexsp_milp.hpp"
 #include "minimllm/plan/plan_traffic.hpp"
@@ -348,10 +349,10 @@ TEST(PlanTraffic, CountsBytesByWhereTheyGo) {
   plan.encoder_ranks = {0, 1, 2, 3};
   plan.image_owner = {0};
   const PlanTraffic t = plan_traffic(plan, batch, cost, 4);
-  // Sample 0 (loader 0): 4 bytes to rank 1 (intra). Sample 1 (loader 1): 6 bytes to rank 3 (inter); its
-  // pixels, 30 bytes, to rank 0 (intra); its embeddings, 300 bytes, from rank 0 to rank 3 (inter). Sample 2
-  // (loader 2) stays; sample 3 (loader 3): 2 bytes to rank 2 (intra).
-  EXPECT_DOUBLE_EQ(t.intra_node_bytes, 4.0 + 30.0 + 2.0);
+  // Sample 0 (loader 0): its 8 bytes to rank 1 (intra; every member gets all its token ids). Sample 1 (loader
+  // 1): 6 bytes to rank 3 (inter); its pixels, 30 bytes, to rank 0 (intra); its embeddings, 300 bytes, from
+  // rank 0 to rank 3 (inter). Sample 2 (loader 2) stays; sample 3 (loader 3): 2 bytes to rank 2 (intra).
+  EXPECT_DOUBLE_EQ(t.intra_node_bytes, 8.0 + 30.0 + 2.0);
   EXPECT_DOUBLE_EQ(t.inter_node_bytes, 6.0 + 300.0);
 }
 
@@ -396,6 +397,35 @@ TEST(NodeLocality, OrchPrefersMovesInsideANode) {
   const PlanPrediction p = predict(plan, batch, cost, world), q = predict(shifted, batch, cost, world);
   EXPECT_NEAR(p.llm, q.llm, 1e-12);
   EXPECT_NEAR(p.encoder, q.encoder, 1e-12);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The static baseline's lower bound (at_least_static skips static's plan when a plan beats the bound)
+
+// Never above static's predicted step, on image-heavy and text decks, one and several nodes, cp 1 and 2;
+// and where groups are single ranks on one node the bound is that step (no K/V exchange, images encoded
+// where their sample runs, so no boundary either).
+TEST(Baselines, StaticLowerBoundNeverExceedsStaticsPredictedStep) {
+  for (const std::string name : {"many_images", "modality_incoherent", "text_longtail"}) {
+    for (const int world : {4, 16}) {
+      for (const int cp : {1, 2}) {
+        SCOPED_TRACE(name + " on " + std::to_string(world) + " ranks, cp " + std::to_string(cp));
+        const RunConfig config = deck(name, 64, 3);
+        const CostModel cost = default_cost_model(config, kGflops, 8);
+        const GlobalBatch batch = Sampler(config).batch(0);
+        const planning::BatchCosts costs = planning::batch_costs(batch, cost);
+        std::vector<LlmGroup> groups = planning::megatron_static_groups(batch, costs, cost, world, cp, 0);
+        const double bound =
+            planning::static_makespan_lower_bound(groups, costs, planning::sample_encoder_times(batch, cost));
+        const double step =
+            predict(planning::static_plan_of(std::move(groups), batch, world), batch, cost, world).makespan;
+        EXPECT_LE(bound, step * (1.0 + 1e-12));
+        if (cp == 1 && world <= 8) {
+          EXPECT_NEAR(bound, step, 1e-9 * step);
+        }
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------

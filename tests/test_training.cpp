@@ -263,6 +263,14 @@ TEST(Training, RunFileSaysWhatMadeEachPlan) {
   for (const StepRecord& s : result.steps) {
     EXPECT_GE(s.intra_node_bytes, 0);
     EXPECT_GE(s.inter_node_bytes, 0);
+    // The raw samples' all-to-all ran inside the data phase; what it received is the loader-to-rank part
+    // of the plan's traffic (test_sample_movement checks the equality), nothing on one rank.
+    EXPECT_LE(s.movement_bytes, s.intra_node_bytes + s.inter_node_bytes);
+    if (testing_support::world_size() == 1) {
+      EXPECT_EQ(s.movement_bytes, 0);
+    }
+    EXPECT_GT(s.movement_seconds, 0.0);
+    EXPECT_LE(s.movement_seconds, s.phase_seconds[Phase::data]);
   }
   hid_t file = H5Fopen(options.out_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(file, 0);

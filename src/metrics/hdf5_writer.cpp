@@ -108,6 +108,8 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(boundary_bytes, "byte"),
       MINIMLLM_FIELD(intra_node_bytes, "byte"),
       MINIMLLM_FIELD(inter_node_bytes, "byte"),
+      MINIMLLM_FIELD(movement_bytes, "byte"),
+      MINIMLLM_FIELD(movement_seconds, "s"),
       MINIMLLM_FIELD(llm_groups, "1"),
       MINIMLLM_FIELD(max_group_size, "rank"),
       MINIMLLM_FIELD(comm_hits, "1"),

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+#include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include "host_staging.hpp"
@@ -128,6 +131,40 @@ std::vector<int> Communicator::alltoall(const std::vector<int>& send, int count)
   std::vector<int> recv(send.size());
   detail::check_mpi(MPI_Alltoall(send.data(), count, MPI_INT, recv.data(), count, MPI_INT, host_comm()),
                     "MPI_Alltoall");
+  return recv;
+}
+
+std::vector<unsigned char> Communicator::alltoallv_bytes(const std::vector<unsigned char>& send,
+                                                         const std::vector<std::size_t>& send_counts,
+                                                         const std::vector<std::size_t>& recv_counts) {
+  const auto n = static_cast<std::size_t>(size());
+  if (send_counts.size() != n || recv_counts.size() != n)
+    throw std::invalid_argument(fmt::format("alltoallv_bytes: {} send and {} receive counts for {} ranks",
+                                            send_counts.size(), recv_counts.size(), n));
+  // MPI counts and displacements are ints: blocks and totals beyond that would wrap.
+  const auto layout = [&](const std::vector<std::size_t>& counts, const char* what) {
+    std::vector<int> count(n), displ(n);
+    std::size_t offset = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (offset + counts[r] > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        throw std::runtime_error(fmt::format(
+            "alltoallv_bytes: {} {} bytes on this rank exceed MPI's int counts ({}); use fewer or smaller "
+            "samples per step",
+            what, offset + counts[r], std::numeric_limits<int>::max()));
+      count[r] = static_cast<int>(counts[r]), displ[r] = static_cast<int>(offset);
+      offset += counts[r];
+    }
+    return std::make_tuple(count, displ, offset);
+  };
+  const auto [send_count, send_displ, send_total] = layout(send_counts, "sending");
+  const auto [recv_count, recv_displ, recv_total] = layout(recv_counts, "receiving");
+  if (send_total != send.size())
+    throw std::invalid_argument(
+        fmt::format("alltoallv_bytes: counts sum to {} bytes, the buffer holds {}", send_total, send.size()));
+  std::vector<unsigned char> recv(recv_total);
+  detail::check_mpi(MPI_Alltoallv(send.data(), send_count.data(), send_displ.data(), MPI_BYTE, recv.data(),
+                                  recv_count.data(), recv_displ.data(), MPI_BYTE, host_comm()),
+                    "MPI_Alltoallv");
   return recv;
 }
 

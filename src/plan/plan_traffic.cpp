@@ -59,7 +59,7 @@ PlanTraffic plan_traffic(const StepPlan& plan, const GlobalBatch& batch, const C
     const int loader = sample_loader_rank(s, n, world_size);
     const Spread& spread = spreads[group_of_sample[s]];
     const double g = static_cast<double>(spread.ranks->size());
-    spread.send(loader, cost.input_bytes_per_token * sample.text_len / g, cost, traffic);
+    spread.send(loader, cost.input_bytes_per_token * sample.text_len, cost, traffic);
     for (const ImageMeta& im : sample.images) {
       const int owner = plan.image_owner[image++];
       const double pixels = cost.input_bytes_per_patch * im.patches;
@@ -97,7 +97,7 @@ double movement_seconds(const StepPlan& plan, const GlobalBatch& batch, const Co
     const SampleMeta& sample = batch.samples[s];
     const int loader = sample_loader_rank(s, n, world_size);
     const std::vector<int>& ranks = plan.llm_groups[group_of_sample[s]].ranks;
-    const double per_member = cost.input_bytes_per_token * sample.text_len / ranks.size();
+    const double per_member = cost.input_bytes_per_token * sample.text_len;
     for (int r : ranks) move(loader, r, per_member);
     for (const ImageMeta& im : sample.images)
       move(loader, plan.image_owner[image++], cost.input_bytes_per_patch * im.patches);

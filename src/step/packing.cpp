@@ -3,7 +3,8 @@
 #include <algorithm>
 
 namespace minimllm {
-EncoderInput pack_encoder(const Sampler& sampler, const GlobalBatch& batch, const std::vector<int>& images) {
+EncoderInput pack_encoder(const SampleInputs& inputs, const GlobalBatch& batch,
+                          const std::vector<int>& images) {
   const std::vector<int> first_image = first_image_of_samples(batch);
   EncoderInput enc;
   std::vector<float> pixels;
@@ -13,20 +14,20 @@ EncoderInput pack_encoder(const Sampler& sampler, const GlobalBatch& batch, cons
                   1;
     const SampleMeta& sample = batch.samples[s];
     const int i = image - first_image[s];
-    sampler.append_image_patches(batch.step, sample, i, pixels);
+    inputs.append_pixels(image, pixels);
     enc.image_patches.push_back(sample.images[i].patches);
     enc.attention_pairs += static_cast<double>(sample.images[i].patches) * sample.images[i].patches;
     enc.patches += sample.images[i].patches;
   }
   enc.pixels = t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("batch::pixels")),
-                     enc.patches, sampler.patch_dim());
+                     enc.patches, inputs.patch_dim());
   transfer(enc.pixels, Kokkos::View<const float**, Kokkos::LayoutRight, HostSpace, Kokkos::MemoryUnmanaged>(
-                           pixels.data(), enc.patches, sampler.patch_dim()));
+                           pixels.data(), enc.patches, inputs.patch_dim()));
   enc.segments = make_self_segments(enc.image_patches, /*causal=*/false);
   return enc;
 }
 
-LlmInput pack_llm(const Sampler& sampler, const GlobalBatch& batch, const MicroBatchWork& mb) {
+LlmInput pack_llm(const SampleInputs& inputs, const GlobalBatch& batch, const MicroBatchWork& mb) {
   LlmInput llm;
   std::vector<int> text_ids, text_rows, image_rows, image_src_rows, targets;
   SegmentTable segments;
@@ -37,7 +38,7 @@ LlmInput pack_llm(const Sampler& sampler, const GlobalBatch& batch, const MicroB
     const FusedLayout layout = fused_layout(sample);
     // What fills each fused row: a text token id (>= 0) or an image patch (-1).
     std::vector<int> token_at(sample.tokens(), -1);
-    const std::vector<int> tokens = sampler.text_tokens(batch.step, sample);
+    const std::vector<int> tokens = inputs.text_tokens(chunk.sample);
     for (int t = 0; t < sample.text_len; ++t) token_at[layout.text_rows[t]] = tokens[t];
 
     const int row0 = llm.tokens;  // local row of the chunk's first row
@@ -67,6 +68,17 @@ LlmInput pack_llm(const Sampler& sampler, const GlobalBatch& batch, const MicroB
   llm.image_src_rows = to_device(image_src_rows, "batch::image_src_rows");
   llm.targets = to_device(targets, "batch::targets");
   return llm;
+}
+
+EncoderInput pack_encoder(const Sampler& sampler, const GlobalBatch& batch, const std::vector<int>& images) {
+  return pack_encoder(SampleInputs::generate(sampler, batch, {}, images), batch, images);
+}
+
+LlmInput pack_llm(const Sampler& sampler, const GlobalBatch& batch, const MicroBatchWork& mb) {
+  std::vector<int> samples;
+  for (const SequenceChunk& chunk : mb.chunks) samples.push_back(chunk.sample);
+  samples.erase(std::unique(samples.begin(), samples.end()), samples.end());
+  return pack_llm(SampleInputs::generate(sampler, batch, samples, {}), batch, mb);
 }
 
 PackedBatch pack_samples(const Sampler& sampler, int step, const std::vector<SampleMeta>& samples) {

@@ -21,6 +21,8 @@ StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& p
   sync.finish(model, *comms.world, outcome);
   outcome.seconds += data;
   outcome.input_transfers = inputs.transfers;
+  outcome.movement_bytes = inputs.movement_bytes;
+  outcome.movement_seconds = inputs.movement_seconds;
   outcome.transfers = transfer_counts() - inputs_up;
   return outcome;
 }

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "minimllm/core/clock.hpp"
 #include "minimllm/step/packing.hpp"
+#include "minimllm/step/sample_movement.hpp"
 
 namespace minimllm {
 
@@ -15,9 +17,13 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
   const GlobalBatch& batch = planned.batch;
   const RankWork& work = planned.work;
   StepInputs in;
+  const double movement_start = now_seconds();
+  const SampleInputs inputs = SampleInputs::move(sampler, batch, planned.plan, *comms.world);
+  in.movement_seconds = now_seconds() - movement_start;
+  in.movement_bytes = inputs.received_bytes();
   // Every rank knows the global target count, so the loss and its gradient are normalised alike.
   in.grad_scale = 1.0f / static_cast<float>(std::max<std::int64_t>(1, batch.loss_targets()));
-  for (const MicroBatchWork& mb : work.micro_batches) in.llm.push_back(pack_llm(sampler, batch, mb));
+  for (const MicroBatchWork& mb : work.micro_batches) in.llm.push_back(pack_llm(inputs, batch, mb));
   if (planned.plan.placement == Placement::disaggregated) {
     // Each stage's two directions have their own message tag.
     const long long stages = static_cast<long long>(work.stages.size());
@@ -27,12 +33,12 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
           "micro-batches per LLM group",
           stages, comms.world->max_tag()));
     for (size_t m = 0; m < work.stages.size(); ++m) {
-      in.encoder.push_back(pack_encoder(sampler, batch, work.stages[m].images));
+      in.encoder.push_back(pack_encoder(inputs, batch, work.stages[m].images));
       in.boundary.push_back(
           std::make_unique<BoundaryExchange>(comms.world, work.stages[m].route, width, static_cast<int>(m)));
     }
   } else {
-    in.encoder.push_back(pack_encoder(sampler, batch, work.images));
+    in.encoder.push_back(pack_encoder(inputs, batch, work.images));
     in.boundary.push_back(std::make_unique<BoundaryExchange>(comms.world, work.image_route, width));
   }
   in.kv.resize(work.micro_batches.size());

@@ -65,21 +65,27 @@ StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, cons
   s.phase_seconds = outcome.seconds;
   s.comm_creation_seconds = pool.creation_seconds;
   s.planning_work_seconds = planned.planning_seconds;
-  std::vector<double*> maxima = {&s.step_seconds, &s.comm_creation_seconds, &s.planning_work_seconds};
+  s.movement_seconds = outcome.movement_seconds;
+  std::vector<double*> maxima = {&s.step_seconds, &s.comm_creation_seconds, &s.planning_work_seconds,
+                                 &s.movement_seconds};
   for (double& t : s.phase_seconds.seconds) maxima.push_back(&t);
   std::vector<double> values;
   for (double* x : maxima) values.push_back(*x);
   MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX, world);
   for (size_t i = 0; i < maxima.size(); ++i) *maxima[i] = values[i];
-  double sums[5] = {outcome.flops, static_cast<double>(outcome.boundary_bytes),
-                    static_cast<double>(pool.hits), static_cast<double>(pool.creations),
-                    static_cast<double>(pool.evictions)};
-  MPI_Allreduce(MPI_IN_PLACE, sums, 5, MPI_DOUBLE, MPI_SUM, world);
+  double sums[6] = {outcome.flops,
+                    static_cast<double>(outcome.boundary_bytes),
+                    static_cast<double>(pool.hits),
+                    static_cast<double>(pool.creations),
+                    static_cast<double>(pool.evictions),
+                    static_cast<double>(outcome.movement_bytes)};
+  MPI_Allreduce(MPI_IN_PLACE, sums, 6, MPI_DOUBLE, MPI_SUM, world);
   s.model_flops = sums[0];
   s.boundary_bytes = static_cast<std::int64_t>(sums[1]);
   s.comm_hits = static_cast<std::int64_t>(sums[2]);
   s.comm_creations = static_cast<std::int64_t>(sums[3]);
   s.comm_evictions = static_cast<std::int64_t>(sums[4]);
+  s.movement_bytes = static_cast<std::int64_t>(sums[5]);
 
   const GlobalBatch& batch = planned.batch;
   int ranks = 1;

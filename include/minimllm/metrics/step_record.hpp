@@ -28,6 +28,10 @@ struct StepRecord {
   // their loaders, pixels to their encoders, embeddings to the LLM and their gradients back).
   std::int64_t intra_node_bytes = 0;
   std::int64_t inter_node_bytes = 0;
+  // The raw samples' all-to-all as it ran (step/sample_movement.hpp): bytes received from other ranks'
+  // loaders, summed over ranks, and its seconds (part of data_seconds), max over ranks.
+  std::int64_t movement_bytes = 0;
+  double movement_seconds = 0.0;
   int llm_groups = 0;          // LLM groups in the step's plan
   int max_group_size = 0;      // largest LLM group (context-parallel degree)
   std::int64_t comm_hits = 0;  // communicator pool, this step, summed over ranks

@@ -90,6 +90,13 @@ class Communicator {
   // send: `count` ints per group rank, in rank order, block r for rank r. Returns, in the same layout,
   // the block each rank sent to this one.
   std::vector<int> alltoall(const std::vector<int>& send, int count);
+  // Host bytes, personalised: send holds send_counts[r] bytes for each group rank r, back to back in rank
+  // order; returns recv_counts[r] bytes from each rank r, back to back in rank order (recv_counts[r] must
+  // equal what rank r sends here). Throws std::runtime_error naming the count when a block or a total
+  // exceeds what MPI's int counts address.
+  std::vector<unsigned char> alltoallv_bytes(const std::vector<unsigned char>& send,
+                                             const std::vector<std::size_t>& send_counts,
+                                             const std::vector<std::size_t>& recv_counts);
 
  protected:
   explicit Communicator(std::vector<int> world_ranks) : world_ranks_(std::move(world_ranks)) {}

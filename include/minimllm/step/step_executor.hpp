@@ -26,6 +26,8 @@ struct StepOutcome {
   // Of seconds[encoder], the forward (colocated plans: what calibrate measures the forward's share from).
   double encoder_forward_seconds = 0.0;
   std::int64_t boundary_bytes = 0;              // sent by this rank, both directions
+  std::int64_t movement_bytes = 0;              // raw sample bytes this rank received from other loaders
+  double movement_seconds = 0.0;                // of seconds[data]: generating and moving the raw samples
   std::int64_t llm_rows = 0, encoder_rows = 0;  // work assigned to this rank
   // Host<->device copies of this rank (none on host backends). input_transfers: the step's inputs
   // (StepInputs), before any compute. transfers: everything after that, compute and communication; zero

@@ -25,6 +25,10 @@ struct StepInputs {
   std::vector<LlmInput> llm;                    // one per micro-batch of this rank's LLM group
   std::vector<std::unique_ptr<KvExchange>> kv;  // one per micro-batch under context parallelism, else null
   TransferCounts transfers;                     // host -> device copies made building these
+  // The step's sample movement (sample_movement.hpp): bytes this rank received from other ranks' loaders
+  // and its seconds (generating its shard's inputs and the all-to-all).
+  std::int64_t movement_bytes = 0;
+  double movement_seconds = 0.0;
 };
 
 // Collective over the world (the boundary exchanges check their routes together). width: LLM width.
