@@ -9,6 +9,8 @@
 namespace minimllm {
 namespace {
 
+using kernels_detail::kLanes;
+
 void check_same_shape(const t_mat_const& a, const t_mat_const& b, const char* what) {
   if (a.extent(0) != b.extent(0) || a.extent(1) != b.extent(1))
     throw std::invalid_argument(std::string(what) + ": operands differ in shape");
@@ -28,9 +30,6 @@ KOKKOS_INLINE_FUNCTION float gelu_slope(float x) {
   const float du_dx = 0.7978845608f * (1.0f + 3.0f * 0.044715f * x * x);
   return s + 2.0f * x * s * (1.0f - s) * du_dx;
 }
-
-// Elements per block of the host loops: one 512-bit vector.
-constexpr int kLanes = 16;
 
 // out(r, c) = op(a(r, c), b(r, c)) for every element; out may alias a or b. Host: a row per work item, in
 // blocks of kLanes computed into registers before they are stored (so aliasing cannot stop the compiler

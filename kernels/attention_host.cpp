@@ -23,9 +23,9 @@ namespace minimllm::attention_detail {
 namespace {
 
 using kernels_detail::exp_vectorizable;
+using kernels_detail::kLanes;
 
-constexpr int kRows = 4;    // query rows register-blocked together
-constexpr int kLanes = 16;  // independent partial sums over a row of scores (one vector)
+constexpr int kRows = 4;  // query rows register-blocked together
 static_assert(kTileK % kLanes == 0, "a key tile is whole vectors of lanes");
 
 // A float's bits as an int that orders like the float (NaN aside): the max of the scores is taken on these,

@@ -1,4 +1,5 @@
-// Internal to kernels/: an exp the compiler vectorises, shared by the attention host kernels and the loss.
+// Internal to kernels/: an exp the compiler vectorises, shared by the attention host kernels, the loss and
+// GELU, and the width those host loops block by.
 // Vectorising it needs floorf vectorised: GCC does that only with -fno-trapping-math (kernels/CMakeLists.txt
 // sets it on the files that use this).
 #pragma once
@@ -8,6 +9,10 @@
 #include <Kokkos_Core.hpp>
 
 namespace minimllm::kernels_detail {
+
+// Elements per block of the host loops (one 512-bit vector of floats): independent partial maxima and
+// sums, since a running max or sum is one dependent chain the compiler cannot vectorise.
+inline constexpr int kLanes = 16;
 
 // exp(x) for x <= ~88 in a form the compiler vectorises (libm's expf is a scalar call): Cody-Waite
 // reduction x = n ln2 + r, |r| <= ln2/2, then a degree-6 Taylor polynomial (relative error < 2e-7).

@@ -11,6 +11,7 @@
 namespace minimllm {
 namespace {
 
+using kernels_detail::kLanes;
 using kernels_detail::TeamMember;
 using kernels_detail::TeamPolicy;
 
@@ -20,10 +21,6 @@ constexpr int kSumChunk = 4096;
 // Logits kept alive at once by the fused LM head (fp32 elements: 32 MiB), and the fewest rows per chunk.
 constexpr std::int64_t kLogitsChunkFloats = std::int64_t(1) << 23;
 constexpr int kMinChunkRows = 256;
-
-// Independent partial maxima and sums over a row (one 512-bit vector): a running max or sum is one
-// dependent chain the compiler cannot vectorise.
-constexpr int kLanes = 16;
 
 // Host backends: one row per work item, three contiguous passes over it that the compiler vectorises
 // (lane-wise max; exp_vectorizable and lane-wise sum; scale and subtract the one-hot).

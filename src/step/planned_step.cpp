@@ -1,5 +1,7 @@
 #include "minimllm/step/planned_step.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -89,14 +91,24 @@ void StepPlanner::agree(PlannedStep& planned) const {
   }
   if (header[0] == 1) throw InputError(bytes);
   if (header[0] == 2) throw AgreedFailure(0, bytes);  // every rank knows it: one line, exit 1, no abort
+  // A plan this rank cannot read or that does not fit its batch fails on this rank only: agreed, so that no
+  // rank is left waiting in the step's first collective (exit 1 everywhere, not MPI_Abort).
+  int code = 0;
+  std::string message;
   if (planned.awaiting_plan) {
-    StepPlan plan = deserialize_plan(bytes);
-    validate_plan(plan, planned.batch, world_.size);
-    const double seconds = planned.planning_seconds;
-    planned = with_plan(std::move(planned.batch), std::move(plan));
-    planned.planning_seconds = seconds;
-    planned.agreed = true;
+    try {
+      StepPlan plan = deserialize_plan(bytes);
+      validate_plan(plan, planned.batch, world_.size);
+      const double seconds = planned.planning_seconds;
+      planned = with_plan(std::move(planned.batch), std::move(plan));
+      planned.planning_seconds = seconds;
+      planned.agreed = true;
+    } catch (const std::exception& e) {
+      code = 1, message = fmt::format("step {}: rank 0's plan: {}", planned.step, e.what());
+    }
   }
+  const RankFailure failure = agree_on_failure(world_.comm, code, message);
+  if (failure) throw AgreedFailure(failure.rank, failure.message);
   planned.planning_seconds += host_seconds() - t0;
 }
 
