@@ -130,14 +130,14 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     if (&batch != &batches.front()) warm_creations += creations;
     // A step's groups are disjoint and created concurrently, each on its members: one creation's time.
     const double creation = creations > 0.0 ? cost.step.comm_creation : 0.0;
-    const double movement = movement_seconds(plan, batch, cost, ranks);
+    const double movement = p.movement;  // in p.data and p.makespan already (predict_step)
     const int step = static_cast<int>(step_index);
     const double exposed =
         exposed_planning(step, planning_work, dynamism.plan_ahead, previous_step, previous_exposed);
-    const double projected = p.makespan + exposed + creation + movement;
+    const double projected = p.makespan + exposed + creation;
     previous_step = projected, previous_exposed = exposed;
     sum.step_seconds += projected / batches.size();
-    sum.model_step_seconds += p.makespan / batches.size();
+    sum.model_step_seconds += (p.makespan - movement) / batches.size();
     sum.exposed_planning_seconds += exposed / batches.size();
     sum.comm_creation_seconds += creation / batches.size();
     sum.movement_seconds += movement / batches.size();

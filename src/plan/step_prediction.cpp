@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "assignment.hpp"
+#include "minimllm/plan/plan_traffic.hpp"
 #include "minimllm/plan/rank_work.hpp"
 #include "pipeline_stages.hpp"
 
@@ -300,7 +301,9 @@ PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, cons
     data_max = std::max(data_max, d), data_sum += d;
     total_images += images[r], total_patches += patches[r], total_rows += rows[r];
   }
-  p.data = data_max;
+  // The run moves the samples from their loaders first (step/sample_movement.hpp), in its data phase.
+  p.movement = movement_seconds(plan, batch, cost, world_size);
+  p.data = data_max + p.movement;
   // Each boundary exchange checks its route when it is built: one per step, or per pipeline stage.
   int exchanges = 1;
   if (plan.placement == Placement::disaggregated)
@@ -319,7 +322,7 @@ PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, cons
                        world_size;
   if (p.makespan > 0.0) {
     p.idle_fraction = (p.idle_fraction * phases + (data_max - data_sum / world_size)) / p.makespan;
-    p.comm_fraction = (p.comm_fraction * phases + p.grad_sync + exchanges * check) / p.makespan;
+    p.comm_fraction = (p.comm_fraction * phases + p.grad_sync + exchanges * check + p.movement) / p.makespan;
   }
   return p;
 }

@@ -42,8 +42,8 @@ struct PolicySummary {
   // Mean projected step time over the steps: the plan's predicted step (model_step_seconds) plus what the
   // real run pays for being dynamic: the planning left exposed, communicator creation and sample movement.
   double step_seconds = 0.0;
-  double model_step_seconds =
-      0.0;  // predict_step (plan/step_prediction.hpp): phases, data, all-reduce, AdamW
+  // predict_step (plan/step_prediction.hpp) less its sample movement: phases, data, all-reduce, AdamW.
+  double model_step_seconds = 0.0;
   // Means per step: planning on the critical path (runtime.plan_ahead: what the step before did not hide),
   // communicator creation (parallel.comm_pool_capacity's pool), moving samples from their loaders.
   double exposed_planning_seconds = 0.0, comm_creation_seconds = 0.0, movement_seconds = 0.0;

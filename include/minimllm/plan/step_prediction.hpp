@@ -34,8 +34,9 @@ struct PlanPrediction {
   // stage's gradients in transit (the other transfers overlap compute).
   double encoder = 0.0, boundary = 0.0, llm = 0.0;
   // Per-step terms outside the phases, set (and added to makespan) by predict_step only
-  // (plan/step_prediction.hpp): slowest rank's data generation and packing, gradient all-reduce, AdamW.
-  double data = 0.0, grad_sync = 0.0, optimizer = 0.0;
+  // (plan/step_prediction.hpp): the data phase (the slowest rank's generation and packing, then the
+  // samples' all-to-all from their loaders: movement, included in data), gradient all-reduce, AdamW.
+  double data = 0.0, movement = 0.0, grad_sync = 0.0, optimizer = 0.0;
 };
 
 // A boundary exchange checks its route when it is built (parallel/boundary_exchange.cpp), before any row
@@ -57,6 +58,7 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
 //   data_r    = data_c + data_per_image * (images rank r encodes) + data_per_patch * (their patches)
 //             + data_per_token * (LLM rows of r)
 //   data      = max_r data_r      (each rank packs its own inputs before the first exchange)
+//             + movement_seconds  (the samples' all-to-all from their loaders, plan_traffic.hpp)
 //   grad_sync = CostModel::grad_sync(world_size): hierarchical all-reduce (cost_model.hpp)
 //   boundary += route_check_time(world_size) per boundary exchange (one a step; one a stage when
 //               disaggregated), counted in the makespan and, once, in the lower bound
