@@ -39,6 +39,13 @@ std::map<std::pair<std::string, int>, GemmBackend>& cached_choices() {
   return cache;
 }
 
+// "blas", "portable" or "mixed": what the selection runs, in a word.
+std::string backend_summary(const GemmChoice& choice) {
+  return choice.portable_classes == 0                ? "blas"
+         : choice.portable_classes == choice.classes ? "portable"
+                                                     : "mixed";
+}
+
 }  // namespace
 
 std::vector<GemmShapeClass> model_gemm_classes(const ModelConfig& m) {
@@ -115,9 +122,7 @@ GemmChoice choose_gemm(const std::string& mode, const std::vector<GemmShapeClass
     chosen_seconds += backend == GemmBackend::portable ? sum[2 * i + 1] : sum[2 * i];
     flops += 2.0 * rows * c.rows * c.cols * world.size;
   }
-  choice.backend = choice.portable_classes == 0                ? "blas"
-                   : choice.portable_classes == choice.classes ? "portable"
-                                                               : "mixed";
+  choice.backend = backend_summary(choice);
   if (reuse) {
     choice.line = fmt::format(
         "gemm: auto chose portable for {} of {} shape classes, blas for the rest (this process's earlier "
@@ -168,9 +173,7 @@ GemmChoice decode_gemm_selection(const std::string& text, const std::string& sou
     choice.portable_classes += g == GemmBackend::portable;
   }
   choice.classes = static_cast<int>(choice.selection.size());
-  choice.backend = choice.portable_classes == 0                ? "blas"
-                   : choice.portable_classes == choice.classes ? "portable"
-                                                               : "mixed";
+  choice.backend = backend_summary(choice);
   if (!choice.selection.empty() && choice.selection.front().second == GemmBackend::cublas)
     choice.backend = "cublas";
   choice.line = fmt::format("gemm: portable for {} of {} shape classes, the rest blas ({})",
