@@ -84,8 +84,9 @@ MilpSolution solve_milp(const MilpProblem& problem, const std::vector<double>& s
                      row_upper.data());
   for (int j = 0; j < n; ++j)
     if (problem.integer[j]) solver.setInteger(j);
-  // CBC checks its limit between its own stages; Clp's limit (CPU seconds) also stops the root LP.
-  solver.getModelPtr()->setMaximumSeconds(time_limit_seconds);
+  // CBC checks its limit between its own stages; Clp's also stops the root LP. Both on the wall clock: CPU
+  // seconds would also count the training threads of a rank planning ahead, and stop the solver early.
+  solver.getModelPtr()->setMaximumWallSeconds(time_limit_seconds);
 
   CbcModel model(solver);
   model.setLogLevel(0);
