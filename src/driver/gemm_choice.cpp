@@ -13,6 +13,15 @@
 namespace minimllm {
 namespace {
 
+// Token rows a class is timed at: the run's, fewer where its activation operands (rows x the weight's
+// larger side) would exceed 64 MiB (the LM head's logits at 2,048 rows would be 0.4 GB, outside the
+// run's memory accounting), at least 64.
+int timing_rows(const GemmShapeClass& s, int rows) {
+  constexpr long long kOperandFloats = 16LL << 20;
+  return static_cast<int>(
+      std::max(64LL, std::min<long long>(rows, kOperandFloats / std::max(s.rows, s.cols))));
+}
+
 // Seconds of one class's GEMM on the backend at `rows` token rows: best of 3 fenced calls after a warm-up.
 double time_class(const GemmShapeClass& s, int rows, GemmBackend backend, GemmPrecision precision) {
   // fwd: (rows x R)(R x C); dgrad: (rows x C)(R x C)^T; wgrad: (rows x R)^T (rows x C) -> R x C.
@@ -104,8 +113,8 @@ GemmChoice choose_gemm(const std::string& mode, const std::vector<GemmShapeClass
   std::vector<double> local, sum(2 * classes.size(), 0.0);
   if (!reuse) {
     for (const GemmShapeClass& c : classes) {
-      local.push_back(time_class(c, rows, GemmBackend::blas, precision));
-      local.push_back(time_class(c, rows, GemmBackend::portable, precision));
+      local.push_back(time_class(c, timing_rows(c, rows), GemmBackend::blas, precision));
+      local.push_back(time_class(c, timing_rows(c, rows), GemmBackend::portable, precision));
     }
     MPI_Allreduce(local.data(), sum.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_SUM, world.comm);
   }
@@ -120,7 +129,7 @@ GemmChoice choose_gemm(const std::string& mode, const std::vector<GemmShapeClass
     if (backend == GemmBackend::portable) ++choice.portable_classes;
     blas_seconds += sum[2 * i], portable_seconds += sum[2 * i + 1];
     chosen_seconds += backend == GemmBackend::portable ? sum[2 * i + 1] : sum[2 * i];
-    flops += 2.0 * rows * c.rows * c.cols * world.size;
+    flops += 2.0 * timing_rows(c, rows) * c.rows * c.cols * world.size;
   }
   choice.backend = backend_summary(choice);
   if (reuse) {
@@ -133,7 +142,7 @@ GemmChoice choose_gemm(const std::string& mode, const std::vector<GemmShapeClass
       return seconds > 0.0 ? flops / seconds * 1e-9 / world.size : 0.0;
     };
     choice.line = fmt::format(
-        "gemm: auto chose portable for {} of {} shape classes, blas for the rest (measured at {} rows, "
+        "gemm: auto chose portable for {} of {} shape classes, blas for the rest (measured at up to {} rows, "
         "summed "
         "over classes: blas {:.1f}, portable {:.1f}, chosen {:.1f} GFLOP/s per rank)",
         choice.portable_classes, choice.classes, rows, rate(blas_seconds), rate(portable_seconds),
