@@ -20,6 +20,13 @@ void copy_in_mem_space(float* dst, const float* src, std::size_t count) {
   Kokkos::fence();
 }
 
+// Host staging of requests destroyed before completing (an error path): MPI may still write into it
+// until the process ends, so it is never freed before then.
+std::vector<std::vector<float>>& abandoned_staging() {
+  static std::vector<std::vector<float>> kept;
+  return kept;
+}
+
 // One MPI_Iallreduce in flight, and its host staging when MemSpace is device memory (owned here: MPI
 // reads and writes it until the request completes).
 class MpiAllreduceRequest final : public CommRequest {
@@ -32,7 +39,11 @@ class MpiAllreduceRequest final : public CommRequest {
   }
 
   // One never waited for (an error path) is left to MPI: freeing an active collective's request is
-  // erroneous, and the run is ending.
+  // erroneous, and the run is ending. Its staging outlives it (abandoned_staging).
+  ~MpiAllreduceRequest() override {
+    if (!done_ && !stage_.empty()) abandoned_staging().push_back(std::move(stage_));
+  }
+
   void wait() override {
     if (done_) return;
     done_ = true;

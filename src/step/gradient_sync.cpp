@@ -48,11 +48,13 @@ GradientSync::GradientSync(const Model& model, GradSyncOptions options)
 GradientSync::~GradientSync() = default;
 
 void GradientSync::begin(Communicator& gradients) {
+  // Requests of a step that ended in an error are still MPI's: a new step must not start over them.
+  if (!in_flight_.empty())
+    throw std::logic_error("GradientSync::begin with the previous step's all-reduces still in flight");
   comm_ = &gradients;
   done_.assign(model_.gradient_units().size(), 0);
   started_ = 0;
   started_early_ = 0;
-  in_flight_.clear();
 }
 
 void GradientSync::gradients_ready(int unit) {
