@@ -34,7 +34,7 @@ SampleInputs SampleInputs::generate(const Sampler& sampler, const GlobalBatch& b
   SampleInputs in;
   in.patch_dim_ = sampler.patch_dim();
   for (int s : samples) {
-    in.text_at_[s] = in.bytes_.size(), in.text_len_[s] = batch.samples[s].text_len;
+    in.text_[s] = {in.bytes_.size(), static_cast<std::size_t>(batch.samples[s].text_len)};
     append_bytes(in.bytes_, sampler.text_tokens(batch.step, batch.samples[s]));
   }
   const std::vector<int> first_image = first_image_of_samples(batch);
@@ -45,8 +45,7 @@ SampleInputs SampleInputs::generate(const Sampler& sampler, const GlobalBatch& b
                   1;
     pixels.clear();
     sampler.append_image_patches(batch.step, batch.samples[s], image - first_image[s], pixels);
-    in.pixels_at_[image] = in.bytes_.size();
-    in.patches_[image] = batch.samples[s].images[image - first_image[s]].patches;
+    in.pixels_[image] = {in.bytes_.size(), pixels.size()};
     append_bytes(in.bytes_, pixels);
   }
   return in;
@@ -80,13 +79,13 @@ SampleInputs SampleInputs::move(const Sampler& sampler, const GlobalBatch& batch
     const SampleMeta& sample = batch.samples[s];
     const int loader = sample_loader_rank(s, n, ranks);
     if (group_of_sample[s] == my_group) {
-      in.text_at_[s] = offset, in.text_len_[s] = sample.text_len;
+      in.text_[s] = {offset, static_cast<std::size_t>(sample.text_len)};
       offset += text_bytes(sample), recv_counts[loader] += text_bytes(sample);
     }
     for (size_t i = 0; i < sample.images.size(); ++i) {
       const int image = first_image[s] + static_cast<int>(i);
       if (plan.image_owner[image] != me) continue;
-      in.pixels_at_[image] = offset, in.patches_[image] = sample.images[i].patches;
+      in.pixels_[image] = {offset, pixel_bytes(sample.images[i], patch_dim) / sizeof(float)};
       offset += pixel_bytes(sample.images[i], patch_dim),
           recv_counts[loader] += pixel_bytes(sample.images[i], patch_dim);
     }
@@ -119,23 +118,22 @@ SampleInputs SampleInputs::move(const Sampler& sampler, const GlobalBatch& batch
 }
 
 std::vector<int> SampleInputs::text_tokens(int sample) const {
-  const auto at = text_at_.find(sample);
-  if (at == text_at_.end())
+  const auto at = text_.find(sample);
+  if (at == text_.end())
     throw std::logic_error(fmt::format("sample inputs: sample {}'s token ids are not on this rank", sample));
-  std::vector<int> tokens(text_len_.at(sample));
-  if (!tokens.empty()) std::memcpy(tokens.data(), bytes_.data() + at->second, sizeof(int) * tokens.size());
+  std::vector<int> tokens(at->second.words);
+  if (!tokens.empty())
+    std::memcpy(tokens.data(), bytes_.data() + at->second.offset, sizeof(int) * tokens.size());
   return tokens;
 }
 
 void SampleInputs::append_pixels(int image, std::vector<float>& out) const {
-  const auto at = pixels_at_.find(image);
-  if (at == pixels_at_.end())
+  const auto at = pixels_.find(image);
+  if (at == pixels_.end())
     throw std::logic_error(fmt::format("sample inputs: image {}'s pixels are not on this rank", image));
-  const std::size_t count =
-      static_cast<std::size_t>(patches_.at(image)) * static_cast<std::size_t>(patch_dim_);
-  const std::size_t base = out.size();
+  const std::size_t base = out.size(), count = at->second.words;
   out.resize(base + count);
-  if (count > 0) std::memcpy(out.data() + base, bytes_.data() + at->second, sizeof(float) * count);
+  if (count > 0) std::memcpy(out.data() + base, bytes_.data() + at->second.offset, sizeof(float) * count);
 }
 
 }  // namespace minimllm

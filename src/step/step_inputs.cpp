@@ -17,9 +17,9 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
   const GlobalBatch& batch = planned.batch;
   const RankWork& work = planned.work;
   StepInputs in;
-  const double movement_start = now_seconds();
+  const double movement_start = host_seconds();  // host work and MPI only: no fence needed
   const SampleInputs inputs = SampleInputs::move(sampler, batch, planned.plan, *comms.world);
-  in.movement_seconds = now_seconds() - movement_start;
+  in.movement_seconds = host_seconds() - movement_start;
   in.movement_bytes = inputs.received_bytes();
   // Every rank knows the global target count, so the loss and its gradient are normalised alike.
   in.grad_scale = 1.0f / static_cast<float>(std::max<std::int64_t>(1, batch.loss_targets()));

@@ -37,10 +37,12 @@ class SampleInputs {
   std::int64_t received_bytes() const { return received_bytes_; }
 
  private:
+  struct Span {
+    std::size_t offset = 0, words = 0;  // in bytes_, 4-byte words (token ids or pixels)
+  };
   int patch_dim_ = 0;
   std::vector<unsigned char> bytes_;
-  std::unordered_map<int, std::size_t> text_at_, pixels_at_;  // sample / image -> offset in bytes_
-  std::unordered_map<int, int> text_len_, patches_;
+  std::unordered_map<int, Span> text_, pixels_;  // by sample / by global image number
   std::int64_t received_bytes_ = 0;
 };
 
