@@ -17,6 +17,7 @@
 #include "baselines.hpp"
 #include "dhp_packing.hpp"
 #include "flexsp_milp.hpp"
+#include "load_tree.hpp"
 #include "minimllm/plan/plan_traffic.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/step_prediction.hpp"
@@ -323,6 +324,36 @@ TEST(DhpPacking, RankAllocationIsOptimalOnSmallCases) {
 
 // ---------------------------------------------------------------------------------------------------
 // OrchMLLM's node-wise rearrangement and the traffic a plan moves
+
+// NodeLoads answers what one LoadTree over all slots answers (ties to the lowest slot), on node layouts
+// with empty nodes and nodes of more than one block, under adds of repeated sizes (ties happen).
+TEST(NodeLoads, AnswersAsOneLoadTreeOverAllSlots) {
+  std::mt19937 rng(7);
+  for (const std::vector<int>& sizes :
+       {std::vector<int>{8, 8, 8, 8}, {1, 0, 3, 40, 0, 16, 17, 2}, {64}, {5, 0, 0, 1}}) {
+    std::vector<int> node_begin{0};
+    for (int s : sizes) node_begin.push_back(node_begin.back() + s);
+    const int slots = node_begin.back();
+    planning::NodeLoads loads(node_begin);
+    planning::LoadTree reference(slots);
+    std::uniform_int_distribution<int> pick_node(0, static_cast<int>(sizes.size()) - 1), size(1, 4);
+    for (int step = 0; step < 3000; ++step) {
+      const int global = loads.argmin();
+      ASSERT_EQ(global, reference.argmin()) << "step " << step;
+      ASSERT_LE(loads.min_lower_bound(), loads.load(global));
+      const int node = pick_node(rng);
+      int slot = global;
+      if (loads.has_slots(node) && step % 3 != 0) {
+        slot = loads.argmin_in(node);
+        ASSERT_EQ(slot, reference.argmin(node_begin[node], node_begin[node + 1])) << "step " << step;
+      }
+      const double amount = 0.25 * size(rng);
+      loads.add(slot, amount);
+      reference.add(slot, amount);
+      ASSERT_EQ(loads.load(slot), reference.load(slot));
+    }
+  }
+}
 
 TEST(PlanTraffic, LoadersHoldContiguousShards) {
   std::vector<int> of;

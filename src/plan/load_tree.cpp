@@ -38,20 +38,93 @@ int LoadTree::argmin(int first, int last) const {
   return best.second;
 }
 
-void LoadTree::add(int slot, double amount) {
+void LoadTree::add(int slot, double amount) { raise_to(slot, load(slot) + amount); }
+
+void LoadTree::raise_to(int slot, double load) {
   // Climb with the running minimum in registers (no reload of what was just stored); stop where a node
-  // keeps its value, as everything above it then does too.
+  // keeps its value, as everything above it then does too. The winner is selected without a branch: which
+  // child wins is data-dependent, so a branch would mispredict about every other level.
   int i = leaves_ + slot;
-  double load = (load_[i] += amount);
+  load_[i] = load;
   for (; i > 1; i /= 2) {
     const int sibling = i ^ 1;
-    const bool sibling_wins = (i & 1) ? load_[sibling] <= load : load_[sibling] < load;  // left wins ties
-    if (sibling_wins) load = load_[sibling], slot = slot_[sibling];
+    const double sibling_load = load_[sibling];
+    const int sibling_slot = slot_[sibling];
+    // A left sibling (i odd) wins ties: it holds the lower slots.
+    const int sibling_wins =
+        static_cast<int>(sibling_load < load) | ((i & 1) & static_cast<int>(sibling_load == load));
+    slot = sibling_wins ? sibling_slot : slot;
+    load = std::min(load, sibling_load);  // on a tie both are the same value
     const int parent = i / 2;
     if (load_[parent] == load && slot_[parent] == slot) break;
     load_[parent] = load;
     slot_[parent] = slot;
   }
+}
+
+namespace {
+
+constexpr int kBlockSlots = 16;
+
+int block_count(const std::vector<int>& node_begin) {
+  int blocks = 0;
+  for (size_t n = 0; n + 1 < node_begin.size(); ++n)
+    blocks += (node_begin[n + 1] - node_begin[n] + kBlockSlots - 1) / kBlockSlots;
+  return blocks;
+}
+
+}  // namespace
+
+NodeLoads::NodeLoads(const std::vector<int>& node_begin)
+    : node_begin_(node_begin), load_(node_begin.back(), 0.0), blocks_(std::max(1, block_count(node_begin))) {
+  block_of_.resize(node_begin.back());
+  for (size_t n = 0; n + 1 < node_begin.size(); ++n) {
+    first_block_of_node_.push_back(static_cast<int>(block_begin_.size()));
+    for (int slot = node_begin[n]; slot < node_begin[n + 1]; slot += kBlockSlots)
+      block_begin_.push_back(slot);
+  }
+  first_block_of_node_.push_back(static_cast<int>(block_begin_.size()));
+  block_begin_.push_back(node_begin.back());
+  const int blocks = static_cast<int>(block_begin_.size()) - 1;
+  block_min_.assign(blocks, 0.0);
+  block_argmin_.resize(blocks);
+  for (int b = 0; b < blocks; ++b) {
+    block_argmin_[b] = block_begin_[b];
+    for (int slot = block_begin_[b]; slot < block_begin_[b + 1]; ++slot) block_of_[slot] = b;
+  }
+  if (blocks == 0) blocks_.raise_to(0, kInf);  // no slots: nothing to choose
+}
+
+void NodeLoads::rescan(int block) {
+  int best = block_begin_[block];
+  for (int slot = best + 1; slot < block_begin_[block + 1]; ++slot)
+    if (load_[slot] < load_[best]) best = slot;  // strict: the lowest slot wins ties
+  block_argmin_[block] = best;
+  block_min_[block] = load_[best];
+}
+
+int NodeLoads::argmin() {
+  // The tree's least block holds a lower bound; once that bound is the block's real minimum, every other
+  // block is at least as loaded (their bounds are no lower), and lower blocks with the same load would
+  // have won the tie.
+  for (;;) {
+    const int block = blocks_.argmin();
+    if (blocks_.load(block) == block_min_[block]) return block_argmin_[block];
+    blocks_.raise_to(block, block_min_[block]);
+  }
+}
+
+int NodeLoads::argmin_in(int node) const {
+  int best = first_block_of_node_[node];
+  for (int b = best + 1; b < first_block_of_node_[node + 1]; ++b)
+    if (block_min_[b] < block_min_[best]) best = b;
+  return block_argmin_[best];
+}
+
+void NodeLoads::add(int slot, double amount) {
+  load_[slot] += amount;
+  const int block = block_of_[slot];
+  if (block_argmin_[block] == slot) rescan(block);  // else the block's minimum is elsewhere, unchanged
 }
 
 std::vector<int> order_by_decreasing(const std::vector<int>& key) {

@@ -21,12 +21,37 @@ class LoadTree {
   double min_load() const { return load_[1]; }
   int argmin(int first, int last) const;  // least-loaded slot in [first, last); requires first < last
   void add(int slot, double amount);
+  void raise_to(int slot, double load);  // load >= load(slot)
 
  private:
   void pull(int node);  // node = the lesser of its children
   int leaves_;
   std::vector<double> load_;
   std::vector<int> slot_;
+};
+
+// Least-loaded queries over slots grouped into nodes (consecutive slot ranges), for placing many small
+// items near a preferred node: each block (at most 16 consecutive slots of one node) keeps its exact
+// minimum, and a LoadTree over blocks keeps each block's minimum as of the last time it was asked for, a
+// lower bound since loads only grow. An add rescans one block at most; the tree is brought up to date
+// only where a global query meets a stale block. Same answers as one LoadTree over all slots (ties to the
+// lowest slot), at a fraction of the cost when most items stay on their node.
+class NodeLoads {
+ public:
+  explicit NodeLoads(const std::vector<int>& node_begin);  // node n: slots [node_begin[n], node_begin[n+1])
+  double load(int slot) const { return load_[slot]; }
+  bool has_slots(int node) const { return node_begin_[node] < node_begin_[node + 1]; }
+  int argmin();                                                  // least-loaded slot of all
+  int argmin_in(int node) const;                                 // least-loaded slot of a node with slots
+  double min_lower_bound() const { return blocks_.min_load(); }  // <= load(argmin())
+  void add(int slot, double amount);
+
+ private:
+  void rescan(int block);
+  std::vector<int> node_begin_, block_begin_, block_of_, first_block_of_node_;
+  std::vector<double> load_, block_min_;
+  std::vector<int> block_argmin_;
+  LoadTree blocks_;
 };
 
 // Indices 0..n-1 sorted by decreasing key, ties by increasing index (a counting sort when the keys are

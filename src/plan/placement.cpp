@@ -134,14 +134,21 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
   std::vector<int> owner(time.size());
   for (int m = 0; m < stages; ++m) {
     const double slack = tolerance * stage_total[m] / e;
-    LoadTree loads(e);
+    NodeLoads loads(node_begin);
     for (int next = start[m]; next < start[m + 1]; ++next) {
       const int i = by_stage[next];
-      int pos = loads.argmin();
+      // The least-loaded position of the image's node, unless it is more than the slack above the least
+      // loaded of all (when that is on the node, the two are the same position).
       const int node = node_of_image[i];
-      if (node >= 0 && node_of_position[pos] != node && node_begin[node] < node_begin[node + 1]) {
-        const int local = loads.argmin(node_begin[node], node_begin[node + 1]);
-        if (loads.load(local) <= loads.load(pos) + slack) pos = local;
+      int pos;
+      if (node >= 0 && loads.has_slots(node)) {
+        pos = loads.argmin_in(node);
+        if (loads.load(pos) > loads.min_lower_bound() + slack) {  // else certainly within the slack
+          const int least = loads.argmin();
+          if (loads.load(pos) > loads.load(least) + slack) pos = least;
+        }
+      } else {
+        pos = loads.argmin();
       }
       loads.add(pos, time[i]);
       owner[i] = encoder_ranks[pos];
