@@ -67,10 +67,10 @@ TEST(Simulator, ProjectsEveryPolicyAboveItsLowerBound) {
   hsize_t dims[2] = {0, 0};
   H5Sget_simple_extent_dims(space, dims, nullptr);
   EXPECT_EQ(dims[0], 3u);   // one row per step
-  EXPECT_EQ(dims[1], 21u);  // makespan, lower bound, idle, comm, planning, encoder, boundary, llm, data,
+  EXPECT_EQ(dims[1], 22u);  // makespan, lower bound, idle, comm, planning, encoder, boundary, llm, data,
                             // gradient all-reduce, optimizer, fits, peak bytes per rank, communicators
                             // created, intra- and inter-node bytes, solver gap and seconds, exposed
-                            // planning, communicator creation, sample movement
+                            // planning, communicator creation, sample movement, pipeline bubble
   H5Sclose(space), H5Dclose(dset);
   hid_t run = H5Gopen2(file, "/run", H5P_DEFAULT);
   hid_t attr = H5Aopen(run, "static_cp", H5P_DEFAULT);

@@ -140,6 +140,10 @@ void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) 
   s.read_choice("encoder_layout", c.encoder_layout, {"follow", "round_robin"});
   s.read_int("comm_pool_capacity", c.comm_pool_capacity, 1, 100000);
   s.read_string("cost_model", c.cost_model);
+  s.read_int("tp", c.tp, 1, kMaxWidth);
+  s.read_int("pp", c.pp, 1, kMaxWidth);
+  s.read_int("encoder_tp", c.encoder_tp, 1, kMaxWidth);
+  s.read_bool("encoder_stage", c.encoder_stage);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -227,6 +231,20 @@ void check_data(const CrossChecker& x, const DataConfig& d, const ModelConfig& m
                  "tokens per step");
 }
 
+// Tensor parallelism splits heads; pipeline parallelism splits layers (the rank grid is checked against
+// the ranks where they are known: plan/model_parallel.hpp).
+void check_model_parallel(const CrossChecker& x, const ParallelConfig& p, const ModelConfig& m) {
+  x.require(
+      m.llm.heads % p.tp == 0, "parallel.tp", p.tp,
+      fmt::format("must divide model.llm.heads (= {}): tensor parallelism splits the heads", m.llm.heads));
+  x.require(m.encoder.heads % p.encoder_tp == 0, "parallel.encoder_tp", p.encoder_tp,
+            fmt::format("must divide model.encoder.heads (= {}): tensor parallelism splits the heads",
+                        m.encoder.heads));
+  x.require(p.pp <= m.llm.layers, "parallel.pp", p.pp,
+            fmt::format("must be at most model.llm.layers (= {}): every pipeline stage holds a layer",
+                        m.llm.layers));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------
@@ -262,11 +280,11 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
       top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives", "calibrate",
                               "stall_timeout", "plan_ahead", "overlap_grad_sync", "grad_bucket_mb", "gemm"}),
       cfg.runtime, cfg.machine);
-  read_parallel(
-      top.section("parallel", {"policy", "cp", "tokens_per_rank", "flexsp_time_limit", "ranks_per_node",
-                               "group_sizes", "rotate_groups", "micro_batches", "placement", "encoder_ranks",
-                               "encoder_layout", "comm_pool_capacity", "cost_model"}),
-      cfg.parallel, cfg.machine);
+  read_parallel(top.section("parallel", {"policy", "cp", "tokens_per_rank", "flexsp_time_limit",
+                                         "ranks_per_node", "group_sizes", "rotate_groups", "micro_batches",
+                                         "placement", "encoder_ranks", "encoder_layout", "comm_pool_capacity",
+                                         "cost_model", "tp", "pp", "encoder_tp", "encoder_stage"}),
+                cfg.parallel, cfg.machine);
   top.section("benchmark", {"reference"}).read_string("reference", cfg.benchmark.reference);
 
   check_run_config(cfg, origin);
@@ -277,6 +295,7 @@ void check_run_config(const RunConfig& config, const std::string& origin) {
   const CrossChecker cross(origin);
   check_model(cross, config.model);
   check_data(cross, config.data, config.model);
+  check_model_parallel(cross, config.parallel, config.model);
 }
 
 const std::vector<std::string>& policy_names() {

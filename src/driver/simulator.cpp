@@ -21,6 +21,7 @@
 #include "minimllm/model/model.hpp"
 #include "minimllm/plan/comm_ledger.hpp"
 #include "minimllm/plan/memory_fit.hpp"
+#include "minimllm/plan/model_parallel.hpp"
 #include "minimllm/plan/plan_traffic.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/step_prediction.hpp"
@@ -141,6 +142,7 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     sum.exposed_planning_seconds += exposed / batches.size();
     sum.comm_creation_seconds += creation / batches.size();
     sum.movement_seconds += movement / batches.size();
+    if (p.makespan > 0.0) sum.bubble_fraction += p.bubble / p.makespan / batches.size();
     out.rows.push_back({projected,
                         p.lower_bound,
                         p.idle_fraction,
@@ -161,7 +163,8 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
                         plan.origin.solver_seconds,
                         exposed,
                         creation,
-                        movement});
+                        movement,
+                        p.bubble});
   }
   sum.comm_creations_per_step = batches.size() > 1 ? warm_creations / (batches.size() - 1) : 0.0;
   sum.tokens_per_second = tokens / (sum.step_seconds * batches.size());
@@ -224,22 +227,22 @@ ResolvedMachine resolve_machine(const RunConfig& config, const SimulateOptions& 
 // The reference: static at options.cp, or (0) at the fastest degree of cp_degrees() whose bins hold the
 // batch; the degrees tried go to cp_steps.
 Projection project_static(const RunConfig& config, const SimulateOptions& options,
-                          const std::vector<GlobalBatch>& batches, const CostModel& cost,
+                          const std::vector<GlobalBatch>& batches, const CostModel& cost, int units,
                           const Dynamism& dynamism) {
   PlannerOptions planner_options = planner_options_of(config.parallel);
   if (options.cp > 0) {
     planner_options.cp = options.cp;
-    Projection p = project("static", planner_options, batches, cost, options.ranks, dynamism);
+    Projection p = project("static", planner_options, batches, cost, units, dynamism);
     p.summary.cp_steps = {{options.cp, p.summary.step_seconds}};
     return p;
   }
   std::optional<Projection> best;
   std::vector<std::pair<int, double>> steps;
   std::string refused;  // why each degree could not be the baseline
-  for (int cp : cp_degrees(options.ranks)) {
+  for (int cp : cp_degrees(units)) {
     planner_options.cp = cp;
     try {
-      Projection p = project("static", planner_options, batches, cost, options.ranks, dynamism);
+      Projection p = project("static", planner_options, batches, cost, units, dynamism);
       steps.emplace_back(cp, p.summary.step_seconds);
       if (!best || p.summary.step_seconds < best->summary.step_seconds) best = std::move(p);
     } catch (const InputError& e) {  // a sample longer than its bins or than cp ranks' memory holds
@@ -252,6 +255,19 @@ Projection project_static(const RunConfig& config, const SimulateOptions& option
   return std::move(*best);
 }
 
+// Model FLOPs of a batch (forward and backward, as MFU counts them): the default cost model's compute at
+// 1 GFLOP/s without its per-sample and per-image overheads.
+double batch_flops(const RunConfig& config, const GlobalBatch& batch) {
+  CostModel flops = default_cost_model(config, 1.0, 1);
+  flops.llm.c = flops.encoder.c = 0.0;
+  double seconds = 0.0;
+  for (const SampleMeta& sample : batch.samples) {
+    seconds += flops.llm(sample.tokens());
+    for (const ImageMeta& image : sample.images) seconds += flops.encoder_time(image.patches);
+  }
+  return 1e9 * seconds;
+}
+
 }  // namespace
 
 std::vector<int> cp_degrees(int ranks) {
@@ -261,11 +277,17 @@ std::vector<int> cp_degrees(int ranks) {
 }
 
 std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptions& options) {
-  if (options.cp > 0 && options.ranks % options.cp != 0)
+  const ModelParallel grid = model_parallel_of(config);
+  if (options.ranks % grid.ranks_per_unit() != 0)
+    throw InputError(fmt::format("parallel.tp x parallel.pp = {}: must divide --ranks {}",
+                                 grid.ranks_per_unit(), options.ranks));
+  // The planners regroup units of tp x pp ranks (plan/model_parallel.hpp); plain ranks without a grid.
+  const int units = options.ranks / grid.ranks_per_unit();
+  if (options.cp > 0 && units % options.cp != 0)
     throw InputError(
-        fmt::format("--cp {} must divide --ranks {} (static forms ranks / cp data-parallel "
-                    "replicas of cp ranks); or --cp best",
-                    options.cp, options.ranks));
+        fmt::format("--cp {} must divide the {} ranks / (parallel.tp x parallel.pp) = {} (static forms "
+                    "data-parallel replicas of cp of them); or --cp best",
+                    options.cp, options.ranks, units));
   ResolvedMachine machine = resolve_machine(config, options);
   const double gflops = machine.machine.peak_gflops;
   const int per_node = machine.machine.ranks_per_node;
@@ -280,6 +302,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
   cost.capacity_source = machine.memory_source;
   resolve_links(machine, cost, choice.intra_measured, choice.inter_measured, choice.source,
                 choice.creation_measured);
+  if (!grid.trivial()) cost = unit_cost_model(cost, config.model, grid, options.ranks);
   const Sampler sampler(config);
   std::vector<GlobalBatch> batches;
   std::vector<double> batch_seconds;  // part of each step's planning work (StepPlanner::plan)
@@ -300,28 +323,37 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
                             ? fmt::format("{} at {:.1f} GFLOP/s per rank", choice.source, gflops)
                             : choice.source)
                  << machine.describe();
+  if (options.log && !grid.trivial())
+    *options.log << fmt::format(
+        "model-parallel grid: tp {} x pp {} (encoder tp {}), {} units of {} ranks regrouped by the planners; "
+        "distributed optimizer {}, recompute {}; {:.2f} GiB of state per rank\n",
+        grid.tp, grid.pp, grid.encoder_tp, units, grid.ranks_per_unit(),
+        grid.distributed_optimizer ? "on" : "off", to_string(grid.recompute),
+        cost.memory.state / (1024.0 * 1024.0 * 1024.0));
   // A batch that no layout can hold (a sample longer than the whole world's memory holds) is invalid
   // input: exit 2 before anything is planned or written.
-  for (const GlobalBatch& batch : batches) require_batch_fits(batch, cost, options.ranks);
+  for (const GlobalBatch& batch : batches) require_batch_fits(batch, cost, units);
 
   // Every policy is planned before the output file is opened: invalid input (a sample no bin holds, a
   // degree that does not divide the ranks) leaves no file behind.
   const Dynamism dynamism = dynamism_of(config, options, batch_seconds);
-  const Projection reference = project_static(config, options, batches, cost, dynamism);
+  const Projection reference = project_static(config, options, batches, cost, units, dynamism);
   // Every policy runs with static's degree as parallel.cp: megatron_dcp's derived token budget and the
   // dynamic policies' static fallback are then those of the baseline they are compared with.
   PlannerOptions planner_options = planner_options_of(config.parallel);
   planner_options.cp = reference.summary.cp;
   std::vector<Projection> projections;
   for (const std::string& policy : options.policies)
-    projections.push_back(policy == "static"
-                              ? reference
-                              : project(policy, planner_options, batches, cost, options.ranks, dynamism));
+    projections.push_back(
+        policy == "static" ? reference : project(policy, planner_options, batches, cost, units, dynamism));
   const auto dcp = std::find_if(projections.begin(), projections.end(),
                                 [](const Projection& p) { return p.summary.policy == "megatron_dcp"; });
+  double flops = 0.0;
+  for (const GlobalBatch& batch : batches) flops += batch_flops(config, batch) / batches.size();
   std::vector<PolicySummary> summaries;
   for (Projection& p : projections) {
     PolicySummary& sum = p.summary;
+    sum.mfu = flops / sum.step_seconds / (1e9 * gflops * options.ranks);
     sum.speedup = reference.summary.step_seconds / sum.step_seconds;
     if (dcp != projections.end())
       sum.speedup_over_megatron_dcp = dcp->summary.step_seconds / sum.step_seconds;
@@ -338,6 +370,10 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     out.set_run_attribute("deck_text", config.deck_text);
     out.set_run_attribute("deck_path", config.deck_path);
     out.set_run_attribute("virtual_ranks", static_cast<long long>(options.ranks));
+    out.set_run_attribute(
+        "model_parallel",
+        fmt::format("tp {}, pp {}, encoder_tp {}, units {}, distributed_optimizer {}, recompute {}", grid.tp,
+                    grid.pp, grid.encoder_tp, units, grid.distributed_optimizer, to_string(grid.recompute)));
     out.set_run_attribute("ranks_per_node", static_cast<long long>(per_node));
     out.set_run_attributes(machine.attributes());
     out.set_run_attribute("gflops_per_rank", gflops);
@@ -351,13 +387,14 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
       const std::string table = "/simulation/" + p.summary.policy;
       for (const std::vector<double>& row : p.rows) out.append_row(table, row);
       out.set_table_attribute(table, "fits", p.summary.fits ? "true" : "false");
+      out.set_table_attribute(table, "mfu", fmt::format("{:.4f}", p.summary.mfu));
       if (!p.summary.fits) out.set_table_attribute(table, "does_not_fit", p.summary.does_not_fit);
     }
     out.set_run_attribute("simulation_columns",
                           "makespan_s, lower_bound_s, idle_fraction, comm_fraction, planning_s, encoder_s, "
                           "boundary_s, llm_s, data_s, grad_sync_s, optimizer_s, fits, peak_bytes_per_rank, "
                           "comm_creations, intra_node_bytes, inter_node_bytes, solver_gap, solver_seconds, "
-                          "exposed_planning_s, comm_creation_s, movement_s");
+                          "exposed_planning_s, comm_creation_s, movement_s, bubble_s");
     for (const PolicySummary& sum : summaries) {
       std::string sources;
       for (const auto& [source, steps] : sum.sources)
@@ -375,15 +412,15 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
                        baseline);
     log << fmt::format(
         "{:<12} {:>14} {:>7} {:>13} {:>6} {:>6} {:>11} {:>10} {:>13} {:>19} {:>17} {:>4} {:>13} {:>10} "
-        "{:>13}\n",
+        "{:>13} {:>6} {:>6}\n",
         "policy", "step ms (pred)", "vs LB", "tokens/s", "idle", "comm", "planning ms", "new comms",
         "inter-node MB", "over " + baseline, "over megatron_dcp", "fits", "peak GiB/rank", "model ms",
-        "plan|new|move");
+        "plan|new|move", "MFU", "bubble");
     for (const PolicySummary& s : summaries)
       log << fmt::format(
           "{:<12} {:>14.2f} {:>7.3f} {:>13.0f} {:>5.1f}% {:>5.1f}% {:>11.2f} {:>10.1f} {:>13.2f} {:>18.2f}x "
           "{:>17} "
-          "{:>4} {:>13.3f} {:>10.2f} {:>13}\n",
+          "{:>4} {:>13.3f} {:>10.2f} {:>13} {:>5.1f}% {:>5.1f}%\n",
           s.policy, 1e3 * s.step_seconds, s.step_seconds / s.lower_bound_seconds, s.tokens_per_second,
           100 * s.idle_fraction, 100 * s.comm_fraction, s.planning_ms, s.comm_creations_per_step,
           s.inter_node_bytes / 1e6, s.speedup,
@@ -391,7 +428,8 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
           s.fits ? "yes" : "no", s.peak_bytes_per_rank / (1024.0 * 1024.0 * 1024.0),
           1e3 * s.model_step_seconds,
           fmt::format("{:.2f}|{:.2f}|{:.2f}", 1e3 * s.exposed_planning_seconds, 1e3 * s.comm_creation_seconds,
-                      1e3 * s.movement_seconds));
+                      1e3 * s.movement_seconds),
+          100 * s.mfu, 100 * s.bubble_fraction);
     for (const PolicySummary& s : summaries)
       if (!s.fits)
         log << fmt::format("{} does not fit (its figures are with unlimited memory): {}\n", s.policy,

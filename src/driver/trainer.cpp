@@ -31,6 +31,7 @@
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
 #include "minimllm/plan/layout_source.hpp"
+#include "minimllm/plan/model_parallel.hpp"
 #include "minimllm/step/finite_check.hpp"
 #include "minimllm/step/memory_estimate.hpp"
 #include "minimllm/step/optimizer.hpp"
@@ -43,6 +44,7 @@ namespace minimllm {
 
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options) {
   std::ostream* log = world.is_root() ? options.log : nullptr;
+  require_runnable_grid(model_parallel_of(config));
   // This run's own memory peak, not an earlier run's in the same process (--policy all).
   const bool own_peak = reset_peak_resident();
   set_blas_threads(config.runtime.blas_threads);

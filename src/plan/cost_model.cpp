@@ -191,10 +191,21 @@ CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_p
   cost.boundary_bytes_per_patch = 2.0 * w * 4.0;  // embedding row forward, its gradient backward
   cost.input_bytes_per_patch = 4.0 * pixels;
 
-  const double params = pixels * ew + elayers * block_params(ew, ehidden) + ew + ew * w + w * w +  // encoder
-                        vocab * w + layers * block_params(w, hidden) + w + w * vocab;              // LLM
-  cost.step.grad_bytes = 4.0 * params;  // fp32 gradients
+  cost.step.grad_bytes = 4.0 * parameter_split(config.model).total();  // fp32 gradients
   return cost;
+}
+
+ParameterSplit parameter_split(const ModelConfig& model) {
+  const EncoderConfig& e = model.encoder;
+  const LlmConfig& m = model.llm;
+  const double w = m.width, ew = e.width, pixels = static_cast<double>(e.channels) * e.patch * e.patch;
+  ParameterSplit split;
+  split.encoder = pixels * ew + e.layers * block_params(ew, e.mlp_ratio * ew) + ew + ew * w + w * w;
+  split.llm_block = block_params(w, m.mlp_ratio * w);
+  split.embedding = static_cast<double>(m.vocab) * w;
+  split.head = w + w * m.vocab;
+  split.llm_layers = m.layers;
+  return split;
 }
 
 void apply_machine(CostModel& cost, const MachineConfig& machine) {

@@ -160,6 +160,20 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
     for (int m = 0; m < stages; ++m)
       if (busy[m]) group_comm[m * n_groups + k] += latency_of[k];
   }
+  // Pipeline parallelism (CostModel::pipeline_stages, plan/model_parallel.hpp): m micro-batches through p
+  // stages take (m + p - 1) / m of a group's work, 1F1B's bubble.
+  double longest_bubble = 0.0;
+  if (cost.pipeline_stages > 1)
+    for (int k = 0; k < n_groups; ++k) {
+      const double extra = (cost.pipeline_stages - 1.0) / std::max(1, plan.llm_groups[k].micro_batches);
+      double bubble = 0.0;
+      for (int m = 0; m < stages; ++m) {
+        double &compute = group_compute[m * n_groups + k], &comm = group_comm[m * n_groups + k];
+        bubble += extra * (compute + comm);
+        compute *= 1.0 + extra, comm *= 1.0 + extra;
+      }
+      longest_bubble = std::max(longest_bubble, bubble);
+    }
   // Per stage and rank: LLM time (its group's) and boundary time (the larger of its sends and its share of
   // its group's receives; both directions).
   std::vector<double> llm(stages * world_size, 0.0), llm_comm(world_size, 0.0), boundary = send;
@@ -180,6 +194,7 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
   };
 
   PlanPrediction p;
+  p.bubble = longest_bubble;
   std::vector<double> busy(world_size, 0.0);
   for (int m = 0; m < stages; ++m)
     for (int r = 0; r < world_size; ++r)

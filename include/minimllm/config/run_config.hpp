@@ -130,6 +130,12 @@ struct ParallelConfig {
   std::string encoder_layout = "follow";  // parallel.encoder_layout: follow (a sample's images on its
                                           // group, round-robin) | round_robin (image i on rank i mod N)
   int comm_pool_capacity = 64;            // parallel.comm_pool_capacity: most cached communicators
+  // The fixed model-parallel grid around the planners' regrouping (plan/model_parallel.hpp): tensor
+  // parallelism of the LLM (parallel.tp; heads % tp == 0) and of the encoder (parallel.encoder_tp),
+  // pipeline stages of the LLM (parallel.pp <= its layers), the encoder as its own stage(s)
+  // (parallel.encoder_stage). `minimllm simulate` models them; runs take tp = pp = encoder_tp = 1 only.
+  int tp = 1, pp = 1, encoder_tp = 1;
+  bool encoder_stage = false;
   // parallel.cost_model: a calibration file (minimllm calibrate), relative to the deck's directory;
   // empty: the defaults from the model's FLOPs.
   std::string cost_model;

@@ -49,6 +49,11 @@ struct PolicySummary {
   double exposed_planning_seconds = 0.0, comm_creation_seconds = 0.0, movement_seconds = 0.0;
   double lower_bound_seconds = 0.0;
   double tokens_per_second = 0.0;
+  // Model FLOPs per second (forward and backward, no recomputation) over the real ranks' peak
+  // (machine.peak_gflops x ranks): projected MFU.
+  double mfu = 0.0;
+  // Mean share of the step the longest pipeline bubble takes (parallel.pp > 1; 0 otherwise).
+  double bubble_fraction = 0.0;
   double idle_fraction = 0.0, comm_fraction = 0.0;
   double planning_ms = 0.0;          // median wall time of the planner per step, on this machine
   bool fits = true;                  // every step's plan fits the memory per rank

@@ -121,6 +121,9 @@ struct CostModel {
   std::string capacity_source;         // where the capacity came from, for messages
   double encoder_reserve_bytes = 0.0;  // kept free of LLM rows for the encoder's activations
   StepCost step;                       // data, gradient all-reduce, optimizer
+  // LLM pipeline stages (parallel.pp, plan/model_parallel.hpp): a group running m micro-batches takes
+  // (m + pipeline_stages - 1) / m of its LLM work (the 1F1B bubble); 1: no pipeline.
+  int pipeline_stages = 1;
 
   // Time of one sample of s tokens on a group of g ranks (g consecutive ranks starting at first_rank).
   double llm_time(double s, int g, int first_rank = 0) const;
@@ -153,6 +156,17 @@ struct CostModel {
   double token_capacity(int g) const;
   bool bounded() const { return capacity_bytes > 0.0; }
 };
+
+// The model's parameters by where a model-parallel grid puts them (plan/model_parallel.hpp).
+struct ParameterSplit {
+  double encoder = 0.0;    // patch embedding, blocks, final norm, projector
+  double llm_block = 0.0;  // one LLM block
+  double embedding = 0.0;  // the token embedding (the first pipeline stage)
+  double head = 0.0;       // final norm and LM head (the last pipeline stage)
+  int llm_layers = 0;
+  double total() const { return encoder + llm_layers * llm_block + embedding + head; }
+};
+ParameterSplit parameter_split(const ModelConfig& model);
 
 // Defaults from the model's analytic FLOPs at `gflops` per rank and a nominal network (10 GB/s and
 // 5 us per step within a node, 1 GB/s and 20 us between nodes); calibration replaces them with measured

@@ -33,6 +33,8 @@ struct PlanPrediction {
   // Slowest rank of each phase (busy time). Pipelines: boundary = the first stage's rows and the last
   // stage's gradients in transit (the other transfers overlap compute).
   double encoder = 0.0, boundary = 0.0, llm = 0.0;
+  // The longest pipeline bubble of any LLM group (CostModel::pipeline_stages > 1; included in llm).
+  double bubble = 0.0;
   // Per-step terms outside the phases, set (and added to makespan) by predict_step only
   // (plan/step_prediction.hpp): the data phase (the slowest rank's generation and packing, then the
   // samples' all-to-all from their loaders: movement, included in data), gradient all-reduce, AdamW.

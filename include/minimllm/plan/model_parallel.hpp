@@ -1,0 +1,77 @@
+// The fixed model-parallel grid around the planners' dynamic context/data-parallel regrouping, as the
+// cost model sees it (issue 15's 4-D layout; `minimllm simulate`):
+//   ranks = tp x pp x units   (Megatron-LM's order: tp innermost, inside a node; then the units the
+//                              planners regroup into CP/DP groups; pp outermost, one rank set per stage)
+// A unit is one model replica's tp x pp ranks. The planners plan over the units exactly as over ranks:
+// every pipeline stage's rank set holds the same CP/DP groups, so a group of g units is g x tp ranks of
+// each stage. unit_cost_model turns the per-rank cost model into the per-unit one:
+//   compute     the LLM's work / (tp x pp) (each stage runs layers / pp on tp ranks; the stages work
+//               concurrently on different micro-batches), the encoder's / (tp x pp) (its encoder_tp
+//               groups share a unit's images), times the recomputed forward (runtime.recompute: full
+//               repeats every block's forward, a third of its forward + backward FLOPs; selective the
+//               attention core's, the quadratic term);
+//   TP traffic  per LLM layer and token 4 all-reduces of a row (width x 4 bytes: forward after attention
+//               and after the MLP, the same backward; 6 with full recomputation) on the intra-node link
+//               among tp ranks, per stage; the encoder's among encoder_tp ranks, per patch;
+//   CP traffic  each of a unit's ranks exchanges its heads' K|V (kv_row_bytes / tp) for its stage's
+//               layers (cp_layers / pp); the collectives of a unit's tp ranks run side by side, each on
+//               its own link, so the links stay the per-rank ones;
+//   pipeline    the bubble: a group running m micro-batches through pp stages takes (m + pp - 1) / m
+//               of its work (1F1B; CostModel::pipeline_stages, applied by predict);
+//   memory      per rank, of the most loaded stage: its layers' parameters / tp plus the encoder's /
+//               encoder_tp, 16 bytes each (fp32 parameters, gradients, AdamW m and v) or, with the
+//               distributed optimizer, 8 + 8 / units (the moments sharded over the data-parallel domain
+//               the planners regroup); activations per row and per key row / tp (sequence parallelism;
+//               1F1B's first stage holds pp micro-batches of layers / pp: one micro-batch of every
+//               layer), per patch / (tp x pp);
+//   step terms  the gradient all-reduce of a rank's parameters over the units (a reduce-scatter and an
+//               all-gather with the distributed optimizer: the same time in the alpha-beta model), the
+//               optimizer on a rank's parameters (/ units with the distributed optimizer).
+// Not modelled: the vocabulary-parallel loss's small all-reduces, point-to-point transfer time between
+// stages (inside the bubble's stage times), an uneven last stage beyond its parameters.
+#pragma once
+
+#include <string>
+
+#include "minimllm/config/run_config.hpp"
+#include "minimllm/plan/cost_model.hpp"
+
+namespace minimllm {
+
+enum class Recompute { none, selective, full };
+Recompute recompute_from_string(const std::string& name);  // none | selective | full
+const char* to_string(Recompute recompute);
+
+struct ModelParallel {
+  int tp = 1, pp = 1, encoder_tp = 1;
+  bool encoder_stage = false;
+  bool distributed_optimizer = false;
+  Recompute recompute = Recompute::none;
+  int ranks_per_unit() const { return tp * pp; }
+  bool trivial() const {
+    return tp == 1 && pp == 1 && encoder_tp == 1 && !encoder_stage && !distributed_optimizer &&
+           recompute == Recompute::none;
+  }
+};
+
+ModelParallel model_parallel_of(const RunConfig& config);
+
+// Throws InputError naming the key when the grid does not fit `ranks` ranks of `ranks_per_node` per node:
+// tp divides the ranks per node (tensor parallelism stays on the intra-node link), tp x pp divides the
+// ranks, encoder_tp divides tp x pp (the encoder's groups tile a unit). encoder_stage is not modelled yet.
+void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per_node);
+
+// Runs (minimllm run) have data and context parallelism only: an InputError naming the key when the deck
+// asks for tensor or pipeline parallelism, which only `minimllm simulate` models so far.
+void require_runnable_grid(const ModelParallel& grid);
+
+// The cost model of a unit (above) from the per-rank one, whose memory model is the run's
+// (memory_model() with the deck's recomputation) and whose compute is of one rank.
+CostModel unit_cost_model(const CostModel& rank, const ModelConfig& model, const ModelParallel& grid,
+                          int ranks);
+
+// Parameters one rank holds under the grid: its stage's LLM layers and embedding or head / tp, and the
+// encoder / encoder_tp, of the most loaded stage.
+double parameters_per_rank(const ModelConfig& model, const ModelParallel& grid);
+
+}  // namespace minimllm

@@ -1,0 +1,156 @@
+#include "minimllm/plan/model_parallel.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "minimllm/config/input_error.hpp"
+
+namespace minimllm {
+namespace {
+
+// A forward is a third of a forward and backward's FLOPs (the backward computes two gradients per GEMM).
+constexpr double kForwardShare = 1.0 / 3.0;
+
+// Seconds per token (bandwidth) and per pass (latency) of `all_reduces` all-reduces of `row_bytes` per
+// token among n ranks of one node.
+struct TensorParallelTraffic {
+  double per_token = 0.0, per_pass = 0.0;
+};
+
+TensorParallelTraffic tensor_parallel_traffic(const CostModel& cost, int n, double all_reduces,
+                                              double row_bytes) {
+  if (n <= 1) return {};
+  const double latency = all_reduce_time(cost.intra_node, cost.algorithm, n, 0.0);
+  return {all_reduces * (all_reduce_time(cost.intra_node, cost.algorithm, n, row_bytes) - latency),
+          all_reduces * latency};
+}
+
+}  // namespace
+
+Recompute recompute_from_string(const std::string& name) {
+  if (name == "none" || name.empty()) return Recompute::none;
+  if (name == "selective") return Recompute::selective;
+  if (name == "full") return Recompute::full;
+  throw InputError(fmt::format("runtime.recompute = {}: must be one of none, selective, full", name));
+}
+
+const char* to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
+    default:
+      return "none";
+  }
+}
+
+ModelParallel model_parallel_of(const RunConfig& config) {
+  ModelParallel grid;
+  grid.tp = config.parallel.tp;
+  grid.pp = config.parallel.pp;
+  grid.encoder_tp = config.parallel.encoder_tp;
+  grid.encoder_stage = config.parallel.encoder_stage;
+  return grid;
+}
+
+void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per_node) {
+  if (ranks_per_node % grid.tp != 0)
+    throw InputError(fmt::format(
+        "parallel.tp = {}: must divide the ranks per node ({}): tensor parallelism stays on the intra-node "
+        "link",
+        grid.tp, ranks_per_node));
+  if (ranks % grid.ranks_per_unit() != 0)
+    throw InputError(fmt::format("parallel.tp x parallel.pp = {} x {} = {}: must divide the {} ranks",
+                                 grid.tp, grid.pp, grid.ranks_per_unit(), ranks));
+  if (grid.ranks_per_unit() % grid.encoder_tp != 0)
+    throw InputError(
+        fmt::format("parallel.encoder_tp = {}: must divide parallel.tp x parallel.pp (= {}): the encoder's "
+                    "tensor-parallel "
+                    "groups tile a model replica's ranks",
+                    grid.encoder_tp, grid.ranks_per_unit()));
+  if (grid.encoder_tp > ranks_per_node)
+    throw InputError(fmt::format("parallel.encoder_tp = {}: must be at most the ranks per node ({})",
+                                 grid.encoder_tp, ranks_per_node));
+  if (grid.encoder_stage)
+    throw InputError(
+        "parallel.encoder_stage: true is not modelled yet; the disaggregated placement (policy disagg, or "
+        "parallel.placement: disaggregated) puts the encoder on ranks of its own");
+}
+
+void require_runnable_grid(const ModelParallel& grid) {
+  const auto refuse = [](const char* key, int value) {
+    throw InputError(fmt::format(
+        "{} = {}: runs have data and context parallelism only (1 here); `minimllm simulate` models tensor "
+        "and pipeline parallelism (docs/PARALLELISM.md, \"The 4-D layout\")",
+        key, value));
+  };
+  if (grid.tp != 1) refuse("parallel.tp", grid.tp);
+  if (grid.pp != 1) refuse("parallel.pp", grid.pp);
+  if (grid.encoder_tp != 1) refuse("parallel.encoder_tp", grid.encoder_tp);
+  if (grid.encoder_stage) refuse("parallel.encoder_stage", 1);
+}
+
+double parameters_per_rank(const ModelConfig& model, const ModelParallel& grid) {
+  const ParameterSplit split = parameter_split(model);
+  const double layers = std::ceil(static_cast<double>(split.llm_layers) / grid.pp);
+  // The first stage holds the embedding, the last the head: one stage holds both when pp = 1.
+  const double ends = grid.pp == 1 ? split.embedding + split.head : std::max(split.embedding, split.head);
+  return (layers * split.llm_block + ends) / grid.tp + split.encoder / grid.encoder_tp;
+}
+
+CostModel unit_cost_model(const CostModel& rank, const ModelConfig& model, const ModelParallel& grid,
+                          int ranks) {
+  validate_model_parallel(grid, ranks, rank.ranks_per_node);
+  const int tp = grid.tp, pp = grid.pp, per_unit = grid.ranks_per_unit();
+  const double units = static_cast<double>(ranks / per_unit);
+  CostModel unit = rank;
+  unit.ranks_per_node = rank.ranks_per_node / tp;
+  unit.pipeline_stages = pp;
+
+  // Compute: the recomputed forward, then the work spread over the unit's ranks.
+  const bool full = grid.recompute == Recompute::full;
+  const double linear = full ? 1.0 + kForwardShare : 1.0;
+  const double quadratic = grid.recompute == Recompute::none ? 1.0 : 1.0 + kForwardShare;
+  for (PhaseCost* phase : {&unit.llm, &unit.encoder}) {
+    phase->a2 *= quadratic / per_unit;
+    phase->a1 *= linear / per_unit;
+    phase->c /= per_unit;
+  }
+  // Tensor-parallel all-reduces: the LLM's per stage (layers / pp of them), the encoder's per patch.
+  const double passes = full ? 6.0 : 4.0;
+  const TensorParallelTraffic llm_tp =
+      tensor_parallel_traffic(rank, tp, passes * model.llm.layers / pp, 4.0 * model.llm.width);
+  unit.llm.a1 += llm_tp.per_token;
+  unit.llm.c += llm_tp.per_pass;  // per sample: an upper bound where a micro-batch packs several
+  const int etp = grid.encoder_tp;
+  const TensorParallelTraffic encoder_tp =
+      tensor_parallel_traffic(rank, etp, passes * model.encoder.layers, 4.0 * model.encoder.width);
+  // A unit's per_unit / encoder_tp encoder groups share its images: each group's traffic, spread.
+  unit.encoder.a1 += encoder_tp.per_token * etp / per_unit;
+  unit.encoder.c += encoder_tp.per_pass * etp / per_unit;
+  // Context parallelism: each rank's heads, each stage's layers; full recomputation gathers K|V again.
+  unit.kv_row_bytes = rank.kv_row_bytes / tp;
+  unit.cp_layers = rank.cp_layers / pp * (full ? 1.5 : 1.0);
+  // The encoder's output rows reach the first stage's tp ranks, a share each.
+  unit.boundary_bytes_per_patch = rank.boundary_bytes_per_patch / tp;
+
+  // Memory per rank.
+  const double parameters = parameters_per_rank(model, grid);
+  const double bytes_per_parameter = grid.distributed_optimizer ? 8.0 + 8.0 / units : 16.0;
+  unit.memory.state = bytes_per_parameter * parameters;
+  unit.memory.fixed = rank.memory.fixed / tp;
+  unit.memory.per_row = rank.memory.per_row / tp;
+  unit.memory.per_key_row = rank.memory.per_key_row / tp;
+  unit.memory.per_patch = rank.memory.per_patch / per_unit;
+
+  // Step terms: a rank's gradients over the units; its optimizer update.
+  const double share = parameters / parameter_split(model).total();
+  unit.step.grad_bytes = rank.step.grad_bytes * share;
+  unit.step.optimizer = rank.step.optimizer * share / (grid.distributed_optimizer ? units : 1.0);
+  return unit;
+}
+
+}  // namespace minimllm
