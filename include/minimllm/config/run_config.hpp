@@ -130,6 +130,10 @@ struct ParallelConfig {
   std::string encoder_layout = "follow";  // parallel.encoder_layout: follow (a sample's images on its
                                           // group, round-robin) | round_robin (image i on rank i mod N)
   int comm_pool_capacity = 64;            // parallel.comm_pool_capacity: most cached communicators
+  // parallel.distributed_optimizer: ZeRO-1 over the world: AdamW's moments and the summed gradient sharded
+  // (model/parameter_shards.hpp); the gradients reduce-scattered after the backward, the updated
+  // parameters all-gathered (step/optimizer.hpp).
+  bool distributed_optimizer = false;
   // parallel.cost_model: a calibration file (minimllm calibrate), relative to the deck's directory;
   // empty: the defaults from the model's FLOPs.
   std::string cost_model;

@@ -95,7 +95,7 @@ struct StepCost {
 //   state + fixed + per_patch x (patches it encodes in the step)
 //         + per_row x (its rows of a micro-batch) + per_key_row x (the micro-batch's rows, g > 1 only)
 struct MemoryModel {
-  double state = 0.0;          // parameters, gradients and AdamW moments (16 bytes per parameter, fp32)
+  double state = 0.0;          // parameters, gradients and AdamW moments (training_state_bytes)
   double fixed = 0.0;          // activation-side bytes that do not grow with rows (bf16 rounded weights)
   double per_row = 0.0;        // per LLM row this rank holds in a micro-batch
   double per_key_row = 0.0;    // per gathered key row under context parallelism (every row of the batch)
