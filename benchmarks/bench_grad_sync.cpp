@@ -19,11 +19,11 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "minimllm/core/statistics.hpp"
 #include "minimllm/core/world.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/plan/step_plan.hpp"
@@ -34,21 +34,6 @@
 
 namespace minimllm {
 namespace {
-
-int repetitions() {
-  const char* reps = std::getenv("MINIMLLM_BENCH_REPS");
-  return reps && *reps ? std::max(1, std::atoi(reps)) : 5;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-double max_over_ranks(double value) {
-  MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return value;
-}
 
 enum Mode { kOverlap, kSerial, kNoSync, kModes };
 
@@ -68,7 +53,7 @@ void BM_GradSyncOverlap(benchmark::State& state, const char* deck, double bucket
   const GlobalBatch batch = sampler.batch(0);
   const PlannedStep planned = planned_step(batch, make_grouped_plan(batch, std::vector<int>(world.size, 1)),
                                            world.rank, world.size, model.linear_weight_in_attention_pairs());
-  const int reps = repetitions();
+  const int reps = benchmark_repetitions(5);
   std::array<std::vector<double>, kModes> step, sync;
   int started_early = 0;
   for (auto _ : state) {

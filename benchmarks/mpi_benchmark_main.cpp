@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -50,6 +51,16 @@ int run_mpi_benchmarks(int argc, char** argv, const std::function<void()>& regis
 std::string benchmark_inputs_dir() {
   const char* dir = std::getenv("MINIMLLM_INPUTS");
   return dir && *dir ? std::string(dir) : std::string(MINIMLLM_SOURCE_DIR) + "/inputs";
+}
+
+int benchmark_repetitions(int fallback) {
+  const char* reps = std::getenv("MINIMLLM_BENCH_REPS");
+  return reps && *reps ? std::max(1, std::atoi(reps)) : fallback;
+}
+
+double max_over_ranks(double value) {
+  MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return value;
 }
 
 }  // namespace minimllm

@@ -15,4 +15,10 @@ int run_mpi_benchmarks(int argc, char** argv, const std::function<void()>& regis
 // inputs/.
 std::string benchmark_inputs_dir();
 
+// Repetitions of a benchmark's timed loop: $MINIMLLM_BENCH_REPS when set (at least 1), else fallback.
+int benchmark_repetitions(int fallback);
+
+// The largest value over MPI_COMM_WORLD (a step's time is its slowest rank's).
+double max_over_ranks(double value);
+
 }  // namespace minimllm

@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -28,5 +29,14 @@ inline std::string shared_temp_path(const std::string& prefix, const std::string
   MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return (std::filesystem::temp_directory_path() / (prefix + std::to_string(pid) + "_" + leaf)).string();
 }
+
+// Removes a test's file on rank 0 once every rank is done with it.
+struct RemoveAtEnd {
+  std::string path;
+  ~RemoveAtEnd() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) std::remove(path.c_str());
+  }
+};
 
 }  // namespace minimllm::testing_support

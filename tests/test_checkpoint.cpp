@@ -17,6 +17,7 @@
 namespace minimllm {
 namespace {
 
+using testing_support::RemoveAtEnd;
 using testing_support::world_rank;
 using testing_support::world_size;
 
@@ -31,15 +32,6 @@ RunConfig quickstart(int steps, const std::string& policy) {
 std::string temp_path(const std::string& leaf) {
   return testing_support::shared_temp_path("minimllm_ckpt_", leaf);
 }
-
-// Removes a test's files on rank 0 once every rank is done with them.
-struct RemoveAtEnd {
-  std::string path;
-  ~RemoveAtEnd() {
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (world_rank() == 0) std::remove(path.c_str());
-  }
-};
 
 TrainResult restart_from(const RunConfig& config, const World& world, const std::string& checkpoint) {
   TrainOptions options;

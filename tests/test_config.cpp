@@ -179,6 +179,12 @@ TEST(Config, StaticContextParallelDegreeAndTokenBudget) {
   EXPECT_EQ(c.parallel.tokens_per_rank, 512);
 }
 
+TEST(Config, DistributedOptimizerIsOffUnlessAsked) {
+  EXPECT_FALSE(parse("name: x").parallel.distributed_optimizer);
+  EXPECT_TRUE(parse("name: x\nparallel: {distributed_optimizer: true}").parallel.distributed_optimizer);
+  EXPECT_FALSE(parse("name: x\nparallel: {distributed_optimizer: false}").parallel.distributed_optimizer);
+}
+
 TEST(Config, BoundaryValuesAreAccepted) {
   const RunConfig c = parse(
       "name: b\nseed: 18446744073709551615\nsteps: 1\n"
@@ -522,6 +528,8 @@ std::vector<BadDeck> bad_decks() {
                 {"parallel.rotate_groups = maybe", "true or false"}),
       with_name("ParallelMicroBatchesZero", "parallel: {micro_batches: 0}",
                 {"parallel.micro_batches = 0", "[1, "}),
+      with_name("DistributedOptimizerNotABool", "parallel: {distributed_optimizer: zero1}",
+                {"parallel.distributed_optimizer = zero1", "true or false"}),
       with_name("ParallelPoolCapacityZero", "parallel: {comm_pool_capacity: 0}",
                 {"parallel.comm_pool_capacity = 0", "[1, 100000]"}),
       with_name("ParallelEncoderLayoutUnknown", "parallel: {encoder_layout: random}",

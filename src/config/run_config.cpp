@@ -139,6 +139,7 @@ void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) 
   s.read_int("encoder_ranks", c.encoder_ranks, 0, kMaxRanks);
   s.read_choice("encoder_layout", c.encoder_layout, {"follow", "round_robin"});
   s.read_int("comm_pool_capacity", c.comm_pool_capacity, 1, 100000);
+  s.read_bool("distributed_optimizer", c.distributed_optimizer);
   s.read_string("cost_model", c.cost_model);
   s.read_int("tp", c.tp, 1, kMaxWidth);
   s.read_int("pp", c.pp, 1, kMaxWidth);
@@ -280,11 +281,12 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
       top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives", "calibrate",
                               "stall_timeout", "plan_ahead", "overlap_grad_sync", "grad_bucket_mb", "gemm"}),
       cfg.runtime, cfg.machine);
-  read_parallel(top.section("parallel", {"policy", "cp", "tokens_per_rank", "flexsp_time_limit",
-                                         "ranks_per_node", "group_sizes", "rotate_groups", "micro_batches",
-                                         "placement", "encoder_ranks", "encoder_layout", "comm_pool_capacity",
-                                         "cost_model", "tp", "pp", "encoder_tp", "encoder_stage"}),
-                cfg.parallel, cfg.machine);
+  read_parallel(
+      top.section("parallel", {"policy", "cp", "tokens_per_rank", "flexsp_time_limit", "ranks_per_node",
+                               "group_sizes", "rotate_groups", "micro_batches", "placement", "encoder_ranks",
+                               "encoder_layout", "comm_pool_capacity", "cost_model", "distributed_optimizer",
+                               "tp", "pp", "encoder_tp", "encoder_stage"}),
+      cfg.parallel, cfg.machine);
   top.section("benchmark", {"reference"}).read_string("reference", cfg.benchmark.reference);
 
   check_run_config(cfg, origin);

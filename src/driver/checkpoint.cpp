@@ -33,6 +33,30 @@ void from_host(const std::vector<float>& values, const t_vec& target) {
   transfer(target, host);
 }
 
+// The moments of every parameter on rank 0 (empty elsewhere; collective): a distributed optimizer's
+// shards gathered, so that the file holds whole moments however the run was sharded.
+std::vector<float> whole_moment(const t_vec& own, const AdamW& optimizer, const World& world) {
+  if (!optimizer.distributed()) return world.is_root() ? to_host(own) : std::vector<float>();
+  const std::vector<float> mine = to_host(own);
+  std::vector<int> counts, displs;
+  for (std::size_t r = 0; r < optimizer.shards().counts().size(); ++r) {
+    counts.push_back(static_cast<int>(optimizer.shards().counts()[r]));
+    displs.push_back(static_cast<int>(optimizer.shards().shard(static_cast<int>(r)).offset));
+  }
+  std::vector<float> whole(world.is_root() ? optimizer.shards().total() : 0);
+  MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, whole.data(), counts.data(),
+              displs.data(), MPI_FLOAT, 0, world.comm);
+  return whole;
+}
+
+// The optimizer's part (its shard) of a whole moment read from a checkpoint.
+void restore_moment(const std::vector<float>& whole, const AdamW& optimizer, const t_vec& target) {
+  const ShardRange shard = optimizer.shard();
+  const Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> host(
+      whole.data() + shard.offset, shard.count);
+  transfer(target, host);
+}
+
 std::string utc_now() {
   char stamp[32];
   const std::time_t now = std::time(nullptr);
@@ -112,7 +136,13 @@ std::string default_checkpoint_path(const std::string& out) {
 
 void save_checkpoint(const std::string& path, const RunConfig& config, const World& world, const Model& model,
                      const AdamW& optimizer, int next_step, const PlanningBasis& planning) {
-  // Every rank holds the same synchronised parameters and moments: rank 0's are the run's.
+  // Every rank holds the same synchronised parameters (rank 0's are the run's) and the moments, or with
+  // the distributed optimizer its shard of them (gathered to rank 0).
+  if (model.parameter_count() > static_cast<std::size_t>(INT_MAX))
+    throw std::runtime_error(fmt::format("{}: a model of {} parameters is too large to gather in one message",
+                                         path, model.parameter_count()));
+  const std::vector<float> first_moment = whole_moment(optimizer.first_moment(), optimizer, world);
+  const std::vector<float> second_moment = whole_moment(optimizer.second_moment(), optimizer, world);
   std::exception_ptr error;
   if (world.is_root()) {
     try {
@@ -137,9 +167,7 @@ void save_checkpoint(const std::string& path, const RunConfig& config, const Wor
           {"minimllm_version", std::string(MINIMLLM_VERSION)},
           {"written_utc", utc_now()},
       };
-      c.arrays = {{"params", to_host(model.params())},
-                  {"adamw_m", to_host(optimizer.first_moment())},
-                  {"adamw_v", to_host(optimizer.second_moment())}};
+      c.arrays = {{"params", to_host(model.params())}, {"adamw_m", first_moment}, {"adamw_v", second_moment}};
       write_checkpoint_file(path, c);
     } catch (...) {
       error = std::current_exception();
@@ -178,8 +206,8 @@ RestartPoint read_restart_point(const std::string& path, const RunConfig& config
 
 void restore_checkpoint(const RestartPoint& point, Model& model, const AdamW& optimizer) {
   from_host(point.params, model.params());
-  from_host(point.first_moment, optimizer.first_moment());
-  from_host(point.second_moment, optimizer.second_moment());
+  restore_moment(point.first_moment, optimizer, optimizer.first_moment());
+  restore_moment(point.second_moment, optimizer, optimizer.second_moment());
   Kokkos::fence();
 }
 

@@ -9,6 +9,7 @@
 
 #include "minimllm/config/input_error.hpp"
 #include "minimllm/core/device.hpp"
+#include "minimllm/model/model.hpp"
 
 namespace minimllm {
 
@@ -54,14 +55,15 @@ std::string memory_shortfall(const RunConfig& config, int rank, const MemoryBudg
                                  budget.bytes / kGiB,
                                  budget.device ? "free memory of its GPU" : "MemAvailable of its node",
                                  budget.shared / kGiB, budget.sharing, budget.sharing == 1 ? "" : "s");
+  const auto parameters = static_cast<double>(parameter_count(config.model));
   const std::string model_keys =
       "model.llm.width/layers/vocab/mlp_ratio and model.encoder.width/layers/mlp_ratio";
   if (!need.planned || need.state_bytes >= budget.bytes)
     return fmt::format(
         "memory: the model's parameters, gradients and AdamW moments alone need {:.2f} GiB per rank "
-        "({} parameters x 16 bytes), but {}; they are sized by {}",
-        need.state_bytes / kGiB, static_cast<long long>(std::llround(need.state_bytes / 16.0)), available,
-        model_keys);
+        "({} parameters x {:.2f} bytes{}), but {}; they are sized by {}",
+        need.state_bytes / kGiB, static_cast<long long>(parameters), need.state_bytes / parameters,
+        config.parallel.distributed_optimizer ? ", the moments sharded" : "", available, model_keys);
   // Activations grow about linearly with the rows a rank holds, i.e. with the global batch.
   const double room = budget.bytes - need.state_bytes;
   const long long fits = static_cast<long long>(

@@ -10,6 +10,7 @@
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/kernels/gemm.hpp"
+#include "minimllm/step/gradient_sync.hpp"
 
 namespace minimllm {
 
@@ -80,7 +81,10 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
   attributes.push_back({"precision", r.precision});
   attributes.push_back({"collectives", r.collectives});
   attributes.push_back({"collectives_reason", r.collectives_reason});
-  attributes.push_back({"overlap_grad_sync", static_cast<long long>(config.runtime.overlap_grad_sync)});
+  // What ran: the distributed optimizer's reduce-scatter is never overlapped.
+  attributes.push_back({"overlap_grad_sync", static_cast<long long>(grad_sync_options(config).overlapped())});
+  attributes.push_back(
+      {"distributed_optimizer", static_cast<long long>(config.parallel.distributed_optimizer)});
   attributes.push_back({"grad_bucket_mb", config.runtime.grad_bucket_mb});
   attributes.push_back({"cost_model_source", r.cost_model_source});
   attributes.push_back(

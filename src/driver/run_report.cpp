@@ -10,6 +10,7 @@
 #include "minimllm/core/device.hpp"
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/driver/provenance.hpp"
+#include "minimllm/step/gradient_sync.hpp"
 
 #ifndef MINIMLLM_VERSION
 #define MINIMLLM_VERSION "unknown"
@@ -25,6 +26,25 @@ double median_after_warmup(const TrainResult& r, Field field) {
   std::vector<double> values;
   for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i) values.push_back(field(r.steps[i]));
   return median(values);
+}
+
+// The optimizer and the gradient synchronisation it needs, and what of the deck did not apply.
+std::string optimizer_line(const RunConfig& config, const World& world) {
+  const GradSyncOptions sync = grad_sync_options(config);
+  const std::string all_reduce =
+      sync.overlapped()
+          ? fmt::format("all-reduce overlapped with the backward ({} MiB buckets)", sync.bucket_mb)
+          : "one all-reduce after the backward";
+  if (!config.parallel.distributed_optimizer)
+    return "optimizer: AdamW, replicated (every rank holds every moment) | gradient sync: " + all_reduce;
+  return fmt::format(
+      "optimizer: AdamW, distributed (ZeRO-1) over {} ranks, each holding the moments of 1/{} of the "
+      "parameters "
+      "| gradient sync: one reduce-scatter after the backward{}, updated parameters all-gathered",
+      world.size, world.size,
+      config.runtime.overlap_grad_sync ? " (runtime.overlap_grad_sync: not supported with the distributed "
+                                         "optimizer, not overlapped)"
+                                       : "");
 }
 
 }  // namespace
@@ -62,6 +82,7 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
                      config.data.global_batch, config.steps, config.seed, layout, p.comm_pool_capacity);
   log << fmt::format("precision: {} GEMMs | collectives: {} ({})\n", r.precision, r.collectives,
                      r.collectives_reason);
+  log << optimizer_line(config, world) << "\n";
   log << fmt::format("peak for MFU (hardware): {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank,
                      r.peak_source);
   log << fmt::format("attainable (best measured GEMM): {:.1f} GFLOP/s per rank, {:.0f}% of the peak ({})\n",

@@ -19,6 +19,7 @@
 #include "minimllm/kernels/gemm_rate.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 #include "minimllm/model/model.hpp"
+#include "minimllm/model/parameter_shards.hpp"
 #include "minimllm/plan/comm_ledger.hpp"
 #include "minimllm/plan/memory_fit.hpp"
 #include "minimllm/plan/model_parallel.hpp"
@@ -297,7 +298,8 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
       choose_cost_model(config, World::of(MPI_COMM_SELF), gflops, per_node, options.cost_model);
   CostModel& cost = choice.model;
   apply_machine(cost, machine.machine);
-  cost.memory = memory_model(config.model, gemm_precision_from_string(config.runtime.precision));
+  cost.memory = memory_model(config.model, gemm_precision_from_string(config.runtime.precision),
+                             optimizer_shards(config.parallel, options.ranks));
   cost.capacity_bytes = machine.memory_bytes();
   cost.capacity_source = machine.memory_source;
   resolve_links(machine, cost, choice.intra_measured, choice.inter_measured, choice.source,

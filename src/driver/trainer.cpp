@@ -29,6 +29,7 @@
 #include "minimllm/metrics/cpu_peak.hpp"
 #include "minimllm/metrics/file_lock.hpp"
 #include "minimllm/model/model.hpp"
+#include "minimllm/model/parameter_shards.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
 #include "minimllm/plan/layout_source.hpp"
 #include "minimllm/plan/model_parallel.hpp"
@@ -44,7 +45,7 @@ namespace minimllm {
 
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options) {
   std::ostream* log = world.is_root() ? options.log : nullptr;
-  require_runnable_grid(model_parallel_of(config));
+  require_runnable_grid(model_parallel_of(config));  // data and context parallelism only
   // This run's own memory peak, not an earlier run's in the same process (--policy all).
   const bool own_peak = reset_peak_resident();
   set_blas_threads(config.runtime.blas_threads);
@@ -54,7 +55,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   // activations, before the workspace): a deck too large for this machine exits 2 here.
   const MemoryBudget budget = memory_budget(world, config.machine);
   MemoryNeed need;
-  need.state_bytes = 4.0 * sizeof(float) * parameter_count(config.model);  // params, grads, AdamW m, v
+  const int shards = optimizer_shards(config.parallel, world.size);
+  need.state_bytes = training_state_bytes(parameter_count(config.model), shards);
   check_memory_fits(config, world, budget, need);
   // A restart's checkpoint is input: one that cannot be read or belongs to another run fails here (exit 2),
   // before any output.
@@ -110,11 +112,15 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   machine.machine.memory_gib = capacity / (1024.0 * 1024.0 * 1024.0);
   machine.memory_source = restart ? "from checkpoint " + restart->path : budget.source();
   apply_machine(cost.model, machine.machine);
-  cost.model.memory = memory_model(config.model, precision);
+  cost.model.memory = memory_model(config.model, precision, shards);
   cost.model.capacity_bytes = capacity;
   cost.model.capacity_source = machine.memory_source;
   resolve_links(machine, cost.model, cost.intra_measured, cost.inter_measured, cost.source,
                 cost.creation_measured);
+  // The distributed optimizer's (and recomputation's) terms (plan/model_parallel.hpp; a run's grid has
+  // tp = pp = 1, checked above).
+  const ModelParallel grid = model_parallel_of(config);
+  if (!grid.trivial()) cost.model = unit_cost_model(cost.model, config.model, grid, world.size);
   const LayoutSource layouts(config, world.size, cost.model);
   const StepPlanner planner(sampler, layouts, world, model.linear_weight_in_attention_pairs());
 
@@ -167,7 +173,10 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     }
   }
   agree_on_error(world.comm, error);
-  AdamW optimizer(model, config.optimizer);
+  CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
+  // ZeRO-1 shards over the gradient communicator: the world, whatever groups the planners form.
+  AdamW optimizer = config.parallel.distributed_optimizer ? AdamW(model, config.optimizer, pool.gradients())
+                                                          : AdamW(model, config.optimizer);
   if (restart) {
     restore_checkpoint(*restart, model, optimizer);
     restart->params = restart->first_moment = restart->second_moment = {};  // on the device now
@@ -176,10 +185,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
       restart ? restart->planning
               : PlanningBasis{result.planning_gflops_per_rank, cost.source, cost.calibration_text, capacity,
                               encode_gemm_selection(gemm_choice.selection)};
-  const double state_bytes =
-      2.0 * sizeof(float) * model.parameter_count() + optimizer.state_bytes();  // params, grads
   result.memory_estimate_mib =
-      (state_bytes + model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows)) / 1048576.0;
+      (need.state_bytes + model.activation_bytes(peak.llm_rows, peak.patches, peak.key_rows)) / 1048576.0;
   const std::vector<RunAttribute> provenance = gather_provenance(config, world, options.command_line);
   if (log) print_banner(*log, config, world, model, result, peak, provenance);
   if (log && restart)
@@ -198,8 +205,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   }
   agree_on_error(world.comm, error);  // rank 0's failure (e.g. a full disk) stops every rank here
 
-  CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
-  StepExecutor executor(model, {config.runtime.overlap_grad_sync, config.runtime.grad_bucket_mb});
+  StepExecutor executor(model, grad_sync_options(config));
   // Ends the run when no phase changes for runtime.stall_timeout seconds (core/watchdog.hpp).
   Watchdog watchdog(world.rank, config.runtime.stall_timeout);
   // SIGUSR1 (e.g. Slurm's --signal before the walltime) asks a checkpointing run to stop after the step.
@@ -251,7 +257,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     // the file, which the unwinding closes; /run says why the run stopped.
     try {
       check_finite_step(model, step, outcome.loss_sum / std::max<double>(1.0, planned.batch.loss_targets()),
-                        outcome.grad_norm);
+                        outcome.grad_norm, executor.gradient_sync().synchronised());
     } catch (const NonFiniteError& e) {
       if (out) out.writer().set_run_attribute("stopped", e.what());
       throw;

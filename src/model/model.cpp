@@ -13,6 +13,7 @@
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/loss.hpp"
 #include "minimllm/kernels/norm.hpp"
+#include "minimllm/model/parameter_shards.hpp"
 
 namespace minimllm {
 // The linear layers of one transformer block: QKV, attention output, MLP in, MLP out.
@@ -525,7 +526,7 @@ double activation_bytes(const ModelConfig& config, GemmPrecision precision, std:
   return all_bytes(config, precision, llm_rows, patches, key_rows, false);
 }
 
-MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision) {
+MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision, int optimizer_shards) {
   // Secants over a range no micro-batch reaches: exact where the accounting is linear, an upper bound
   // below it where it is convex (the bf16 operands: max(cols x rows, weights)). The LM head's logits
   // chunk, min(rows, chunk) x vocab, is concave: counted per row (exact up to one chunk, above beyond).
@@ -534,7 +535,7 @@ MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision) {
     return all_bytes(config, precision, rows, patches, keys, true);
   };
   MemoryModel m;
-  m.state = 16.0 * static_cast<double>(parameter_count(config));  // parameters, gradients, AdamW m and v
+  m.state = training_state_bytes(parameter_count(config), optimizer_shards);
   m.fixed = bytes(0, 0, 0);
   // Per local row with and without context parallelism (the K|V staging and attention's copies move
   // from local to key rows), the larger; per key row with it.

@@ -124,6 +124,12 @@ int Communicator::allreduce_min(int value) {
   return least;
 }
 
+std::int64_t Communicator::allreduce_min(std::int64_t value) {
+  std::int64_t least = 0;
+  detail::check_mpi(MPI_Allreduce(&value, &least, 1, MPI_INT64_T, MPI_MIN, host_comm()), "MPI_Allreduce");
+  return least;
+}
+
 std::vector<int> Communicator::alltoall(const std::vector<int>& send, int count) {
   if (count < 0 || send.size() != static_cast<std::size_t>(count) * static_cast<std::size_t>(size()))
     throw std::invalid_argument(fmt::format(

@@ -53,6 +53,7 @@ ModelParallel model_parallel_of(const RunConfig& config) {
   grid.pp = config.parallel.pp;
   grid.encoder_tp = config.parallel.encoder_tp;
   grid.encoder_stage = config.parallel.encoder_stage;
+  grid.distributed_optimizer = config.parallel.distributed_optimizer;
   return grid;
 }
 
@@ -139,8 +140,8 @@ CostModel unit_cost_model(const CostModel& rank, const ModelConfig& model, const
 
   // Memory per rank.
   const double parameters = parameters_per_rank(model, grid);
-  const double bytes_per_parameter = grid.distributed_optimizer ? 8.0 + 8.0 / units : 16.0;
-  unit.memory.state = bytes_per_parameter * parameters;
+  unit.memory.state = training_state_bytes(static_cast<std::size_t>(std::llround(parameters)),
+                                           grid.distributed_optimizer ? ranks / per_unit : 1);
   unit.memory.fixed = rank.memory.fixed / tp;
   unit.memory.per_row = rank.memory.per_row / tp;
   unit.memory.per_key_row = rank.memory.per_key_row / tp;

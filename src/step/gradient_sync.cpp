@@ -1,7 +1,9 @@
 #include "minimllm/step/gradient_sync.hpp"
 
+#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "minimllm/core/phase.hpp"
 #include "minimllm/step/finite_check.hpp"
@@ -39,8 +41,19 @@ std::vector<GradientBucket> gradient_buckets(const Model& model, double bucket_m
   return buckets;
 }
 
+GradSyncOptions grad_sync_options(const RunConfig& config) {
+  GradSyncOptions options;
+  options.overlap = config.runtime.overlap_grad_sync;
+  options.bucket_mb = config.runtime.grad_bucket_mb;
+  options.reduce_scatter = config.parallel.distributed_optimizer;
+  return options;
+}
+
 GradientSync::GradientSync(const Model& model, GradSyncOptions options)
-    : model_(model), options_(options), buckets_(gradient_buckets(model, options.bucket_mb)) {
+    : model_(model),
+      options_(options),
+      buckets_(gradient_buckets(model, options.bucket_mb)),
+      synchronised_{ShardRange{0, model.parameter_count()}, nullptr} {
   if (!(options_.bucket_mb >= 0.0))
     throw std::invalid_argument("GradientSync: bucket_mb must be >= 0 (runtime.grad_bucket_mb)");
 }
@@ -88,8 +101,17 @@ void GradientSync::start_ready_buckets() {
 void GradientSync::finish(Model& model, Communicator& world, StepOutcome& outcome) {
   PhaseClock clock(outcome.seconds, Phase::grad_sync);
   if (!comm_) throw std::logic_error("GradientSync::finish without begin");
+  synchronised_ = {ShardRange{0, model.parameter_count()}, nullptr};
   if (!options_.skip) {
-    if (options_.overlap) {
+    if (options_.reduce_scatter) {
+      const ParameterShards shards(model.parameter_count(), comm_->size());
+      const ShardRange own = shards.shard(comm_->rank());
+      if (shard_sum_.extent(0) != own.count) shard_sum_ = t_vec("gradient_sync::shard_sum", own.count);
+      comm_->reduce_scatterv(model.grads().data(), shard_sum_.data(), shards.counts());
+      Kokkos::deep_copy(Kokkos::subview(model.grads(), std::make_pair(own.offset, own.offset + own.count)),
+                        shard_sum_);
+      synchronised_ = {own, &world};
+    } else if (options_.overlap) {
       started_early_ = static_cast<int>(started_);
       std::fill(done_.begin(), done_.end(), 1);
       start_ready_buckets();
@@ -101,8 +123,9 @@ void GradientSync::finish(Model& model, Communicator& world, StepOutcome& outcom
   }
   comm_ = nullptr;
   outcome.loss_sum = world.allreduce_sum(outcome.loss_sum);  // a host scalar
-  // Of the identical synchronised gradient, so identical (in finiteness at least) on every rank.
-  outcome.grad_norm = gradient_norm(model);
+  // Of the identical synchronised gradient (or its shards, all-reduced), so identical (in finiteness at
+  // least) on every rank.
+  outcome.grad_norm = gradient_norm(model, synchronised_);
 }
 
 }  // namespace minimllm

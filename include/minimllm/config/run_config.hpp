@@ -136,6 +136,10 @@ struct ParallelConfig {
   // (parallel.encoder_stage). `minimllm simulate` models them; runs take tp = pp = encoder_tp = 1 only.
   int tp = 1, pp = 1, encoder_tp = 1;
   bool encoder_stage = false;
+  // parallel.distributed_optimizer: ZeRO-1 over the world: AdamW's moments and the summed gradient sharded
+  // (model/parameter_shards.hpp); the gradients reduce-scattered after the backward, the updated
+  // parameters all-gathered (step/optimizer.hpp).
+  bool distributed_optimizer = false;
   // parallel.cost_model: a calibration file (minimllm calibrate), relative to the deck's directory;
   // empty: the defaults from the model's FLOPs.
   std::string cost_model;

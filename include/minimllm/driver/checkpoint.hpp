@@ -40,7 +40,8 @@ struct RestartPoint {
 // `<out without .h5>.ckpt.h5`: the default checkpoint file of the run writing out.
 std::string default_checkpoint_path(const std::string& out);
 
-// Collective. Writes what a restart needs after next_step steps to path (rank 0; atomic, fsynced: see
+// Collective. Writes what a restart needs after next_step steps to path (rank 0, the distributed
+// optimizer's moment shards gathered to it first; atomic, fsynced: see
 // write_checkpoint_file). A failure (e.g. a full disk) is agreed: every rank throws AgreedFailure, the
 // previous checkpoint kept.
 void save_checkpoint(const std::string& path, const RunConfig& config, const World& world, const Model& model,
@@ -52,7 +53,8 @@ void save_checkpoint(const std::string& path, const RunConfig& config, const Wor
 RestartPoint read_restart_point(const std::string& path, const RunConfig& config, const World& world,
                                 std::size_t parameter_count);
 
-// Loads the point's parameters and moments into model and optimizer.
+// Loads the point's parameters and moments into model and optimizer (with the distributed optimizer, its
+// shard of the moments: a checkpoint restarts with or without it, whichever way it was written).
 void restore_checkpoint(const RestartPoint& point, Model& model, const AdamW& optimizer);
 
 }  // namespace minimllm

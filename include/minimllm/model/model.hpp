@@ -102,9 +102,11 @@ double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, std::i
 double rounded_operand_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t rows, bool llm);
 // A token's GEMM cost in units of one causal attention pair (chunk balancing under context parallelism).
 double linear_weight_in_attention_pairs(const LlmConfig& llm);
-// The planners' memory model (plan/cost_model.hpp) from that accounting: 16 bytes of state per parameter,
-// and the per-row, per-key-row and per-patch coefficients of activation_bytes.
-MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision);
+// The planners' memory model (plan/cost_model.hpp) from that accounting: the training state
+// (training_state_bytes in model/parameter_shards.hpp: 16 bytes per parameter replicated, less with AdamW's
+// moments over optimizer_shards ranks), and the per-row, per-key-row and per-patch coefficients of
+// activation_bytes.
+MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision, int optimizer_shards = 1);
 
 class Model {
  public:

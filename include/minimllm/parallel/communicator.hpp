@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -87,6 +88,7 @@ class Communicator {
   // Host values, synchronous over the group (MPI on both backends; no device memory involved).
   double allreduce_sum(double value);  // the sum over the group of everyone's value
   int allreduce_min(int value);        // the least value over the group
+  std::int64_t allreduce_min(std::int64_t value);
   // send: `count` ints per group rank, in rank order, block r for rank r. Returns, in the same layout,
   // the block each rank sent to this one.
   std::vector<int> alltoall(const std::vector<int>& send, int count);

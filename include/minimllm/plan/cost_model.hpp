@@ -12,6 +12,7 @@
 // (config/machine_config.hpp, apply_machine).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -95,13 +96,20 @@ struct StepCost {
 //   state + fixed + per_patch x (patches it encodes in the step)
 //         + per_row x (its rows of a micro-batch) + per_key_row x (the micro-batch's rows, g > 1 only)
 struct MemoryModel {
-  double state = 0.0;          // parameters, gradients and AdamW moments (16 bytes per parameter, fp32)
+  double state = 0.0;          // parameters, gradients and AdamW moments (training_state_bytes)
   double fixed = 0.0;          // activation-side bytes that do not grow with rows (bf16 rounded weights)
   double per_row = 0.0;        // per LLM row this rank holds in a micro-batch
   double per_key_row = 0.0;    // per gathered key row under context parallelism (every row of the batch)
   double per_patch = 0.0;      // per encoder patch this rank encodes (held until the encoder's backward)
   double linear_weight = 0.0;  // a token's GEMM work in causal attention pairs (chunk balancing)
 };
+
+// Bytes per rank of a model's training state with AdamW's moments over `optimizer_shards` ranks (1:
+// replicated; the distributed optimizer, model/parameter_shards.hpp): parameters and gradients whole
+// (4 + 4 bytes each), the two moments of the largest balanced shard, ceil(parameters / shards) (8 bytes
+// each), and with more than one shard the buffer its summed gradient is reduce-scattered into (4 bytes
+// each).
+double training_state_bytes(std::size_t parameters, int optimizer_shards);
 
 struct CostModel {
   PhaseCost encoder, llm;           // compute, on one rank

@@ -20,8 +20,9 @@
 //               of its work (1F1B; CostModel::pipeline_stages, applied by predict);
 //   memory      per rank, of the most loaded stage: its layers' parameters / tp plus the encoder's /
 //               encoder_tp, 16 bytes each (fp32 parameters, gradients, AdamW m and v) or, with the
-//               distributed optimizer, 8 + 8 / units (the moments sharded over the data-parallel domain
-//               the planners regroup); activations per row and per key row / tp (sequence parallelism;
+//               distributed optimizer, about 8 + 12 / units (the moments and the reduce-scattered
+//               gradient sharded over the data-parallel domain the planners regroup,
+//               training_state_bytes); activations per row and per key row / tp (sequence parallelism;
 //               1F1B's first stage holds pp micro-batches of layers / pp: one micro-batch of every
 //               layer), per patch / (tp x pp);
 //   step terms  the gradient all-reduce of a rank's parameters over the units (a reduce-scatter and an

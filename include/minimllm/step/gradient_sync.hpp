@@ -13,6 +13,12 @@
 // all-reduce of the whole buffer in finish(). Both sum the same two (or N) values per element; MPI may
 // associate an N > 2 sum differently for different message sizes, so the two agree bitwise on 2 ranks and to
 // rounding beyond.
+//
+// Reduce-scattered (parallel.distributed_optimizer, ZeRO-1): one blocking reduce-scatter of the whole
+// buffer in finish(), after the backward, leaving each rank the sum of its own shard only
+// (ParameterShards over the gradient communicator) in that range of model.grads(); the rest of the buffer
+// keeps this rank's own partial gradient. Not overlapped: a bucket's runs cross the shards, so the
+// shard would not be one contiguous range (runtime.overlap_grad_sync is ignored; the banner says so).
 #pragma once
 
 #include <cstddef>
@@ -20,8 +26,10 @@
 #include <utility>
 #include <vector>
 
+#include "minimllm/config/run_config.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/communicator.hpp"
+#include "minimllm/step/finite_check.hpp"
 
 namespace minimllm {
 
@@ -33,7 +41,14 @@ struct GradSyncOptions {
   // For measurements only (bench_grad_sync): no gradient all-reduce at all, so each rank keeps its own
   // gradient. Never set by a deck.
   bool skip = false;
+  bool reduce_scatter = false;  // parallel.distributed_optimizer: each rank keeps its own shard's sum
+
+  // Whether the backward starts the sync (overlap is not supported with reduce_scatter).
+  bool overlapped() const { return overlap && !reduce_scatter && !skip; }
 };
+
+// A run's options (runtime.overlap_grad_sync, runtime.grad_bucket_mb, parallel.distributed_optimizer).
+GradSyncOptions grad_sync_options(const RunConfig& config);
 
 // Consecutive gradient units [first_unit, last_unit) and the runs of the gradient buffer they cover
 // (offset, count; adjacent tensors merged), one all-reduce per run.
@@ -59,14 +74,17 @@ class GradientSync final : public GradientListener {
   void begin(Communicator& gradients);
   // What the executor passes to the last micro-batch's backward passes: this between begin() and
   // finish() when overlapping, else nullptr.
-  GradientListener* listener() { return comm_ && options_.overlap && !options_.skip ? this : nullptr; }
+  GradientListener* listener() { return comm_ && options_.overlapped() ? this : nullptr; }
   void gradients_ready(int unit) override;
   void progress() override;  // pokes the all-reduces in flight (CommRequest::progress)
 
-  // After the backward: the rest of the gradient all-reduce (all of it when serial), the loss summed
-  // over world, the gradient norm. Times itself as Phase::grad_sync in outcome.seconds: with overlap,
-  // the sync time the backward did not hide.
+  // After the backward: the rest of the gradient all-reduce (all of it when serial; the reduce-scatter
+  // with reduce_scatter), the loss summed over world, the gradient norm. Times itself as Phase::grad_sync
+  // in outcome.seconds: with overlap, the sync time the backward did not hide.
   void finish(Model& model, Communicator& world, StepOutcome& outcome);
+  // Where the last finish() left the summed gradient (the whole buffer unless reduce_scatter); its
+  // communicator is finish()'s world.
+  const SynchronisedGradient& synchronised() const { return synchronised_; }
 
   // Buckets of the last step whose all-reduce started before finish() (overlap at work; 0 when serial).
   int started_early() const { return started_early_; }
@@ -82,6 +100,8 @@ class GradientSync final : public GradientListener {
   std::size_t started_ = 0;
   int started_early_ = 0;
   std::vector<std::unique_ptr<CommRequest>> in_flight_;
+  t_vec shard_sum_;  // reduce_scatter: the received shard, copied into model.grads() (no aliasing in MPI)
+  SynchronisedGradient synchronised_;
 };
 
 }  // namespace minimllm
