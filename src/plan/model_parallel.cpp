@@ -14,7 +14,8 @@ namespace {
 constexpr double kForwardShare = 1.0 / 3.0;
 
 // Seconds per token (bandwidth) and per pass (latency) of `all_reduces` all-reduces of `row_bytes` per
-// token among n ranks of one node.
+// token among n ranks of one node, on the all-reduce's intra-node link (what `minimllm calibrate` measures
+// for the gradient all-reduce; the machine's intra-node link otherwise).
 struct TensorParallelTraffic {
   double per_token = 0.0, per_pass = 0.0;
 };
@@ -22,8 +23,9 @@ struct TensorParallelTraffic {
 TensorParallelTraffic tensor_parallel_traffic(const CostModel& cost, int n, double all_reduces,
                                               double row_bytes) {
   if (n <= 1) return {};
-  const double latency = all_reduce_time(cost.intra_node, cost.algorithm, n, 0.0);
-  return {all_reduces * (all_reduce_time(cost.intra_node, cost.algorithm, n, row_bytes) - latency),
+  const LinkCost& link = cost.step.allreduce_intra;
+  const double latency = all_reduce_time(link, cost.algorithm, n, 0.0);
+  return {all_reduces * (all_reduce_time(link, cost.algorithm, n, row_bytes) - latency),
           all_reduces * latency};
 }
 

@@ -11,8 +11,9 @@
 //               repeats every block's forward, a third of its forward + backward FLOPs; selective the
 //               attention core's, the quadratic term);
 //   TP traffic  per LLM layer and token 4 all-reduces of a row (width x 4 bytes: forward after attention
-//               and after the MLP, the same backward; 6 with full recomputation) on the intra-node link
-//               among tp ranks, per stage; the encoder's among encoder_tp ranks, per patch;
+//               and after the MLP, the same backward; 6 with full recomputation) on the all-reduce's
+//               intra-node link (StepCost::allreduce_intra: calibrated or the machine's) among tp ranks,
+//               per stage; the encoder's among encoder_tp ranks, per patch;
 //   CP traffic  each of a unit's ranks exchanges its heads' K|V (kv_row_bytes / tp) for its stage's
 //               layers (cp_layers / pp); the collectives of a unit's tp ranks run side by side, each on
 //               its own link, so the links stay the per-rank ones;
