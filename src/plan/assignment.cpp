@@ -143,27 +143,38 @@ int refine_assignment(const BatchCosts& costs, const std::vector<RankRange>& gro
   };
 
   int moves = 0;
+  // Per move, each time a sample of the slowest group k or of a candidate group j would take, computed once
+  // rather than once per pair of samples (planning time on long batches).
+  std::vector<double> own_on_k, other_on_k, other_on_j;
   for (; moves < max_moves; ++moves) {
     const int k = most.argmin();
     const double top = loads[k];
+    const double k_capacity = cost.token_capacity(groups[k].size);
+    own_on_k.resize(samples[k].size());
+    for (size_t i = 0; i < samples[k].size(); ++i) own_on_k[i] = time_on(samples[k][i], k);
     // A move of sample i to group j, or a swap with sample back (>= 0) of j.
     int best_index = -1, best_to = -1, best_back = -1;
     double best_top = top * (1.0 - 1e-9);  // must lower the slowest group's finish
     for (size_t c = 0; c < members.size(); ++c) {
       const int j = members[c][least[c].argmin()];
       if (j == k) continue;
+      other_on_k.resize(samples[j].size()), other_on_j.resize(samples[j].size());
+      for (size_t b = 0; b < samples[j].size(); ++b) {
+        const int u = samples[j][b];
+        const bool can_swap = movable[u] && k_capacity >= costs.tokens[u];
+        other_on_k[b] = can_swap ? time_on(u, k) : 0.0;
+        other_on_j[b] = can_swap ? time_on(u, j) : 0.0;
+      }
       for (size_t i = 0; i < samples[k].size(); ++i) {
         const int s = samples[k][i];
         if (!movable[s] || capacity[c] < costs.tokens[s]) continue;
-        const double rest = top - time_on(s, k), there = time_on(s, j);
+        const double rest = top - own_on_k[i], there = time_on(s, j);
         const double moved = std::max(rest, loads[j] + there);
         if (moved < best_top) best_top = moved, best_index = static_cast<int>(i), best_to = j, best_back = -1;
         for (size_t b = 0; b < samples[j].size(); ++b) {
           const int u = samples[j][b];
-          if (!movable[u] || costs.tokens[u] >= costs.tokens[s] ||
-              cost.token_capacity(groups[k].size) < costs.tokens[u])
-            continue;
-          const double swapped = std::max(rest + time_on(u, k), loads[j] - time_on(u, j) + there);
+          if (!movable[u] || costs.tokens[u] >= costs.tokens[s] || k_capacity < costs.tokens[u]) continue;
+          const double swapped = std::max(rest + other_on_k[b], loads[j] - other_on_j[b] + there);
           if (swapped < best_top)
             best_top = swapped, best_index = static_cast<int>(i), best_to = j,
             best_back = static_cast<int>(b);
