@@ -275,7 +275,8 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
       choose_cost_model(config, World::of(MPI_COMM_SELF), gflops, per_node, options.cost_model);
   CostModel& cost = choice.model;
   apply_machine(cost, machine.machine);
-  cost.memory = memory_model(config.model, gemm_precision_from_string(config.runtime.precision));
+  cost.memory = memory_model(config.model, gemm_precision_from_string(config.runtime.precision),
+                             recompute_from_string(config.runtime.recompute));
   cost.capacity_bytes = machine.memory_bytes();
   cost.capacity_source = machine.memory_source;
   resolve_links(machine, cost, choice.intra_measured, choice.inter_measured, choice.source,
