@@ -61,6 +61,7 @@ runtime:
   peak_gflops_per_rank: 123.5
   blas_threads: 2
   precision: bf16
+  recompute: selective
   collectives: mpi
   overlap_grad_sync: false
   grad_bucket_mb: 2.5
@@ -107,6 +108,7 @@ TEST(Config, FullDeckRoundTripsEveryField) {
   EXPECT_DOUBLE_EQ(c.machine.peak_gflops, 123.5);
   EXPECT_EQ(c.runtime.blas_threads, 2);
   EXPECT_EQ(c.runtime.precision, "bf16");
+  EXPECT_EQ(c.runtime.recompute, "selective");
   EXPECT_EQ(c.runtime.collectives, "mpi");
   EXPECT_FALSE(c.runtime.overlap_grad_sync);
   EXPECT_DOUBLE_EQ(c.runtime.grad_bucket_mb, 2.5);
@@ -155,6 +157,7 @@ TEST(Config, MinimalDeckGetsDefaults) {
   EXPECT_EQ(c.machine.peak_gflops, d.machine.peak_gflops);
   EXPECT_EQ(c.runtime.blas_threads, d.runtime.blas_threads);
   EXPECT_EQ(c.runtime.precision, "fp32");
+  EXPECT_EQ(c.runtime.recompute, "none");
   EXPECT_EQ(c.runtime.gemm, "auto");
   EXPECT_EQ(c.runtime.collectives, "auto");
   EXPECT_TRUE(c.runtime.overlap_grad_sync);
@@ -505,6 +508,8 @@ std::vector<BadDeck> bad_decks() {
                 {"runtime.peak_gflops_per_rank = -5", ">= 0"}),
       with_name("BlasThreadsZero", "runtime: {blas_threads: 0}", {"runtime.blas_threads = 0", "[1,"}),
       with_name("PrecisionUnknown", "runtime: {precision: fp16}", {"runtime.precision = fp16", "fp32, bf16"}),
+      with_name("RecomputeUnknown", "runtime: {recompute: attention}",
+                {"runtime.recompute = attention", "none, selective, full"}),
       with_name("GemmUnknown", "runtime: {gemm: mkl}", {"runtime.gemm = mkl", "auto, blas, portable"}),
       with_name("CollectivesUnknown", "runtime: {collectives: gloo}",
                 {"runtime.collectives = gloo", "auto, mpi, nccl"}),

@@ -115,6 +115,7 @@ void read_runtime(const Section& s, RuntimeConfig& c, MachineConfig& machine) {
   merge_alias(s, "peak_gflops_per_rank", peak, "machine.peak_gflops", machine.peak_gflops);
   s.read_int("blas_threads", c.blas_threads, 1, kMaxThreads);
   s.read_choice("precision", c.precision, {"fp32", "bf16"});
+  s.read_choice("recompute", c.recompute, {"none", "selective", "full"});
   s.read_choice("collectives", c.collectives, {"auto", "mpi", "nccl"});
   s.read_bool("calibrate", c.calibrate);
   s.read_real("stall_timeout", c.stall_timeout, at_least(0.0));
@@ -277,10 +278,10 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
   cfg.machine = read_machine(top.section("machine", machine_keys()));
   read_optimizer(top.section("optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps"}),
                  cfg.optimizer);
-  read_runtime(
-      top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "collectives", "calibrate",
-                              "stall_timeout", "plan_ahead", "overlap_grad_sync", "grad_bucket_mb", "gemm"}),
-      cfg.runtime, cfg.machine);
+  read_runtime(top.section("runtime", {"peak_gflops_per_rank", "blas_threads", "precision", "recompute",
+                                       "collectives", "calibrate", "stall_timeout", "plan_ahead",
+                                       "overlap_grad_sync", "grad_bucket_mb", "gemm"}),
+               cfg.runtime, cfg.machine);
   read_parallel(
       top.section("parallel", {"policy", "cp", "tokens_per_rank", "flexsp_time_limit", "ranks_per_node",
                                "group_sizes", "rotate_groups", "micro_batches", "placement", "encoder_ranks",

@@ -79,6 +79,7 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
   attributes.push_back({"planning_gflops_per_rank", r.planning_gflops_per_rank});
   attributes.push_back({"memory_estimate_mib", r.memory_estimate_mib});
   attributes.push_back({"precision", r.precision});
+  attributes.push_back({"recompute", r.recompute});
   attributes.push_back({"collectives", r.collectives});
   attributes.push_back({"collectives_reason", r.collectives_reason});
   // What ran: the distributed optimizer's reduce-scatter is never overlapped.

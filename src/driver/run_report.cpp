@@ -80,8 +80,8 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
                 p.rotate_groups ? " rotating every step" : "", p.micro_batches);
   log << fmt::format("data: global batch {} samples, {} steps, seed {} | layout: {} | comm pool {}\n",
                      config.data.global_batch, config.steps, config.seed, layout, p.comm_pool_capacity);
-  log << fmt::format("precision: {} GEMMs | collectives: {} ({})\n", r.precision, r.collectives,
-                     r.collectives_reason);
+  log << fmt::format("precision: {} GEMMs | recompute: {} | collectives: {} ({})\n", r.precision, r.recompute,
+                     r.collectives, r.collectives_reason);
   log << optimizer_line(config, world) << "\n";
   log << fmt::format("peak for MFU (hardware): {:.1f} GFLOP/s per rank ({})\n", r.peak_gflops_per_rank,
                      r.peak_source);

@@ -299,6 +299,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
   CostModel& cost = choice.model;
   apply_machine(cost, machine.machine);
   cost.memory = memory_model(config.model, gemm_precision_from_string(config.runtime.precision),
+                             recompute_from_string(config.runtime.recompute),
                              optimizer_shards(config.parallel, options.ranks));
   cost.capacity_bytes = machine.memory_bytes();
   cost.capacity_source = machine.memory_source;

@@ -64,9 +64,11 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   if (!options.restart_path.empty())
     restart = read_restart_point(options.restart_path, config, world, parameter_count(config.model));
   const int first_step = restart ? restart->next_step : 0;
-  Model model(config.model, config.seed, precision);
+  const Recompute recompute = recompute_from_string(config.runtime.recompute);
+  Model model(config.model, config.seed, precision, recompute);
   TrainResult result;
   result.precision = to_string(precision);
+  result.recompute = to_string(recompute);
   const PeakChoice peak_choice = choose_peak(config, precision, world);
   result.peak_gflops_per_rank = peak_choice.peak_gflops, result.peak_source = peak_choice.peak_source;
   result.attainable_gflops_per_rank = peak_choice.attainable_gflops;
@@ -112,7 +114,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   machine.machine.memory_gib = capacity / (1024.0 * 1024.0 * 1024.0);
   machine.memory_source = restart ? "from checkpoint " + restart->path : budget.source();
   apply_machine(cost.model, machine.machine);
-  cost.model.memory = memory_model(config.model, precision, shards);
+  cost.model.memory = memory_model(config.model, precision, recompute, shards);
   cost.model.capacity_bytes = capacity;
   cost.model.capacity_source = machine.memory_source;
   resolve_links(machine, cost.model, cost.intra_measured, cost.inter_measured, cost.source,

@@ -157,19 +157,66 @@ t_mat_strided columns(const t_mat& m, int first, int count) {
   return Kokkos::subview(m, Kokkos::ALL, Kokkos::make_pair(first, first + count));
 }
 
-BlockActivations allocate_block(int rows, int width, int hidden, int heads, Keeper keeper) {
-  BlockActivations a;
-  a.x_in = uninitialized("act::x_in", rows, width, keeper);
-  a.norm1 = uninitialized("act::norm1", rows, width, keeper);
-  a.qkv = uninitialized("act::qkv", rows, 3 * width, keeper);
-  a.attn = uninitialized("act::attn", rows, width, keeper);
-  a.lse = uninitialized("act::lse", rows, heads, keeper);
-  a.x_mid = uninitialized("act::x_mid", rows, width, keeper);
-  a.norm2 = uninitialized("act::norm2", rows, width, keeper);
-  a.mlp_pre = uninitialized("act::mlp_pre", rows, hidden, keeper);
-  a.mlp_act = uninitialized("act::mlp_act", rows, hidden, keeper);
-  a.rstd1 = uninitialized("act::rstd1", rows, keeper);
-  a.rstd2 = uninitialized("act::rstd2", rows, keeper);
+// The sizes of a stack's block activations: rows, model width, MLP hidden width, heads, and the gathered
+// K|V rows under context parallelism (0 without).
+struct BlockDims {
+  int rows, width, hidden, heads, kv_rows;
+};
+
+// A block's activations in three groups, by what recomputation drops.
+enum ActivationGroup : unsigned {
+  kBlockInput = 1u,     // x_in: always kept
+  kAttentionCore = 2u,  // attn, lse
+  kOtherActivations = 4u,
+};
+
+unsigned kept_groups(Recompute mode) {
+  switch (mode) {
+    case Recompute::none:
+      return kBlockInput | kAttentionCore | kOtherActivations;
+    case Recompute::selective:
+      return kBlockInput | kOtherActivations;
+    case Recompute::full:
+      return kBlockInput;
+  }
+  return 0u;
+}
+// What the backward recomputes (and the forward uses without keeping).
+unsigned dropped_groups(Recompute mode) {
+  return (kBlockInput | kAttentionCore | kOtherActivations) & ~kept_groups(mode);
+}
+
+void allocate_groups(BlockActivations& a, const BlockDims& d, unsigned groups, Keeper keeper) {
+  if (groups & kBlockInput) a.x_in = uninitialized("act::x_in", d.rows, d.width, keeper);
+  if (groups & kAttentionCore) {
+    a.attn = uninitialized("act::attn", d.rows, d.width, keeper);
+    a.lse = uninitialized("act::lse", d.rows, d.heads, keeper);
+  }
+  if (groups & kOtherActivations) {
+    a.norm1 = uninitialized("act::norm1", d.rows, d.width, keeper);
+    a.qkv = uninitialized("act::qkv", d.rows, 3 * d.width, keeper);
+    a.x_mid = uninitialized("act::x_mid", d.rows, d.width, keeper);
+    a.norm2 = uninitialized("act::norm2", d.rows, d.width, keeper);
+    a.mlp_pre = uninitialized("act::mlp_pre", d.rows, d.hidden, keeper);
+    a.mlp_act = uninitialized("act::mlp_act", d.rows, d.hidden, keeper);
+    a.kv_full = uninitialized("act::kv_full", d.kv_rows, 2 * d.width, keeper);
+    a.rstd1 = uninitialized("act::rstd1", d.rows, keeper);
+    a.rstd2 = uninitialized("act::rstd2", d.rows, keeper);
+  }
+}
+
+// The activations a stack's forward keeps for the backward, one set per block.
+std::vector<BlockActivations> allocate_kept(int layers, const BlockDims& d, Recompute mode, Keeper keeper) {
+  std::vector<BlockActivations> blocks(layers);
+  for (BlockActivations& a : blocks) allocate_groups(a, d, kept_groups(mode), keeper);
+  return blocks;
+}
+
+// A block's activations for one use of them (its forward, or its backward): the kept ones, and the
+// dropped ones from the workspace's innermost scope (the caller's per-block scope).
+BlockActivations complete(const BlockActivations& kept, const BlockDims& d, Recompute mode) {
+  BlockActivations a = kept;
+  allocate_groups(a, d, dropped_groups(mode), Keeper::pass);
   return a;
 }
 
@@ -184,32 +231,52 @@ struct BlockScratch {
         d_kv_full(uninitialized("grad::d_kv_full", kv_rows, 2 * width)) {}
 };
 
-// x_out = x_in + attn(norm1(x_in)) + mlp(norm2(...)): pre-norm transformer block.
-// Keys and values: the local rows, or under context parallelism the group's gathered rows.
-t_mat keys_and_values(BlockActivations& a, KvExchange* kv, int width) {
-  if (!kv) return t_mat();
-  a.kv_full = uninitialized("act::kv_full", kv->full_rows(), 2 * width);
-  kv->gather(columns(a.qkv, width, 2 * width), a.kv_full);
-  return a.kv_full;
+// Under context parallelism: the group's K|V rows, gathered from every member's qkv (a collective).
+void gather_keys_and_values(BlockActivations& a, KvExchange* kv, int width) {
+  if (kv) kv->gather(columns(a.qkv, width, 2 * width), a.kv_full);
 }
 
-void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_out,
-                   const AttentionSegments& segs, AttentionShape shape, KvExchange* kv, GemmPrecision p) {
+// attn and lse from Q and the keys and values: the local rows' K|V, or the group's gathered rows.
+void attention_core_forward(BlockActivations& a, const AttentionSegments& segs, AttentionShape shape,
+                            bool gathered) {
+  const int width = shape.heads * shape.head_dim;
+  const t_mat& keys = gathered ? a.kv_full : a.qkv;
+  const int key_col = gathered ? 0 : width;
+  attention_forward(columns(a.qkv, 0, width), columns(keys, key_col, width),
+                    columns(keys, key_col + width, width), segs, shape, a.attn, a.lse);
+}
+
+// A pre-norm block's activations from x_in, up to the MLP's activation (all the backward needs).
+void block_activations_forward(const BlockWeights& w, BlockActivations& a, const AttentionSegments& segs,
+                               AttentionShape shape, KvExchange* kv, GemmPrecision p) {
   const int width = shape.heads * shape.head_dim;
   rmsnorm_forward(a.x_in, w.norm1, a.norm1, a.rstd1);
   gemm(Trans::no, Trans::no, 1.0f, a.norm1, w.qkv, 0.0f, a.qkv, p);
-  const t_mat kv_full = keys_and_values(a, kv, width);
-  const t_mat& keys = kv ? kv_full : a.qkv;
-  const int key_col = kv ? 0 : width;
-  attention_forward(columns(a.qkv, 0, width), columns(keys, key_col, width),
-                    columns(keys, key_col + width, width), segs, shape, a.attn, a.lse);
+  gather_keys_and_values(a, kv, width);
+  attention_core_forward(a, segs, shape, kv != nullptr);
   Kokkos::deep_copy(a.x_mid, a.x_in);
   gemm(Trans::no, Trans::no, 1.0f, a.attn, w.attn_out, 1.0f, a.x_mid, p);
   rmsnorm_forward(a.x_mid, w.norm2, a.norm2, a.rstd2);
   gemm(Trans::no, Trans::no, 1.0f, a.norm2, w.mlp_in, 0.0f, a.mlp_pre, p);
   gelu_forward(a.mlp_pre, a.mlp_act);
+}
+
+// x_out = x_in + attn(norm1(x_in)) + mlp(norm2(...)): pre-norm transformer block.
+void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_out,
+                   const AttentionSegments& segs, AttentionShape shape, KvExchange* kv, GemmPrecision p) {
+  block_activations_forward(w, a, segs, shape, kv, p);
   Kokkos::deep_copy(x_out, a.x_mid);
   gemm(Trans::no, Trans::no, 1.0f, a.mlp_act, w.mlp_out, 1.0f, x_out, p);
+}
+
+// Recomputes what the forward dropped (dropped_groups) into `a`, by the forward's own operations on the
+// kept inputs, so the values are the forward's bit for bit. full: the whole block, under context
+// parallelism with the K|V all-gather again (every group member recomputes its blocks in the same order,
+// so the collectives match); selective: the attention core from the kept qkv (and kv_full).
+void recompute_dropped(const BlockWeights& w, BlockActivations& a, const AttentionSegments& segs,
+                       AttentionShape shape, KvExchange* kv, GemmPrecision p, Recompute mode) {
+  if (mode == Recompute::full) block_activations_forward(w, a, segs, shape, kv, p);
+  if (mode == Recompute::selective) attention_core_forward(a, segs, shape, kv != nullptr);
 }
 
 // On entry dx is the gradient of the block's output; on exit, of its input. Weight gradients accumulate.
@@ -248,6 +315,41 @@ void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockAct
   rmsnorm_backward(s.d_norm, a.x_in, w.norm1, a.rstd1, dx, g.norm1);
 }
 
+// What every block of a stack's pass shares: the activations' sizes, the attention segments and shape,
+// the K|V exchange (context parallelism; else null), the GEMM precision and what the blocks keep.
+struct StackPass {
+  BlockDims dims;
+  const AttentionSegments& segs;
+  AttentionShape shape;
+  KvExchange* kv;
+  GemmPrecision precision;
+  Recompute mode;
+};
+
+// The encoder's blocks over the input's patches (attention within each image).
+StackPass encoder_stack(const EncoderConfig& e, const EncoderInput& input, GemmPrecision p, Recompute mode) {
+  const BlockDims dims{input.patches, e.width, e.mlp_ratio * e.width, e.heads, 0};
+  return {dims, input.segments, {e.heads, e.width / e.heads}, nullptr, p, mode};
+}
+
+// A block's forward into the activations it keeps, the others in a scope released after it.
+void forward_keeping(const StackPass& pass, const BlockWeights& w, const BlockActivations& kept,
+                     const t_mat& x_out) {
+  const WorkspaceScope block_scope;
+  BlockActivations a = complete(kept, pass.dims, pass.mode);
+  block_forward(w, a, x_out, pass.segs, pass.shape, pass.kv, pass.precision);
+}
+
+// A block's backward after recomputing what its forward dropped, into a scope released after it.
+void recompute_and_backward(const StackPass& pass, const BlockWeights& w, const BlockWeights& g,
+                            const BlockActivations& kept, const t_mat& dx, BlockScratch& scratch,
+                            GradientListener* ready) {
+  const WorkspaceScope block_scope;
+  BlockActivations a = complete(kept, pass.dims, pass.mode);
+  recompute_dropped(w, a, pass.segs, pass.shape, pass.kv, pass.precision, pass.mode);
+  block_backward(w, g, a, dx, pass.segs, pass.shape, scratch, pass.kv, pass.precision, ready);
+}
+
 // Forward+backward FLOPs of a linear layer [in, out] applied to `rows` rows (dX and dW in backward).
 double linear_flops(double rows, int in, int out) { return 6.0 * rows * in * out; }
 
@@ -273,8 +375,8 @@ std::size_t parameter_count(const ModelConfig& config) {
   return counter.matrix_elements() + counter.vector_elements();
 }
 
-Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision)
-    : config_(config), precision_(precision) {
+Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision, Recompute recompute)
+    : config_(config), precision_(precision), recompute_(recompute) {
   TensorBinder counter;
   bind_tensors(config_, counter);
   decayed_count_ = counter.matrix_elements();
@@ -314,11 +416,9 @@ void Model::zero_grads() { Kokkos::deep_copy(grads_, 0.0f); }
 
 void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts) const {
   const EncoderConfig& e = config_.encoder;
-  const int rows = input.patches, width = e.width, hidden = e.mlp_ratio * e.width;
-  const AttentionShape shape{e.heads, e.width / e.heads};
-  acts.blocks.clear();
-  for (int l = 0; l < e.layers; ++l)
-    acts.blocks.push_back(allocate_block(rows, width, hidden, e.heads, Keeper::caller));
+  const int rows = input.patches, width = e.width;
+  const StackPass pass = encoder_stack(e, input, precision_, recompute_);
+  acts.blocks = allocate_kept(e.layers, pass.dims, recompute_, Keeper::caller);
   acts.x_final = uninitialized("enc::x_final", rows, width, Keeper::caller);
   acts.normed = uninitialized("enc::normed", rows, width, Keeper::caller);
   acts.rstd = uninitialized("enc::rstd", rows, Keeper::caller);
@@ -332,8 +432,8 @@ void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts)
   gemm(Trans::no, Trans::no, 1.0f, input.pixels, w.patch_embed, 0.0f,
        e.layers ? acts.blocks[0].x_in : acts.x_final, precision_);
   for (int l = 0; l < e.layers; ++l)
-    block_forward(w.encoder[l], acts.blocks[l], l + 1 < e.layers ? acts.blocks[l + 1].x_in : acts.x_final,
-                  input.segments, shape, nullptr, precision_);
+    forward_keeping(pass, w.encoder[l], acts.blocks[l],
+                    l + 1 < e.layers ? acts.blocks[l + 1].x_in : acts.x_final);
   rmsnorm_forward(acts.x_final, w.encoder_norm, acts.normed, acts.rstd);
   gemm(Trans::no, Trans::no, 1.0f, acts.normed, w.projector_in, 0.0f, acts.proj_pre, precision_);
   gelu_forward(acts.proj_pre, acts.proj_act);
@@ -346,7 +446,7 @@ void Model::encoder_backward(const EncoderInput& input, const EncoderActivations
   const int rows = input.patches, width = e.width, hidden = e.mlp_ratio * e.width;
   const int first_unit = llm_gradient_units(), units = static_cast<int>(gradient_units_.size());
   if (rows == 0) return report_ready(ready, first_unit, units);
-  const AttentionShape shape{e.heads, e.width / e.heads};
+  const StackPass pass = encoder_stack(e, input, precision_, recompute_);
   const ModelTensors &w = weights_, &g = weight_grads_;
   const WorkspaceScope scope(workspace_);
 
@@ -362,8 +462,7 @@ void Model::encoder_backward(const EncoderInput& input, const EncoderActivations
   report_ready(ready, first_unit, first_unit + 1);
   BlockScratch scratch(rows, width, hidden);
   for (int l = e.layers - 1; l >= 0; --l) {
-    block_backward(w.encoder[l], g.encoder[l], acts.blocks[l], dx, input.segments, shape, scratch, nullptr,
-                   precision_, ready);
+    recompute_and_backward(pass, w.encoder[l], g.encoder[l], acts.blocks[l], dx, scratch, ready);
     const int unit = first_unit + e.layers - l;
     report_ready(ready, unit, unit + 1);
   }
@@ -380,19 +479,18 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
     report_ready(ready, 0, llm_gradient_units());
     return 0.0;
   }
-  const AttentionShape shape{c.heads, c.width / c.heads};
+  const int kv_rows = kv ? kv->full_rows() : 0;
+  const BlockDims dims{rows, width, hidden, c.heads, kv_rows};
+  const StackPass pass{dims, input.segments, {c.heads, c.width / c.heads}, kv, precision_, recompute_};
   const ModelTensors &w = weights_, &g = weight_grads_;
   const WorkspaceScope scope(workspace_);  // every activation and temporary of this micro-batch
 
-  std::vector<BlockActivations> blocks;
-  for (int l = 0; l < c.layers; ++l)
-    blocks.push_back(allocate_block(rows, width, hidden, c.heads, Keeper::pass));
+  const std::vector<BlockActivations> blocks = allocate_kept(c.layers, pass.dims, recompute_, Keeper::pass);
   t_mat x_final = uninitialized("llm::x_final", rows, width);
   embedding_forward(input.text_ids, input.text_rows, w.token_embed, blocks[0].x_in);
   copy_rows(received, input.image_src_rows, blocks[0].x_in, input.image_rows);
   for (int l = 0; l < c.layers; ++l)
-    block_forward(w.llm[l], blocks[l], l + 1 < c.layers ? blocks[l + 1].x_in : x_final, input.segments, shape,
-                  kv, precision_);
+    forward_keeping(pass, w.llm[l], blocks[l], l + 1 < c.layers ? blocks[l + 1].x_in : x_final);
   t_mat normed = uninitialized("llm::normed", rows, width);
   t_vec rstd = uninitialized("llm::rstd", rows);
   rmsnorm_forward(x_final, w.final_norm, normed, rstd);
@@ -406,9 +504,9 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
   const t_mat dx = zeroed("llm::dx", rows, width);
   rmsnorm_backward(d_normed, x_final, w.final_norm, rstd, dx, g.final_norm);
   report_ready(ready, 0, 1);
-  BlockScratch scratch(rows, width, hidden, kv ? kv->full_rows() : 0);
+  BlockScratch scratch(rows, width, hidden, kv_rows);
   for (int l = c.layers - 1; l >= 0; --l) {
-    block_backward(w.llm[l], g.llm[l], blocks[l], dx, input.segments, shape, scratch, kv, precision_, ready);
+    recompute_and_backward(pass, w.llm[l], g.llm[l], blocks[l], dx, scratch, ready);
     report_ready(ready, c.layers - l, c.layers - l + 1);
   }
   embedding_backward(input.text_ids, input.text_rows, dx, g.token_embed);
@@ -442,11 +540,18 @@ double Model::linear_weight_in_attention_pairs() const {
 }
 
 namespace {
-// Floats per row saved by a stack of blocks for backward, plus the backward's scratch.
-double saved_per_row(int width, int hidden, int heads, int layers) {
+// Floats per row of a stack's block activations: what the blocks keep from the forward, plus the one set
+// of dropped activations that a block's forward and its recompute fill (a per-block scope), plus the
+// backward's scratch.
+double saved_per_row(int width, int hidden, int heads, int layers, Recompute mode) {
   const double block = 8.0 * width + 2.0 * hidden + heads + 2.0;
+  const double attention_core = width + heads;  // attn, lse
+  const double kept = mode == Recompute::none        ? block
+                      : mode == Recompute::selective ? block - attention_core
+                                                     : width;  // full: x_in
+  const double one_block_recomputed = layers > 0 ? block - kept : 0.0;
   const double backward_scratch = hidden + 6.0 * width;  // BlockScratch + dx
-  return layers * block + backward_scratch;
+  return layers * kept + one_block_recomputed + backward_scratch;
 }
 }  // namespace
 
@@ -475,15 +580,17 @@ double rounded_bytes(const ModelConfig& config, GemmPrecision precision, std::in
   return 2.0 * std::max(operand, weights) * (kMemSpaceIsHostAccessible ? 4.0 : 2.0);
 }
 
-double llm_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
-                 std::int64_t key_rows, bool whole_logits) {
+double llm_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
+                 std::int64_t llm_rows, std::int64_t key_rows, bool whole_logits) {
   const LlmConfig& c = config.llm;
-  const double llm_row = saved_per_row(c.width, c.mlp_ratio * c.width, c.heads, c.layers) + 3.0 * c.width +
-                         2.0 /* x_final, normed, d_normed, rstd, loss */ + 2.0 /* ids */;
+  const double llm_row = saved_per_row(c.width, c.mlp_ratio * c.width, c.heads, c.layers, recompute) +
+                         3.0 * c.width + 2.0 /* x_final, normed, d_normed, rstd, loss */ + 2.0 /* ids */;
   const double logits = static_cast<double>(c.vocab) * logits_rows(c, llm_rows, whole_logits);
-  // Gathered K|V per layer, plus one d(K|V) scratch, under context parallelism; and the exchange's
-  // staging (this rank's K|V rows and the rank-major gathered rows, workspace scratch per call).
-  const double kv = (c.layers + 1.0) * 2.0 * c.width * key_rows +
+  // Gathered K|V per layer (full recomputation: of the one block recomputed), plus one d(K|V) scratch,
+  // under context parallelism; and the exchange's staging (this rank's K|V rows and the rank-major
+  // gathered rows, workspace scratch per call).
+  const double kv_sets = recompute == Recompute::full ? std::min(c.layers, 1) : c.layers;
+  const double kv = (kv_sets + 1.0) * 2.0 * c.width * key_rows +
                     (key_rows > 0 ? 2.0 * c.width * (static_cast<double>(llm_rows) + key_rows) : 0.0);
   // Attention backward's temporaries: per-head copies of Q, dO and dQ over the local rows, of K, V and
   // transposed K, V over the key rows.
@@ -492,12 +599,12 @@ double llm_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_
          rounded_bytes(config, precision, llm_rows, true, whole_logits);
 }
 
-double all_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
-                 std::int64_t patches, std::int64_t key_rows, bool whole_logits) {
+double all_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
+                 std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows, bool whole_logits) {
   const EncoderConfig& e = config.encoder;
   const LlmConfig& c = config.llm;
-  const double enc_row = saved_per_row(e.width, e.mlp_ratio * e.width, e.heads, e.layers) + 3.0 * e.width +
-                         5.0 * c.width + e.channels * e.patch * e.patch + 1.0;
+  const double enc_row = saved_per_row(e.width, e.mlp_ratio * e.width, e.heads, e.layers, recompute) +
+                         3.0 * e.width + 5.0 * c.width + e.channels * e.patch * e.patch + 1.0;
   // The boundary exchange's received rows and their gradient (about one per patch), and its packed rows
   // to send and receive, both directions (the executor's exchange workspace).
   const double boundary = 8.0 * c.width * patches;
@@ -505,7 +612,7 @@ double all_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_
   const double encoder_rounded =
       std::max(0.0, rounded_bytes(config, precision, patches, false, whole_logits) -
                         rounded_bytes(config, precision, llm_rows, true, whole_logits));
-  return llm_bytes(config, precision, llm_rows, key_rows, whole_logits) +
+  return llm_bytes(config, precision, recompute, llm_rows, key_rows, whole_logits) +
          4.0 * (enc_row * patches + boundary) + encoder_rounded;
 }
 
@@ -516,23 +623,24 @@ double rounded_operand_bytes(const ModelConfig& config, GemmPrecision precision,
   return rounded_bytes(config, precision, rows, llm, false);
 }
 
-double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
-                      std::int64_t key_rows) {
-  return llm_bytes(config, precision, llm_rows, key_rows, false);
+double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
+                      std::int64_t llm_rows, std::int64_t key_rows) {
+  return llm_bytes(config, precision, recompute, llm_rows, key_rows, false);
 }
 
-double activation_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
-                        std::int64_t patches, std::int64_t key_rows) {
-  return all_bytes(config, precision, llm_rows, patches, key_rows, false);
+double activation_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
+                        std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) {
+  return all_bytes(config, precision, recompute, llm_rows, patches, key_rows, false);
 }
 
-MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision, int optimizer_shards) {
+MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
+                         int optimizer_shards) {
   // Secants over a range no micro-batch reaches: exact where the accounting is linear, an upper bound
   // below it where it is convex (the bf16 operands: max(cols x rows, weights)). The LM head's logits
   // chunk, min(rows, chunk) x vocab, is concave: counted per row (exact up to one chunk, above beyond).
   constexpr std::int64_t kRows = std::int64_t(1) << 24;
   const auto bytes = [&](std::int64_t rows, std::int64_t patches, std::int64_t keys) {
-    return all_bytes(config, precision, rows, patches, keys, true);
+    return all_bytes(config, precision, recompute, rows, patches, keys, true);
   };
   MemoryModel m;
   m.state = training_state_bytes(parameter_count(config), optimizer_shards);
@@ -553,11 +661,11 @@ double Model::rounded_operand_bytes(std::int64_t rows, bool llm) const {
 }
 
 double Model::llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows) const {
-  return minimllm::llm_pass_bytes(config_, precision_, llm_rows, key_rows);
+  return minimllm::llm_pass_bytes(config_, precision_, recompute_, llm_rows, key_rows);
 }
 
 double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) const {
-  return minimllm::activation_bytes(config_, precision_, llm_rows, patches, key_rows);
+  return minimllm::activation_bytes(config_, precision_, recompute_, llm_rows, patches, key_rows);
 }
 
 void Model::reserve_workspace(std::int64_t llm_rows, std::int64_t key_rows) {

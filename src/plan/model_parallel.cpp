@@ -31,24 +31,6 @@ TensorParallelTraffic tensor_parallel_traffic(const CostModel& cost, int n, doub
 
 }  // namespace
 
-Recompute recompute_from_string(const std::string& name) {
-  if (name == "none" || name.empty()) return Recompute::none;
-  if (name == "selective") return Recompute::selective;
-  if (name == "full") return Recompute::full;
-  throw InputError(fmt::format("runtime.recompute = {}: must be one of none, selective, full", name));
-}
-
-const char* to_string(Recompute recompute) {
-  switch (recompute) {
-    case Recompute::selective:
-      return "selective";
-    case Recompute::full:
-      return "full";
-    default:
-      return "none";
-  }
-}
-
 ModelParallel model_parallel_of(const RunConfig& config) {
   ModelParallel grid;
   grid.tp = config.parallel.tp;
@@ -56,6 +38,7 @@ ModelParallel model_parallel_of(const RunConfig& config) {
   grid.encoder_tp = config.parallel.encoder_tp;
   grid.encoder_stage = config.parallel.encoder_stage;
   grid.distributed_optimizer = config.parallel.distributed_optimizer;
+  grid.recompute = recompute_from_string(config.runtime.recompute);
   return grid;
 }
 

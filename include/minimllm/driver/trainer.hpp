@@ -46,8 +46,9 @@ struct TrainResult {
   double loop_seconds = 0.0;  // the same for all steps, warm-up included
   // Rank 0's HDF5 output time per step: every table row, the /steps row and the flush.
   std::vector<double> output_seconds;
-  std::string precision;           // of the GEMMs: "fp32" or "bf16" (runtime.precision)
-  std::string collectives;         // backend of every collective: "mpi" or "nccl"
+  std::string precision;    // of the GEMMs: "fp32" or "bf16" (runtime.precision)
+  std::string recompute;    // activation recomputation: "none", "selective", "full" (runtime.recompute)
+  std::string collectives;  // backend of every collective: "mpi" or "nccl"
   std::string collectives_reason;  // why that backend (choose_collectives)
   int first_step = 0;              // the step the run began with (a restart's checkpoint step, else 0)
   int checkpoints_written = 0;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "minimllm/config/recompute.hpp"
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/workspace.hpp"
@@ -37,7 +38,8 @@ struct ModelTensors {
   t_mat_um lm_head;     // [llm width, vocab]
 };
 
-// Saved activations of one transformer block (what backward needs).
+// Activations of one transformer block (what backward needs); under recomputation the forward keeps
+// only some of them (Recompute), and the backward fills in the rest.
 struct BlockActivations {
   t_mat x_in, norm1, qkv, attn, lse, x_mid, norm2, mlp_pre, mlp_act;
   t_mat kv_full;  // context parallelism: the group's gathered K|V rows (empty otherwise)
@@ -93,28 +95,33 @@ std::size_t parameter_count(const ModelConfig& config);
 
 // The memory accounting of Model (its members below call these), without allocating a model:
 // bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows gathered
-// key rows (context parallelism; 0 without) and `patches` encoder rows; the LLM pass's share of that; the
-// bf16 GEMMs' rounded operands.
-double activation_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
-                        std::int64_t patches, std::int64_t key_rows = 0);
-double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t llm_rows,
-                      std::int64_t key_rows = 0);
+// key rows (context parallelism; 0 without) and `patches` encoder rows, the blocks keeping what
+// `recompute` says; the LLM pass's share of that; the bf16 GEMMs' rounded operands.
+double activation_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
+                        std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows = 0);
+double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
+                      std::int64_t llm_rows, std::int64_t key_rows = 0);
 double rounded_operand_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t rows, bool llm);
 // A token's GEMM cost in units of one causal attention pair (chunk balancing under context parallelism).
 double linear_weight_in_attention_pairs(const LlmConfig& llm);
 // The planners' memory model (plan/cost_model.hpp) from that accounting: the training state
-// (training_state_bytes in model/parameter_shards.hpp: 16 bytes per parameter replicated, less with AdamW's
-// moments over optimizer_shards ranks), and the per-row, per-key-row and per-patch coefficients of
-// activation_bytes.
-MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision, int optimizer_shards = 1);
+// (training_state_bytes: 16 bytes per parameter replicated, less with AdamW's moments over
+// optimizer_shards ranks), and the per-row, per-key-row and per-patch coefficients of activation_bytes
+// under `recompute`.
+MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision,
+                         Recompute recompute = Recompute::none, int optimizer_shards = 1);
 
 class Model {
  public:
   // precision: of every GEMM (runtime.precision); attention, norms and the rest are fp32 either way.
-  Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision = GemmPrecision::fp32);
+  // recompute: what the forward keeps for the backward (runtime.recompute); the losses and gradients are
+  // bitwise the same in every mode.
+  Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision = GemmPrecision::fp32,
+        Recompute recompute = Recompute::none);
 
   const ModelConfig& config() const { return config_; }
   GemmPrecision precision() const { return precision_; }
+  Recompute recompute() const { return recompute_; }
   std::size_t parameter_count() const { return params_.extent(0); }
   // Parameters [0, decayed_count()) are matrices (weight decay applies), the rest norm weights.
   std::size_t decayed_count() const { return decayed_count_; }
@@ -146,7 +153,8 @@ class Model {
                               const t_mat& d_received, KvExchange* kv = nullptr,
                               GradientListener* ready = nullptr);
 
-  // Analytic FLOPs of one forward+backward (GEMMs and attention; what MFU counts).
+  // Analytic FLOPs of one forward+backward (GEMMs and attention; what MFU counts). The recomputed
+  // forward is not counted (as Megatron reports MFU): recomputation lowers MFU.
   double encoder_flops(const EncoderInput& enc) const;
   double llm_flops(const LlmInput& llm) const;
   // Cost of a token's GEMMs in units of one causal attention pair (query-key), for balancing chunks.
@@ -166,6 +174,7 @@ class Model {
  private:
   ModelConfig config_;
   GemmPrecision precision_ = GemmPrecision::fp32;
+  Recompute recompute_ = Recompute::none;
   std::size_t decayed_count_ = 0;
   t_vec params_, grads_;
   ModelTensors weights_, weight_grads_;

@@ -35,14 +35,11 @@
 
 #include <string>
 
+#include "minimllm/config/recompute.hpp"
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/plan/cost_model.hpp"
 
 namespace minimllm {
-
-enum class Recompute { none, selective, full };
-Recompute recompute_from_string(const std::string& name);  // none | selective | full
-const char* to_string(Recompute recompute);
 
 struct ModelParallel {
   int tp = 1, pp = 1, encoder_tp = 1;
