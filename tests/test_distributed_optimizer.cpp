@@ -159,6 +159,10 @@ TEST_P(SameTraining, WithAndWithoutTheDistributedOptimizer) {
   expect_same_state(sharded_file.path, replicated_file.path);
   // Not vacuous: the sharded run held the moments of its shard only (the activations are the same).
   const std::size_t parameters = parameter_count(quickstart(1, "static", false).model);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  EXPECT_EQ(replicated.optimizer_state_bytes, 8.0 * parameters);
+  EXPECT_EQ(sharded.optimizer_state_bytes, 8.0 * ParameterShards(parameters, world_size()).shard(rank).count);
   const double saved_mib =
       (training_state_bytes(parameters, 1) - training_state_bytes(parameters, world_size())) / 1048576.0;
   EXPECT_NEAR(replicated.memory_estimate_mib - sharded.memory_estimate_mib, saved_mib, 1e-9);

@@ -61,6 +61,14 @@ double peak_resident_mib() {
   return usage.ru_maxrss / 1024.0;  // Linux reports kilobytes
 }
 
+double resident_mib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  }
+  return peak_resident_mib();
+}
+
 bool reset_peak_resident() {
   std::ofstream clear_refs("/proc/self/clear_refs");
   clear_refs << "5";  // resets VmHWM to the current resident size (Linux >= 4.0)

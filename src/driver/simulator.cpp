@@ -139,11 +139,11 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     const double projected = p.makespan + exposed + creation;
     previous_step = projected, previous_exposed = exposed;
     sum.step_seconds += projected / batches.size();
+    if (projected > 0.0) sum.bubble_fraction += p.bubble / projected / batches.size();
     sum.model_step_seconds += (p.makespan - movement) / batches.size();
     sum.exposed_planning_seconds += exposed / batches.size();
     sum.comm_creation_seconds += creation / batches.size();
     sum.movement_seconds += movement / batches.size();
-    if (p.makespan > 0.0) sum.bubble_fraction += p.bubble / p.makespan / batches.size();
     out.rows.push_back({projected,
                         p.lower_bound,
                         p.idle_fraction,
@@ -305,7 +305,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
   cost.capacity_source = machine.memory_source;
   resolve_links(machine, cost, choice.intra_measured, choice.inter_measured, choice.source,
                 choice.creation_measured);
-  if (!grid.trivial()) cost = unit_cost_model(cost, config.model, grid, options.ranks);
+  if (!grid.trivial()) cost = unit_cost_model(cost, config, grid, options.ranks);
   const Sampler sampler(config);
   std::vector<GlobalBatch> batches;
   std::vector<double> batch_seconds;  // part of each step's planning work (StepPlanner::plan)

@@ -48,15 +48,21 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   require_runnable_grid(model_parallel_of(config));  // data and context parallelism only
   // This run's own memory peak, not an earlier run's in the same process (--policy all).
   const bool own_peak = reset_peak_resident();
+  double start_resident = resident_mib();
   set_blas_threads(config.runtime.blas_threads);
   const Sampler sampler(config);
   const GemmPrecision precision = gemm_precision_from_string(config.runtime.precision);
   // Memory feasibility (driver/memory_check.hpp), before the model's parameters (and again, with the
   // activations, before the workspace): a deck too large for this machine exits 2 here.
+  // Chosen once, for every collective of the run (pool groups, the world's gradient all-reduce and
+  // boundary exchange): NCCL on device memory where it can, MPI otherwise.
+  const CollectivesChoice collectives = choose_collectives(world.comm, config.runtime.collectives);
   const MemoryBudget budget = memory_budget(world, config.machine);
   MemoryNeed need;
   const int shards = optimizer_shards(config.parallel, world.size);
-  need.state_bytes = training_state_bytes(parameter_count(config.model), shards);
+  const double staging =
+      collective_staging_bytes(parameter_count(config.model), shards, collectives.backend == "nccl");
+  need.state_bytes = training_state_bytes(parameter_count(config.model), shards) + staging;
   check_memory_fits(config, world, budget, need);
   // A restart's checkpoint is input: one that cannot be read or belongs to another run fails here (exit 2),
   // before any output.
@@ -74,9 +80,6 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   result.attainable_gflops_per_rank = peak_choice.attainable_gflops;
   result.attainable_source = peak_choice.attainable_source;
   result.planning_gflops_per_rank = peak_choice.planning_gflops;
-  // Chosen once, for every collective of the run (pool groups, the world's gradient all-reduce and
-  // boundary exchange): NCCL on device memory where it can, MPI otherwise.
-  const CollectivesChoice collectives = choose_collectives(world.comm, config.runtime.collectives);
   result.collectives = collectives.backend;
   result.collectives_reason = collectives.reason;
   const int per_node =
@@ -122,7 +125,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   // The distributed optimizer's (and recomputation's) terms (plan/model_parallel.hpp; a run's grid has
   // tp = pp = 1, checked above).
   const ModelParallel grid = model_parallel_of(config);
-  if (!grid.trivial()) cost.model = unit_cost_model(cost.model, config.model, grid, world.size);
+  if (!grid.trivial()) cost.model = unit_cost_model(cost.model, config, grid, world.size);
+  cost.model.memory.state += staging;  // NCCL's scratch for the distributed optimizer (0 otherwise)
   const LayoutSource layouts(config, world.size, cost.model);
   const StepPlanner planner(sampler, layouts, world, model.linear_weight_in_attention_pairs());
 
@@ -179,6 +183,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   // ZeRO-1 shards over the gradient communicator: the world, whatever groups the planners form.
   AdamW optimizer = config.parallel.distributed_optimizer ? AdamW(model, config.optimizer, pool.gradients())
                                                           : AdamW(model, config.optimizer);
+  result.optimizer_state_bytes = optimizer.state_bytes();
   if (restart) {
     restore_checkpoint(*restart, model, optimizer);
     restart->params = restart->first_moment = restart->second_moment = {};  // on the device now
@@ -317,10 +322,13 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   double rss = peak_resident_mib();
   MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, world.comm);
   result.peak_resident_mib = rss;
+  MPI_Allreduce(MPI_IN_PLACE, &start_resident, 1, MPI_DOUBLE, MPI_MAX, world.comm);
+  result.start_resident_mib = start_resident;
   try {
     if (out) {
       out.writer().set_run_attributes(
           {{"peak_resident_mib", rss},
+           {"start_resident_mib", start_resident},
            {"peak_resident_scope",
             own_peak ? "this run" : "the process so far (the peak could not be reset)"},
            {"checkpoints_written", static_cast<long long>(result.checkpoints_written)},

@@ -23,6 +23,13 @@ ShardRange ParameterShards::shard(int part) const {
   return range;
 }
 
+double collective_staging_bytes(std::size_t parameters, int optimizer_shards, bool nccl) {
+  if (!nccl || optimizer_shards <= 1) return 0.0;
+  const double padded =
+      static_cast<double>(ParameterShards(parameters, optimizer_shards).largest()) * optimizer_shards;
+  return 2.0 * sizeof(float) * padded;
+}
+
 int optimizer_shards(const ParallelConfig& parallel, int ranks) {
   return parallel.distributed_optimizer ? ranks : 1;
 }

@@ -1,6 +1,7 @@
 #include "load_tree.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <climits>
 #include <utility>
 
@@ -38,9 +39,9 @@ int LoadTree::argmin(int first, int last) const {
   return best.second;
 }
 
-void LoadTree::add(int slot, double amount) { raise_to(slot, load(slot) + amount); }
+void LoadTree::add(int slot, double amount) { set(slot, load(slot) + amount); }
 
-void LoadTree::raise_to(int slot, double load) {
+void LoadTree::set(int slot, double load) {
   // Climb with the running minimum in registers (no reload of what was just stored); stop where a node
   // keeps its value, as everything above it then does too. The winner is selected without a branch: which
   // child wins is data-dependent, so a branch would mispredict about every other level.
@@ -92,7 +93,7 @@ NodeLoads::NodeLoads(const std::vector<int>& node_begin)
     block_argmin_[b] = block_begin_[b];
     for (int slot = block_begin_[b]; slot < block_begin_[b + 1]; ++slot) block_of_[slot] = b;
   }
-  if (blocks == 0) blocks_.raise_to(0, kInf);  // no slots: nothing to choose
+  if (blocks == 0) blocks_.set(0, kInf);  // no slots: nothing to choose
 }
 
 void NodeLoads::rescan(int block) {
@@ -104,13 +105,14 @@ void NodeLoads::rescan(int block) {
 }
 
 int NodeLoads::argmin() {
+  assert(!block_min_.empty() && "NodeLoads::argmin with no slots");
   // The tree's least block holds a lower bound; once that bound is the block's real minimum, every other
   // block is at least as loaded (their bounds are no lower), and lower blocks with the same load would
   // have won the tie.
   for (;;) {
     const int block = blocks_.argmin();
     if (blocks_.load(block) == block_min_[block]) return block_argmin_[block];
-    blocks_.raise_to(block, block_min_[block]);
+    blocks_.set(block, block_min_[block]);
   }
 }
 

@@ -12,7 +12,7 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Least-loaded slot queries over a fixed set of slots: a tournament tree whose nodes hold the least load
 // below them and its slot (ties go to the lowest slot, which keeps every planner deterministic). O(log n)
-// per update and range query. Loads only grow.
+// per update and range query.
 class LoadTree {
  public:
   explicit LoadTree(int slots);
@@ -21,7 +21,7 @@ class LoadTree {
   double min_load() const { return load_[1]; }
   int argmin(int first, int last) const;  // least-loaded slot in [first, last); requires first < last
   void add(int slot, double amount);
-  void raise_to(int slot, double load);  // load >= load(slot)
+  void set(int slot, double load);  // raised or lowered
 
  private:
   void pull(int node);  // node = the lesser of its children
@@ -33,9 +33,9 @@ class LoadTree {
 // Least-loaded queries over slots grouped into nodes (consecutive slot ranges), for placing many small
 // items near a preferred node: each block (at most 16 consecutive slots of one node) keeps its exact
 // minimum, and a LoadTree over blocks keeps each block's minimum as of the last time it was asked for, a
-// lower bound since loads only grow. An add rescans one block at most; the tree is brought up to date
-// only where a global query meets a stale block. Same answers as one LoadTree over all slots (ties to the
-// lowest slot), at a fraction of the cost when most items stay on their node.
+// lower bound since loads only grow (add takes amounts >= 0). An add rescans one block at most; the tree is
+// brought up to date only where a global query meets a stale block. Same answers as one LoadTree over all
+// slots (ties to the lowest slot), at a fraction of the cost when most items stay on their node.
 class NodeLoads {
  public:
   explicit NodeLoads(const std::vector<int>& node_begin);  // node n: slots [node_begin[n], node_begin[n+1])

@@ -51,15 +51,11 @@ void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per
   if (ranks % grid.ranks_per_unit() != 0)
     throw InputError(fmt::format("parallel.tp x parallel.pp = {} x {} = {}: must divide the {} ranks",
                                  grid.tp, grid.pp, grid.ranks_per_unit(), ranks));
-  if (grid.ranks_per_unit() % grid.encoder_tp != 0)
-    throw InputError(
-        fmt::format("parallel.encoder_tp = {}: must divide parallel.tp x parallel.pp (= {}): the encoder's "
-                    "tensor-parallel "
-                    "groups tile a model replica's ranks",
-                    grid.encoder_tp, grid.ranks_per_unit()));
-  if (grid.encoder_tp > ranks_per_node)
-    throw InputError(fmt::format("parallel.encoder_tp = {}: must be at most the ranks per node ({})",
-                                 grid.encoder_tp, ranks_per_node));
+  if (grid.tp % grid.encoder_tp != 0)
+    throw InputError(fmt::format(
+        "parallel.encoder_tp = {}: must divide parallel.tp (= {}): the encoder's tensor-parallel groups lie "
+        "inside a stage's tp ranks, on one node (a unit's pipeline stages are on different nodes)",
+        grid.encoder_tp, grid.tp));
   if (grid.encoder_stage)
     throw InputError(
         "parallel.encoder_stage: true is not modelled yet; the disaggregated placement (policy disagg, or "
@@ -87,39 +83,45 @@ double parameters_per_rank(const ModelConfig& model, const ModelParallel& grid) 
   return (layers * split.llm_block + ends) / grid.tp + split.encoder / grid.encoder_tp;
 }
 
-CostModel unit_cost_model(const CostModel& rank, const ModelConfig& model, const ModelParallel& grid,
+CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const ModelParallel& grid,
                           int ranks) {
   validate_model_parallel(grid, ranks, rank.ranks_per_node);
-  const int tp = grid.tp, pp = grid.pp, per_unit = grid.ranks_per_unit();
+  const ModelConfig& model = config.model;
+  const int tp = grid.tp, pp = grid.pp, per_unit = grid.ranks_per_unit(), etp = grid.encoder_tp;
   const double units = static_cast<double>(ranks / per_unit);
   CostModel unit = rank;
   unit.ranks_per_node = rank.ranks_per_node / tp;
   unit.pipeline_stages = pp;
 
-  // Compute: the recomputed forward, then the work spread over the unit's ranks.
+  // The fullest stage's layers set the pipeline's pace.
+  const double stage_layers = std::ceil(static_cast<double>(model.llm.layers) / pp);
+  const double stage_share = stage_layers / model.llm.layers;
+  // Compute: the recomputed forward, then the work spread over the stage's tp ranks (the LLM) or over the
+  // unit's ranks (the encoder's groups share its images); a sample's fixed overhead (launches) per stage,
+  // not shared by tp, an image's on its group.
   const bool full = grid.recompute == Recompute::full;
   const double linear = full ? 1.0 + kForwardShare : 1.0;
   const double quadratic = grid.recompute == Recompute::none ? 1.0 : 1.0 + kForwardShare;
-  for (PhaseCost* phase : {&unit.llm, &unit.encoder}) {
-    phase->a2 *= quadratic / per_unit;
-    phase->a1 *= linear / per_unit;
-    phase->c /= per_unit;
-  }
-  // Tensor-parallel all-reduces: the LLM's per stage (layers / pp of them), the encoder's per patch.
+  unit.llm.a2 *= quadratic * stage_share / tp;
+  unit.llm.a1 *= linear * stage_share / tp;
+  unit.llm.c *= stage_share;
+  unit.encoder.a2 *= quadratic / per_unit;
+  unit.encoder.a1 *= linear / per_unit;
+  unit.encoder.c *= static_cast<double>(etp) / per_unit;
+  // Tensor-parallel all-reduces: the LLM's per stage, the encoder's per patch.
   const double passes = full ? 6.0 : 4.0;
   const TensorParallelTraffic llm_tp =
-      tensor_parallel_traffic(rank, tp, passes * model.llm.layers / pp, 4.0 * model.llm.width);
+      tensor_parallel_traffic(rank, tp, passes * stage_layers, 4.0 * model.llm.width);
   unit.llm.a1 += llm_tp.per_token;
   unit.llm.c += llm_tp.per_pass;  // per sample: an upper bound where a micro-batch packs several
-  const int etp = grid.encoder_tp;
   const TensorParallelTraffic encoder_tp =
       tensor_parallel_traffic(rank, etp, passes * model.encoder.layers, 4.0 * model.encoder.width);
   // A unit's per_unit / encoder_tp encoder groups share its images: each group's traffic, spread.
   unit.encoder.a1 += encoder_tp.per_token * etp / per_unit;
   unit.encoder.c += encoder_tp.per_pass * etp / per_unit;
-  // Context parallelism: each rank's heads, each stage's layers; full recomputation gathers K|V again.
+  // Context parallelism: each rank's heads, its stage's layers; full recomputation gathers K|V again.
   unit.kv_row_bytes = rank.kv_row_bytes / tp;
-  unit.cp_layers = rank.cp_layers / pp * (full ? 1.5 : 1.0);
+  unit.cp_layers = rank.cp_layers * stage_share * (full ? 1.5 : 1.0);
   // The encoder's output rows reach the first stage's tp ranks, a share each.
   unit.boundary_bytes_per_patch = rank.boundary_bytes_per_patch / tp;
 
@@ -130,7 +132,14 @@ CostModel unit_cost_model(const CostModel& rank, const ModelConfig& model, const
   unit.memory.fixed = rank.memory.fixed / tp;
   unit.memory.per_row = rank.memory.per_row / tp;
   unit.memory.per_key_row = rank.memory.per_key_row / tp;
+  // A unit's images spread over its encoder groups, an image's activations over its group's encoder_tp
+  // ranks: per patch / (tp x pp) on average, and one largest image's worth more where there is more than
+  // one group (an image is never split between groups, so their shares can be uneven by one image).
   unit.memory.per_patch = rank.memory.per_patch / per_unit;
+  if (per_unit > etp) {
+    const double side = static_cast<double>(config.data.images.max_side / model.encoder.patch);
+    unit.memory.fixed += rank.memory.per_patch * side * side / etp;
+  }
 
   // Step terms: a rank's gradients over the units; its optimizer update.
   const double share = parameters / parameter_split(model).total();

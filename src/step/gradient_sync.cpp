@@ -103,7 +103,9 @@ void GradientSync::finish(Model& model, Communicator& world, StepOutcome& outcom
   if (!comm_) throw std::logic_error("GradientSync::finish without begin");
   synchronised_ = {ShardRange{0, model.parameter_count()}, nullptr};
   if (!options_.skip) {
-    if (options_.reduce_scatter) {
+    if (options_.reduce_scatter && comm_->size() == 1) {
+      synchronised_ = {ShardRange{0, model.parameter_count()}, &world};  // one shard: the whole buffer
+    } else if (options_.reduce_scatter) {
       const ParameterShards shards(model.parameter_count(), comm_->size());
       const ShardRange own = shards.shard(comm_->rank());
       if (shard_sum_.extent(0) != own.count) shard_sum_ = t_vec("gradient_sync::shard_sum", own.count);

@@ -76,7 +76,7 @@ struct RuntimeConfig {
   // runtime.precision: fp32 | bf16. bf16: every GEMM's inputs are rounded to bfloat16 (round to nearest
   // even), products accumulate in fp32 (tensor cores on CUDA); everything else stays fp32.
   std::string precision = "fp32";
-  // runtime.recompute: none | selective | full, activation recomputation (Recompute in model/model.hpp):
+  // runtime.recompute: none | selective | full, activation recomputation (Recompute in config/recompute.hpp):
   // what each transformer block's forward keeps for its backward; the losses are bitwise the same.
   std::string recompute = "none";
   // runtime.collectives: auto | mpi | nccl (choose_collectives in parallel/communicator.hpp).

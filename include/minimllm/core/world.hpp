@@ -22,6 +22,7 @@ std::string kokkos_description();   // e.g. "Kokkos 3.4.1, OpenMP (2 threads)"
 std::string mpi_library_version();  // first line of MPI_Get_library_version
 std::string host_name();
 double peak_resident_mib();  // peak resident set size of this process (since the last reset)
+double resident_mib();       // its resident set size now (VmRSS; the peak where that is unknown)
 // Restarts the peak at the current resident size (Linux /proc/self/clear_refs), so that each training
 // run in one process (--policy all) reports its own peak; false where that is not possible.
 bool reset_peak_resident();

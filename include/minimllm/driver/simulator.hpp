@@ -52,7 +52,8 @@ struct PolicySummary {
   // Model FLOPs per second (forward and backward, no recomputation) over the real ranks' peak
   // (machine.peak_gflops x ranks): projected MFU.
   double mfu = 0.0;
-  // Mean share of the step the longest pipeline bubble takes (parallel.pp > 1; 0 otherwise).
+  // Mean share of the projected step (step_seconds' steps) the longest pipeline bubble takes
+  // (parallel.pp > 1; 0 otherwise). MFU's denominator is the projected step too.
   double bubble_fraction = 0.0;
   double idle_fraction = 0.0, comm_fraction = 0.0;
   double planning_ms = 0.0;          // median wall time of the planner per step, on this machine

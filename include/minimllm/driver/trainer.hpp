@@ -40,6 +40,11 @@ struct TrainResult {
   std::string cost_model_source;  // "default-from-FLOPs", a calibration file, or "calibrated ..."
   double memory_estimate_mib = 0.0;  // analytic, per rank (max over ranks)
   double peak_resident_mib = 0.0;    // max over ranks
+  // Resident at the run's start, before the model (the binary, MPI, Kokkos and the libraries): what the
+  // analytic estimate does not count, but the peak does; max over ranks.
+  double start_resident_mib = 0.0;
+  // AdamW's moments this rank holds (AdamW::state_bytes): its shard's with the distributed optimizer.
+  double optimizer_state_bytes = 0.0;
   // Wall time of the steps after the warm-up (step 0), everything included: planning, compute, metrics
   // and output; max over ranks. The denominator of the benchmark's rates (FOM).
   double timed_seconds = 0.0;

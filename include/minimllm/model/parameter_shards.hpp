@@ -38,6 +38,13 @@ class ParameterShards {
   std::vector<std::size_t> counts_;
 };
 
+// Device memory NCCL's collectives keep for the distributed optimizer: NCCL has equal-count all-gather
+// and reduce-scatter only, so the uneven shards are staged through two scratch buffers of shards x the
+// largest shard each, kept for reuse (nccl_communicator.cpp): about 8 bytes per parameter, more than the
+// moments save. 0 with MPI (which reads and writes the buffers in place) or one shard. A padded parameter
+// buffer with equal shards would let NCCL work in place (not done: no GPU to test it on).
+double collective_staging_bytes(std::size_t parameters, int optimizer_shards, bool nccl);
+
 // The shards of a run on `ranks` ranks: every rank with parallel.distributed_optimizer, else 1.
 int optimizer_shards(const ParallelConfig& parallel, int ranks);
 

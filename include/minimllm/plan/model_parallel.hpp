@@ -5,9 +5,11 @@
 // A unit is one model replica's tp x pp ranks. The planners plan over the units exactly as over ranks:
 // every pipeline stage's rank set holds the same CP/DP groups, so a group of g units is g x tp ranks of
 // each stage. unit_cost_model turns the per-rank cost model into the per-unit one:
-//   compute     the LLM's work / (tp x pp) (each stage runs layers / pp on tp ranks; the stages work
-//               concurrently on different micro-batches), the encoder's / (tp x pp) (its encoder_tp
-//               groups share a unit's images), times the recomputed forward (runtime.recompute: full
+//   compute     the LLM's work x the fullest stage's share of the layers, ceil(layers / pp) / layers, /
+//               tp (the stages work concurrently on different micro-batches: the fullest sets the pace);
+//               a sample's fixed overhead (launches) per stage, not shared by tp; the encoder's work /
+//               (tp x pp) (its tp x pp / encoder_tp groups share a unit's images), an image's fixed
+//               overhead on its group; times the recomputed forward (runtime.recompute: full
 //               repeats every block's forward, a third of its forward + backward FLOPs; selective the
 //               attention core's, the quadratic term);
 //   TP traffic  per LLM layer and token 4 all-reduces of a row (width x 4 bytes: forward after attention
@@ -15,17 +17,19 @@
 //               intra-node link (StepCost::allreduce_intra: calibrated or the machine's) among tp ranks,
 //               per stage; the encoder's among encoder_tp ranks, per patch;
 //   CP traffic  each of a unit's ranks exchanges its heads' K|V (kv_row_bytes / tp) for its stage's
-//               layers (cp_layers / pp); the collectives of a unit's tp ranks run side by side, each on
+//               layers (the fullest stage's); the collectives of a unit's tp ranks run side by side, each on
 //               its own link, so the links stay the per-rank ones;
 //   pipeline    the bubble: a group running m micro-batches through pp stages takes (m + pp - 1) / m
 //               of its work (1F1B; CostModel::pipeline_stages, applied by predict);
-//   memory      per rank, of the most loaded stage: its layers' parameters / tp plus the encoder's /
-//               encoder_tp, 16 bytes each (fp32 parameters, gradients, AdamW m and v) or, with the
-//               distributed optimizer, about 8 + 12 / units (the moments and the reduce-scattered
-//               gradient sharded over the data-parallel domain the planners regroup,
-//               training_state_bytes); activations per row and per key row / tp (sequence parallelism;
-//               1F1B's first stage holds pp micro-batches of layers / pp: one micro-batch of every
-//               layer), per patch / (tp x pp);
+//   memory      per rank, of the fullest stage: its ceil(layers / pp) blocks and the embedding or the head
+//               (both when pp = 1) / tp plus the encoder's / encoder_tp, 16 bytes each (fp32 parameters,
+//               gradients, AdamW m and v) or, with the distributed optimizer, about 8 + 12 / units (the
+//               moments and the reduce-scattered gradient sharded over the data-parallel domain the planners
+//               regroup, training_state_bytes); activations per row and per key row / tp (sequence
+//               parallelism; 1F1B's first stage holds pp micro-batches of layers / pp: one micro-batch of
+//               every layer), per patch / (tp x pp) on average, plus one largest image's patches / encoder_tp
+//               (data.images.max_side) where a unit has several encoder groups: an image is never split
+//               between groups, so their shares can differ by one image;
 //   step terms  the gradient all-reduce of a rank's parameters over the units (a reduce-scatter and an
 //               all-gather with the distributed optimizer: the same time in the alpha-beta model), the
 //               optimizer on a rank's parameters (/ units with the distributed optimizer).
@@ -57,7 +61,8 @@ ModelParallel model_parallel_of(const RunConfig& config);
 
 // Throws InputError naming the key when the grid does not fit `ranks` ranks of `ranks_per_node` per node:
 // tp divides the ranks per node (tensor parallelism stays on the intra-node link), tp x pp divides the
-// ranks, encoder_tp divides tp x pp (the encoder's groups tile a unit). encoder_stage is not modelled yet.
+// ranks, encoder_tp divides tp (the encoder's groups lie inside a stage's tp ranks, on one node).
+// encoder_stage is not modelled yet.
 void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per_node);
 
 // Runs (minimllm run) have data and context parallelism only: an InputError naming the key when the deck
@@ -66,7 +71,7 @@ void require_runnable_grid(const ModelParallel& grid);
 
 // The cost model of a unit (above) from the per-rank one, whose memory model is the run's
 // (memory_model() with the deck's recomputation) and whose compute is of one rank.
-CostModel unit_cost_model(const CostModel& rank, const ModelConfig& model, const ModelParallel& grid,
+CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const ModelParallel& grid,
                           int ranks);
 
 // Parameters one rank holds under the grid: its stage's LLM layers and embedding or head / tp, and the

@@ -1,6 +1,9 @@
 // The data-parallel end of a step's backward pass: every rank's gradient summed into model.grads() and
 // the loss summed over ranks. Afterwards model.grads() and outcome.loss_sum are identical on every rank,
-// and outcome.grad_norm is the gradient's L2 norm.
+// and outcome.grad_norm is the gradient's L2 norm. With the distributed optimizer (reduce_scatter) only
+// the rank's own shard of model.grads() holds the sum (synchronised() says which range); the rest keeps
+// the rank's partial gradient, and AdamW::step then overwrites the shard with the updated parameters it
+// all-gathers from.
 //
 // Overlapped (runtime.overlap_grad_sync, the default): the gradient buffer is cut into buckets of whole
 // gradient units (Model::gradient_units: layers, in the order backward finishes them), about

@@ -12,7 +12,8 @@ namespace minimllm {
 
 // Collective over the pool's world. executor: kept from step to step (its exchange workspace); its model
 // is the one trained. Afterwards model.grads() and the outcome's loss_sum are the world's,
-// identical on every rank; outcome.seconds holds data, encoder, boundary, llm, kv_exchange and grad_sync;
+// identical on every rank (with the distributed optimizer, model.grads() only in the rank's own shard:
+// gradient_sync.hpp); outcome.seconds holds data, encoder, boundary, llm, kv_exchange and grad_sync;
 // outcome.transfers counts every host<->device copy after the inputs were up, the gradient sync included.
 StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& pool,
                      const PlannedStep& planned);
