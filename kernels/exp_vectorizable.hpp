@@ -31,7 +31,10 @@ KOKKOS_INLINE_FUNCTION float exp_vectorizable(float x) {
     int i;
     float f;
   } two_to_n;
-  two_to_n.i = (static_cast<int>(n) + 127) << 23;
+  // A NaN input stays NaN through r and p; its exponent bits must still come from a defined conversion
+  // (the clamp lets NaN through: converting it to int is undefined), so 2^n uses n = 0 then.
+  const float n_defined = n == n ? n : 0.0f;
+  two_to_n.i = (static_cast<int>(n_defined) + 127) << 23;  // n in [-126, 127]: a positive shift
   return p * two_to_n.f;
 }
 
