@@ -256,17 +256,18 @@ Projection project_static(const RunConfig& config, const SimulateOptions& option
   return std::move(*best);
 }
 
-// Model FLOPs of a batch (forward and backward, as MFU counts them): the default cost model's compute at
-// 1 GFLOP/s without its per-sample and per-image overheads.
-double batch_flops(const RunConfig& config, const GlobalBatch& batch) {
+// Mean model FLOPs of the batches (forward and backward, as MFU counts them): the default cost model's
+// compute at 1 GFLOP/s without its per-sample and per-image overheads.
+double mean_batch_flops(const RunConfig& config, const std::vector<GlobalBatch>& batches) {
   CostModel flops = default_cost_model(config, 1.0, 1);
   flops.llm.c = flops.encoder.c = 0.0;
   double seconds = 0.0;
-  for (const SampleMeta& sample : batch.samples) {
-    seconds += flops.llm(sample.tokens());
-    for (const ImageMeta& image : sample.images) seconds += flops.encoder_time(image.patches);
-  }
-  return 1e9 * seconds;
+  for (const GlobalBatch& batch : batches)
+    for (const SampleMeta& sample : batch.samples) {
+      seconds += flops.llm(sample.tokens());
+      for (const ImageMeta& image : sample.images) seconds += flops.encoder_time(image.patches);
+    }
+  return batches.empty() ? 0.0 : 1e9 * seconds / batches.size();
 }
 
 }  // namespace
@@ -351,8 +352,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
         policy == "static" ? reference : project(policy, planner_options, batches, cost, units, dynamism));
   const auto dcp = std::find_if(projections.begin(), projections.end(),
                                 [](const Projection& p) { return p.summary.policy == "megatron_dcp"; });
-  double flops = 0.0;
-  for (const GlobalBatch& batch : batches) flops += batch_flops(config, batch) / batches.size();
+  const double flops = mean_batch_flops(config, batches);
   std::vector<PolicySummary> summaries;
   for (Projection& p : projections) {
     PolicySummary& sum = p.summary;

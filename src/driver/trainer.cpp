@@ -45,30 +45,32 @@ namespace minimllm {
 
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options) {
   std::ostream* log = world.is_root() ? options.log : nullptr;
-  require_runnable_grid(model_parallel_of(config));  // data and context parallelism only
+  const ModelParallel grid = model_parallel_of(config);
+  require_runnable_grid(grid);  // data and context parallelism only
   // This run's own memory peak, not an earlier run's in the same process (--policy all).
   const bool own_peak = reset_peak_resident();
   double start_resident = resident_mib();
   set_blas_threads(config.runtime.blas_threads);
   const Sampler sampler(config);
   const GemmPrecision precision = gemm_precision_from_string(config.runtime.precision);
+  // Chosen once, for every collective of the run (pool groups, the world's gradient all-reduce and
+  // boundary exchange): NCCL on device memory where it can, MPI otherwise. Before the memory check, which
+  // counts NCCL's staging for the distributed optimizer.
+  const CollectivesChoice collectives = choose_collectives(world.comm, config.runtime.collectives);
   // Memory feasibility (driver/memory_check.hpp), before the model's parameters (and again, with the
   // activations, before the workspace): a deck too large for this machine exits 2 here.
-  // Chosen once, for every collective of the run (pool groups, the world's gradient all-reduce and
-  // boundary exchange): NCCL on device memory where it can, MPI otherwise.
-  const CollectivesChoice collectives = choose_collectives(world.comm, config.runtime.collectives);
   const MemoryBudget budget = memory_budget(world, config.machine);
   MemoryNeed need;
+  const std::size_t parameters = parameter_count(config.model);
   const int shards = optimizer_shards(config.parallel, world.size);
-  const double staging =
-      collective_staging_bytes(parameter_count(config.model), shards, collectives.backend == "nccl");
-  need.state_bytes = training_state_bytes(parameter_count(config.model), shards) + staging;
+  const double staging = collective_staging_bytes(parameters, shards, collectives.backend == "nccl");
+  need.state_bytes = training_state_bytes(parameters, shards) + staging;
   check_memory_fits(config, world, budget, need);
   // A restart's checkpoint is input: one that cannot be read or belongs to another run fails here (exit 2),
   // before any output.
   std::optional<RestartPoint> restart;
   if (!options.restart_path.empty())
-    restart = read_restart_point(options.restart_path, config, world, parameter_count(config.model));
+    restart = read_restart_point(options.restart_path, config, world, parameters);
   const int first_step = restart ? restart->next_step : 0;
   const Recompute recompute = recompute_from_string(config.runtime.recompute);
   Model model(config.model, config.seed, precision, recompute);
@@ -124,7 +126,6 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
                 cost.creation_measured);
   // The distributed optimizer's (and recomputation's) terms (plan/model_parallel.hpp; a run's grid has
   // tp = pp = 1, checked above).
-  const ModelParallel grid = model_parallel_of(config);
   if (!grid.trivial()) cost.model = unit_cost_model(cost.model, config, grid, world.size);
   cost.model.memory.state += staging;  // NCCL's scratch for the distributed optimizer (0 otherwise)
   const LayoutSource layouts(config, world.size, cost.model);

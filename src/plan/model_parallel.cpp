@@ -88,7 +88,7 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   validate_model_parallel(grid, ranks, rank.ranks_per_node);
   const ModelConfig& model = config.model;
   const int tp = grid.tp, pp = grid.pp, per_unit = grid.ranks_per_unit(), etp = grid.encoder_tp;
-  const double units = static_cast<double>(ranks / per_unit);
+  const int units = ranks / per_unit;
   CostModel unit = rank;
   unit.ranks_per_node = rank.ranks_per_node / tp;
   unit.pipeline_stages = pp;
@@ -128,7 +128,7 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   // Memory per rank.
   const double parameters = parameters_per_rank(model, grid);
   unit.memory.state = training_state_bytes(static_cast<std::size_t>(std::llround(parameters)),
-                                           grid.distributed_optimizer ? ranks / per_unit : 1);
+                                           grid.distributed_optimizer ? units : 1);
   unit.memory.fixed = rank.memory.fixed / tp;
   unit.memory.per_row = rank.memory.per_row / tp;
   unit.memory.per_key_row = rank.memory.per_key_row / tp;
@@ -144,7 +144,7 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   // Step terms: a rank's gradients over the units; its optimizer update.
   const double share = parameters / parameter_split(model).total();
   unit.step.grad_bytes = rank.step.grad_bytes * share;
-  unit.step.optimizer = rank.step.optimizer * share / (grid.distributed_optimizer ? units : 1.0);
+  unit.step.optimizer = rank.step.optimizer * share / (grid.distributed_optimizer ? units : 1);
   return unit;
 }
 
