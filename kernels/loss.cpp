@@ -1,6 +1,7 @@
 #include "minimllm/kernels/loss.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <stdexcept>
 #include <utility>
 
@@ -163,6 +164,113 @@ void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const&
                                    const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision) {
   lm_head_xent_forward_backward(normed, lm_head, targets, grad_scale, losses, d_lm_head, d_normed, precision,
                                 lm_head_chunk_rows(static_cast<int>(lm_head.extent(1))));
+}
+
+namespace {
+
+// stats(r, :) = this slice's (max logit, sum of exp(logit - max), target logit or 0) of each row.
+void slice_softmax_stats(const t_mat_const& logits, const t_ivec_const& targets, int first_col,
+                         const t_mat& stats) {
+  const int cols = static_cast<int>(logits.extent(1));
+  Kokkos::parallel_for(
+      "minimllm::loss::slice_softmax_stats", kernels_detail::row_teams(static_cast<int>(logits.extent(0))),
+      KOKKOS_LAMBDA(const TeamMember& team) {
+        const int row = team.league_rank();
+        float row_max = -FLT_MAX;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, cols),
+            [&](int j, float& acc) { acc = logits(row, j) > acc ? logits(row, j) : acc; },
+            Kokkos::Max<float>(row_max));
+        team.team_barrier();  // kokkos#5475, as in softmax_xent_forward_backward
+        float sum_exp = 0.0f;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, cols),
+            [&](int j, float& acc) { acc += expf(logits(row, j) - row_max); }, sum_exp);
+        const int target = targets(row) - first_col;
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          stats(row, 0) = row_max;
+          stats(row, 1) = sum_exp;
+          stats(row, 2) = target >= 0 && target < cols ? logits(row, target) : 0.0f;
+        });
+      });
+}
+
+// In place: logits become dlogits from the whole vocabulary's stats; losses from them too.
+void slice_softmax_xent(const t_mat& logits, const t_ivec_const& targets, int first_col, float grad_scale,
+                        const t_mat_const& stats, const t_vec& losses) {
+  const int cols = static_cast<int>(logits.extent(1));
+  Kokkos::parallel_for(
+      "minimllm::loss::slice_softmax_xent", kernels_detail::row_teams(static_cast<int>(logits.extent(0))),
+      KOKKOS_LAMBDA(const TeamMember& team) {
+        const int row = team.league_rank();
+        const bool counted = targets(row) >= 0;
+        const int target = targets(row) - first_col;
+        const float row_max = stats(row, 0), prob_scale = grad_scale / stats(row, 1);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols), [&](int j) {
+          logits(row, j) =
+              counted ? expf(logits(row, j) - row_max) * prob_scale - (j == target ? grad_scale : 0.0f)
+                      : 0.0f;
+        });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          losses(row) = counted ? row_max + logf(stats(row, 1)) - stats(row, 2) : 0.0f;
+        });
+      });
+}
+
+}  // namespace
+
+void combine_softmax_stats(const t_mat_const& gathered, int slices, const t_mat& stats) {
+  const int rows = static_cast<int>(stats.extent(0));
+  if (gathered.extent(0) != static_cast<std::size_t>(slices) * rows || gathered.extent(1) != 3 ||
+      stats.extent(1) != 3)
+    throw std::invalid_argument("combine_softmax_stats: gathered and stats do not conform");
+  Kokkos::parallel_for(
+      "minimllm::loss::combine_softmax_stats", Kokkos::RangePolicy<ExecSpace>(0, rows),
+      KOKKOS_LAMBDA(int row) {
+        float row_max = gathered(row, 0);
+        for (int s = 1; s < slices; ++s)
+          row_max = gathered(s * rows + row, 0) > row_max ? gathered(s * rows + row, 0) : row_max;
+        float sum_exp = 0.0f, target = 0.0f;
+        for (int s = 0; s < slices; ++s) {
+          sum_exp += gathered(s * rows + row, 1) * expf(gathered(s * rows + row, 0) - row_max);
+          target += gathered(s * rows + row, 2);
+        }
+        stats(row, 0) = row_max, stats(row, 1) = sum_exp, stats(row, 2) = target;
+      });
+}
+
+void lm_head_xent_vocab_slice(const t_mat_const& normed, const t_mat_const& lm_head, int first_col,
+                              const t_ivec_const& targets, float grad_scale, const t_vec& losses,
+                              const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision,
+                              int chunk_rows, const SoftmaxStatsCombine& combine) {
+  const int rows = static_cast<int>(normed.extent(0)), vocab = static_cast<int>(lm_head.extent(1));
+  if (lm_head.extent(0) != normed.extent(1) || d_normed.extent(0) != normed.extent(0) ||
+      d_normed.extent(1) != normed.extent(1) || d_lm_head.extent(0) != lm_head.extent(0) ||
+      d_lm_head.extent(1) != lm_head.extent(1) || targets.extent(0) != normed.extent(0) ||
+      losses.extent(0) != normed.extent(0) || chunk_rows < 1)
+    throw std::invalid_argument(
+        "lm_head_xent_vocab_slice: normed, lm_head, targets, losses and gradients do not conform");
+  if (rows == 0) return;
+  const int chunks = (rows + chunk_rows - 1) / chunk_rows;
+  const int per_chunk = (rows + chunks - 1) / chunks;
+  const WorkspaceScope scope;
+  const t_mat buffer = scratch_view<t_mat>("minimllm::lm_head_logits", std::min(per_chunk, rows), vocab);
+  const t_mat stats_buffer = scratch_view<t_mat>("minimllm::lm_head_stats", std::min(per_chunk, rows), 3);
+  for (int first = 0; first < rows; first += per_chunk) {
+    const std::pair<int, int> r(first, std::min(rows, first + per_chunk));
+    const int n = r.second - r.first;
+    const t_mat logits = Kokkos::subview(buffer, std::make_pair(0, n), Kokkos::ALL());
+    const t_mat stats = Kokkos::subview(stats_buffer, std::make_pair(0, n), Kokkos::ALL());
+    const t_mat_const x = Kokkos::subview(normed, r, Kokkos::ALL());
+    const t_ivec_const chunk_targets = Kokkos::subview(targets, r);
+    gemm(Trans::no, Trans::no, 1.0f, x, lm_head, 0.0f, logits, precision);
+    slice_softmax_stats(logits, chunk_targets, first_col, stats);
+    combine(stats);
+    slice_softmax_xent(logits, chunk_targets, first_col, grad_scale, stats, Kokkos::subview(losses, r));
+    gemm(Trans::yes, Trans::no, 1.0f, x, logits, 1.0f, d_lm_head, precision);
+    gemm(Trans::no, Trans::yes, 1.0f, logits, lm_head, 0.0f, Kokkos::subview(d_normed, r, Kokkos::ALL()),
+         precision);
+  }
 }
 
 double sum(const t_vec_const& v) {

@@ -167,10 +167,11 @@ TEST(ModelParallel, InvalidGridsAreRejectedNamingTheKey) {
   const std::string deck = embedded_quickstart_deck();
   EXPECT_THROW(parse_run_config(deck + "\nparallel: {tp: 3}\n", "deck"), InputError);
   EXPECT_THROW(parse_run_config(deck + "\nparallel: {pp: 64}\n", "deck"), InputError);
-  // Runs have data and context parallelism only.
+  // Runs have tensor, data and context parallelism; pipeline parallelism is simulated only.
   grid = ModelParallel{};
+  grid.tp = 2, grid.encoder_tp = 2;
   EXPECT_NO_THROW(require_runnable_grid(grid));
-  grid.tp = 2;
+  grid.pp = 2;
   EXPECT_THROW(require_runnable_grid(grid), InputError);
 }
 

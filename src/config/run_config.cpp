@@ -239,6 +239,9 @@ void check_model_parallel(const CrossChecker& x, const ParallelConfig& p, const 
   x.require(
       m.llm.heads % p.tp == 0, "parallel.tp", p.tp,
       fmt::format("must divide model.llm.heads (= {}): tensor parallelism splits the heads", m.llm.heads));
+  x.require(p.tp <= m.llm.vocab, "parallel.tp", p.tp,
+            fmt::format("must be at most model.llm.vocab (= {}): the vocabulary is split over the group",
+                        m.llm.vocab));
   x.require(m.encoder.heads % p.encoder_tp == 0, "parallel.encoder_tp", p.encoder_tp,
             fmt::format("must divide model.encoder.heads (= {}): tensor parallelism splits the heads",
                         m.encoder.heads));

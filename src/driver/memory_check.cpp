@@ -55,7 +55,8 @@ std::string memory_shortfall(const RunConfig& config, int rank, const MemoryBudg
                                  budget.bytes / kGiB,
                                  budget.device ? "free memory of its GPU" : "MemAvailable of its node",
                                  budget.shared / kGiB, budget.sharing, budget.sharing == 1 ? "" : "s");
-  const auto parameters = static_cast<double>(parameter_count(config.model));
+  const double parameters =
+      need.parameters > 0.0 ? need.parameters : static_cast<double>(parameter_count(config.model));
   const std::string model_keys =
       "model.llm.width/layers/vocab/mlp_ratio and model.encoder.width/layers/mlp_ratio";
   if (!need.planned || need.state_bytes >= budget.bytes)

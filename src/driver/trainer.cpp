@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "minimllm/config/input_error.hpp"
 #include "minimllm/core/clock.hpp"
 #include "minimllm/core/device.hpp"
 #include "minimllm/core/phase.hpp"
@@ -31,6 +32,7 @@
 #include "minimllm/model/model.hpp"
 #include "minimllm/model/parameter_shards.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
+#include "minimllm/parallel/tensor_parallel_grid.hpp"
 #include "minimllm/plan/layout_source.hpp"
 #include "minimllm/plan/model_parallel.hpp"
 #include "minimllm/step/finite_check.hpp"
@@ -46,7 +48,12 @@ namespace minimllm {
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options) {
   std::ostream* log = world.is_root() ? options.log : nullptr;
   const ModelParallel grid = model_parallel_of(config);
-  require_runnable_grid(grid);  // data and context parallelism only
+  require_runnable_grid(grid);  // tensor, data and context parallelism
+  if (grid.tp > 1 && (!options.restart_path.empty() || !options.checkpoint_path.empty()))
+    throw InputError(
+        fmt::format("parallel.tp = {}: checkpoints hold the whole model and are not written or "
+                    "read under tensor parallelism yet; run without --checkpoint / --restart",
+                    grid.tp));
   // This run's own memory peak, not an earlier run's in the same process (--policy all).
   const bool own_peak = reset_peak_resident();
   double start_resident = resident_mib();
@@ -57,13 +64,21 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   // boundary exchange): NCCL on device memory where it can, MPI otherwise. Before the memory check, which
   // counts NCCL's staging for the distributed optimizer.
   const CollectivesChoice collectives = choose_collectives(world.comm, config.runtime.collectives);
+  const int per_node =
+      config.machine.ranks_per_node > 0 ? config.machine.ranks_per_node : ranks_per_node(world);
+  if (!grid.trivial()) validate_model_parallel(grid, world.size, per_node);
+  // The fixed tensor-parallel groups; the planners, the pool, the gradient synchronisation and the metrics
+  // work on `data`, the units at this rank's tensor-parallel position (the world itself without tp).
+  const TensorParallelGrid tensor_parallel(world, grid.tp, grid.encoder_tp, collectives.factory);
+  const World& data = tensor_parallel.data();
   // Memory feasibility (driver/memory_check.hpp), before the model's parameters (and again, with the
   // activations, before the workspace): a deck too large for this machine exits 2 here.
   const MemoryBudget budget = memory_budget(world, config.machine);
   MemoryNeed need;
-  const std::size_t parameters = parameter_count(config.model);
-  const int shards = optimizer_shards(config.parallel, world.size);
+  const std::size_t parameters = parameter_count(config.model, tensor_parallel.sharding());
+  const int shards = optimizer_shards(config.parallel, data.size);
   const double staging = collective_staging_bytes(parameters, shards, collectives.backend == "nccl");
+  need.parameters = static_cast<double>(parameters);
   need.state_bytes = training_state_bytes(parameters, shards) + staging;
   check_memory_fits(config, world, budget, need);
   // A restart's checkpoint is input: one that cannot be read or belongs to another run fails here (exit 2),
@@ -73,7 +88,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     restart = read_restart_point(options.restart_path, config, world, parameters);
   const int first_step = restart ? restart->next_step : 0;
   const Recompute recompute = recompute_from_string(config.runtime.recompute);
-  Model model(config.model, config.seed, precision, recompute);
+  Model model(config.model, config.seed, precision, recompute, tensor_parallel.sharding());
   TrainResult result;
   result.precision = to_string(precision);
   result.recompute = to_string(recompute);
@@ -84,8 +99,6 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   result.planning_gflops_per_rank = peak_choice.planning_gflops;
   result.collectives = collectives.backend;
   result.collectives_reason = collectives.reason;
-  const int per_node =
-      config.machine.ranks_per_node > 0 ? config.machine.ranks_per_node : ranks_per_node(world);
   // The calibration file is read on every rank: one that only some ranks can read fails them all.
   // A restart plans with what the checkpointed run planned with, so that its plans (and so its losses) are
   // the uninterrupted run's.
@@ -128,8 +141,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   // tp = pp = 1, checked above).
   if (!grid.trivial()) cost.model = unit_cost_model(cost.model, config, grid, world.size);
   cost.model.memory.state += staging;  // NCCL's scratch for the distributed optimizer (0 otherwise)
-  const LayoutSource layouts(config, world.size, cost.model);
-  const StepPlanner planner(sampler, layouts, world, model.linear_weight_in_attention_pairs());
+  const LayoutSource layouts(config, data.size, cost.model);
+  const StepPlanner planner(sampler, layouts, data, world, model.linear_weight_in_attention_pairs());
 
   // The first kEstimateSteps steps are planned before anything is written (a deck whose layout cannot fit
   // them fails here, InputError, and leaves no output file; a later step that cannot fails when planned);
@@ -180,8 +193,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     }
   }
   agree_on_error(world.comm, error);
-  CommPool pool(world.comm, config.parallel.comm_pool_capacity, collectives.factory);
-  // ZeRO-1 shards over the gradient communicator: the world, whatever groups the planners form.
+  CommPool pool(data.comm, config.parallel.comm_pool_capacity, collectives.factory);
+  // ZeRO-1 shards over the gradient communicator: the data world, whatever groups the planners form.
   AdamW optimizer = config.parallel.distributed_optimizer ? AdamW(model, config.optimizer, pool.gradients())
                                                           : AdamW(model, config.optimizer);
   result.optimizer_state_bytes = optimizer.state_bytes();
@@ -279,13 +292,13 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     const double step_seconds = now_seconds() - t_start + (was_ahead ? planned.planning_seconds : 0.0);
     heartbeat("step metrics");
     StepMetrics metrics =
-        reduce_step_metrics(world.comm, planned, outcome, step_seconds,
-                            pool_activity(pool.stats(), pool_before), result.peak_gflops_per_rank);
+        reduce_step_metrics(data.comm, planned, outcome, step_seconds,
+                            pool_activity(pool.stats(), pool_before), result.peak_gflops_per_rank, grid.tp);
     // Rank 0's HDF5 output, timed: the per-rank, plan and prediction rows, then the /steps row and flush.
     StepRecord& s = metrics.record;
     heartbeat("output");
     const double t_output = now_seconds();
-    if (out) out.append_step_tables(metrics, planned, world.size);
+    if (out) out.append_step_tables(metrics, planned, data.size);
     s.output_seconds = now_seconds() - t_output;  // the row's own append and flush follow
     if (out) out.append_step(s);
     const double t_written = now_seconds();

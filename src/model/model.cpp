@@ -35,27 +35,44 @@ namespace {
 
 constexpr std::uint64_t kInitStream = 0x1a17;
 
+// How a weight is cut over its stack's tensor-parallel group (tensor_parallel.hpp).
+enum class Split { none, rows, columns, qkv_columns };
+
 // Places tensors in one buffer: matrices first (weight-decayed), then vectors. A counting pass (no
 // buffer) measures both regions; a binding pass hands out views and records how to initialise them.
+// Under tensor parallelism each matrix is this rank's slice in the group set by use().
 class TensorBinder {
  public:
   struct Init {
     std::string name;
     std::size_t offset, count;
-    float std;  // 0: a norm weight, initialised to 1
+    float std;             // 0: a norm weight, initialised to 1
+    AxisSlice rows, cols;  // this rank's slice of the whole tensor (a vector: one row)
+    int replicas;          // TensorRange::replicas
   };
 
-  TensorBinder() = default;  // counting pass
-  TensorBinder(float* base, std::size_t vector_region) : base_(base), vector_next_(vector_region) {}
+  explicit TensorBinder(int llm_tp) : llm_tp_(llm_tp) {}  // counting pass
+  TensorBinder(int llm_tp, float* base, std::size_t vector_region)
+      : llm_tp_(llm_tp), base_(base), vector_next_(vector_region) {}
 
-  t_mat_um matrix(const std::string& name, int rows, int cols, float std) {
-    const std::size_t n = static_cast<std::size_t>(rows) * cols;
-    inits_.push_back({name, matrix_next_, n, std});
+  // The group of the tensors bound next (the encoder's or the LLM's).
+  void use(const TensorParallel& group) { group_ = group; }
+
+  t_mat_um matrix(const std::string& name, int rows, int cols, float std, Split split = Split::none) {
+    const AxisSlice whole_rows{rows}, whole_cols{cols};
+    const AxisSlice r = split == Split::rows ? AxisSlice{rows, 1, group_.rank, group_.size} : whole_rows;
+    const AxisSlice c = split == Split::columns       ? AxisSlice{cols, 1, group_.rank, group_.size}
+                        : split == Split::qkv_columns ? AxisSlice{cols, 3, group_.rank, group_.size}
+                                                      : whole_cols;
+    const std::size_t n = static_cast<std::size_t>(r.local()) * c.local();
+    const int replicas = split == Split::none ? llm_tp_ : llm_tp_ / group_.size;
+    inits_.push_back({name, matrix_next_, n, std, r, c, replicas});
     matrix_next_ += n;
-    return base_ ? t_mat_um(base_ + matrix_next_ - n, rows, cols) : t_mat_um();
+    return base_ ? t_mat_um(base_ + matrix_next_ - n, r.local(), c.local()) : t_mat_um();
   }
   t_vec_um vector(const std::string& name, int n) {
-    inits_.push_back({name, vector_next_, static_cast<std::size_t>(n), 0.0f});
+    inits_.push_back(
+        {name, vector_next_, static_cast<std::size_t>(n), 0.0f, AxisSlice{1}, AxisSlice{n}, llm_tp_});
     vector_next_ += n;
     return base_ ? t_vec_um(base_ + vector_next_ - n, n) : t_vec_um();
   }
@@ -64,6 +81,8 @@ class TensorBinder {
   const std::vector<Init>& inits() const { return inits_; }
 
  private:
+  int llm_tp_ = 1;
+  TensorParallel group_;
   float* base_ = nullptr;
   std::size_t matrix_next_ = 0, vector_next_ = 0;
   std::vector<Init> inits_;
@@ -74,19 +93,21 @@ BlockWeights bind_block(TensorBinder& b, const std::string& name, int width, int
   BlockWeights w;
   w.norm1 = b.vector(name + ".norm1", width);
   w.norm2 = b.vector(name + ".norm2", width);
-  w.qkv = b.matrix(name + ".qkv", width, 3 * width, std);
-  w.attn_out = b.matrix(name + ".attn_out", width, width, out_std);
-  w.mlp_in = b.matrix(name + ".mlp_in", width, hidden, std);
-  w.mlp_out = b.matrix(name + ".mlp_out", hidden, width, out_std);
+  // Megatron's split: QKV and MLP-in by columns (heads, hidden units), their outputs' layers by rows.
+  w.qkv = b.matrix(name + ".qkv", width, 3 * width, std, Split::qkv_columns);
+  w.attn_out = b.matrix(name + ".attn_out", width, width, out_std, Split::rows);
+  w.mlp_in = b.matrix(name + ".mlp_in", width, hidden, std, Split::columns);
+  w.mlp_out = b.matrix(name + ".mlp_out", hidden, width, out_std, Split::rows);
   return w;
 }
 
 // The one place that says which tensors the model has, in buffer order.
-ModelTensors bind_tensors(const ModelConfig& c, TensorBinder& b) {
+ModelTensors bind_tensors(const ModelConfig& c, const ModelSharding& sharding, TensorBinder& b) {
   const EncoderConfig& e = c.encoder;
   const LlmConfig& l = c.llm;
   const float std = c.init_std;
   ModelTensors t;
+  b.use(sharding.encoder);
   t.patch_embed = b.matrix("patch_embed", e.channels * e.patch * e.patch, e.width, std);
   // Residual-branch outputs are scaled down by depth (GPT-2) so the residual stream starts stable.
   const float enc_out_std = std / std::sqrt(2.0f * std::max(1, e.layers));
@@ -94,15 +115,16 @@ ModelTensors bind_tensors(const ModelConfig& c, TensorBinder& b) {
     t.encoder.push_back(
         bind_block(b, "encoder." + std::to_string(i), e.width, e.mlp_ratio * e.width, std, enc_out_std));
   t.encoder_norm = b.vector("encoder_norm", e.width);
-  t.projector_in = b.matrix("projector_in", e.width, l.width, std);
-  t.projector_out = b.matrix("projector_out", l.width, l.width, std);
-  t.token_embed = b.matrix("token_embed", l.vocab, l.width, std);
+  t.projector_in = b.matrix("projector_in", e.width, l.width, std, Split::columns);
+  t.projector_out = b.matrix("projector_out", l.width, l.width, std, Split::rows);
+  b.use(sharding.llm);
+  t.token_embed = b.matrix("token_embed", l.vocab, l.width, std, Split::rows);  // vocabulary-parallel
   const float llm_out_std = std / std::sqrt(2.0f * l.layers);
   for (int i = 0; i < l.layers; ++i)
     t.llm.push_back(
         bind_block(b, "llm." + std::to_string(i), l.width, l.mlp_ratio * l.width, std, llm_out_std));
   t.final_norm = b.vector("final_norm", l.width);
-  t.lm_head = b.matrix("lm_head", l.width, l.vocab, std);
+  t.lm_head = b.matrix("lm_head", l.width, l.vocab, std, Split::columns);
   return t;
 }
 
@@ -157,11 +179,33 @@ t_mat_strided columns(const t_mat& m, int first, int count) {
   return Kokkos::subview(m, Kokkos::ALL, Kokkos::make_pair(first, first + count));
 }
 
-// The sizes of a stack's block activations: rows, model width, MLP hidden width, heads, and the gathered
-// K|V rows under context parallelism (0 without).
+// The sizes of a stack's block activations: rows, model width, and this rank's share of the attention
+// width (its heads' Q, K or V), the MLP hidden width and the heads (all of them without tensor
+// parallelism); the gathered K|V rows under context parallelism (0 without).
 struct BlockDims {
-  int rows, width, hidden, heads, kv_rows;
+  int rows, width, attention_width, hidden, heads, kv_rows;
 };
+
+// A stack's block dimensions over `rows` rows on this rank of its tensor-parallel group.
+BlockDims block_dims(int rows, int width, int mlp_ratio, int heads, const TensorParallel& tp, int kv_rows) {
+  return {rows, width, width / tp.size, mlp_ratio * width / tp.size, heads / tp.size, kv_rows};
+}
+
+// The group's sum of this rank's partial result, in place (the all-reduce after a row-parallel layer,
+// Megatron's g; of an input's gradient after a column-parallel one, its f).
+void group_sum(const t_mat& m, const TensorParallel& tp) {
+  if (tp.size > 1) tp.comm->allreduce_sum(m.data(), m.size());
+}
+
+// out = residual on the group's first rank, 0 on the others: a row-parallel layer then accumulates into
+// out and group_sum adds the residual once.
+void residual_once(const t_mat& out, const t_mat& residual, const TensorParallel& tp) {
+  if (tp.rank == 0) {
+    Kokkos::deep_copy(out, residual);
+  } else {
+    Kokkos::deep_copy(out, 0.0f);
+  }
+}
 
 // A block's activations in three groups, by what recomputation drops.
 enum ActivationGroup : unsigned {
@@ -189,17 +233,17 @@ unsigned dropped_groups(Recompute mode) {
 void allocate_groups(BlockActivations& a, const BlockDims& d, unsigned groups, Keeper keeper) {
   if (groups & kBlockInput) a.x_in = uninitialized("act::x_in", d.rows, d.width, keeper);
   if (groups & kAttentionCore) {
-    a.attn = uninitialized("act::attn", d.rows, d.width, keeper);
+    a.attn = uninitialized("act::attn", d.rows, d.attention_width, keeper);
     a.lse = uninitialized("act::lse", d.rows, d.heads, keeper);
   }
   if (groups & kOtherActivations) {
     a.norm1 = uninitialized("act::norm1", d.rows, d.width, keeper);
-    a.qkv = uninitialized("act::qkv", d.rows, 3 * d.width, keeper);
+    a.qkv = uninitialized("act::qkv", d.rows, 3 * d.attention_width, keeper);
     a.x_mid = uninitialized("act::x_mid", d.rows, d.width, keeper);
     a.norm2 = uninitialized("act::norm2", d.rows, d.width, keeper);
     a.mlp_pre = uninitialized("act::mlp_pre", d.rows, d.hidden, keeper);
     a.mlp_act = uninitialized("act::mlp_act", d.rows, d.hidden, keeper);
-    a.kv_full = uninitialized("act::kv_full", d.kv_rows, 2 * d.width, keeper);
+    a.kv_full = uninitialized("act::kv_full", d.kv_rows, 2 * d.attention_width, keeper);
     a.rstd1 = uninitialized("act::rstd1", d.rows, keeper);
     a.rstd2 = uninitialized("act::rstd2", d.rows, keeper);
   }
@@ -223,12 +267,12 @@ BlockActivations complete(const BlockActivations& kept, const BlockDims& d, Reco
 // Workspace for one backward pass through a stack of blocks (reused by every block).
 struct BlockScratch {
   t_mat d_hidden, d_norm, d_attn, d_qkv, d_kv_full;
-  BlockScratch(int rows, int width, int hidden, int kv_rows = 0)
-      : d_hidden(uninitialized("grad::d_hidden", rows, hidden)),
-        d_norm(uninitialized("grad::d_norm", rows, width)),
-        d_attn(uninitialized("grad::d_attn", rows, width)),
-        d_qkv(uninitialized("grad::d_qkv", rows, 3 * width)),
-        d_kv_full(uninitialized("grad::d_kv_full", kv_rows, 2 * width)) {}
+  explicit BlockScratch(const BlockDims& d)
+      : d_hidden(uninitialized("grad::d_hidden", d.rows, d.hidden)),
+        d_norm(uninitialized("grad::d_norm", d.rows, d.width)),
+        d_attn(uninitialized("grad::d_attn", d.rows, d.attention_width)),
+        d_qkv(uninitialized("grad::d_qkv", d.rows, 3 * d.attention_width)),
+        d_kv_full(uninitialized("grad::d_kv_full", d.kv_rows, 2 * d.attention_width)) {}
 };
 
 // Under context parallelism: the group's K|V rows, gathered from every member's qkv (a collective).
@@ -246,16 +290,19 @@ void attention_core_forward(BlockActivations& a, const AttentionSegments& segs, 
                     columns(keys, key_col + width, width), segs, shape, a.attn, a.lse);
 }
 
-// A pre-norm block's activations from x_in, up to the MLP's activation (all the backward needs).
+// A pre-norm block's activations from x_in, up to the MLP's activation (all the backward needs). Under
+// tensor parallelism this rank's heads and hidden units; x_mid is the group's sum.
 void block_activations_forward(const BlockWeights& w, BlockActivations& a, const AttentionSegments& segs,
-                               AttentionShape shape, KvExchange* kv, GemmPrecision p) {
+                               AttentionShape shape, KvExchange* kv, GemmPrecision p,
+                               const TensorParallel& tp) {
   const int width = shape.heads * shape.head_dim;
   rmsnorm_forward(a.x_in, w.norm1, a.norm1, a.rstd1);
   gemm(Trans::no, Trans::no, 1.0f, a.norm1, w.qkv, 0.0f, a.qkv, p);
   gather_keys_and_values(a, kv, width);
   attention_core_forward(a, segs, shape, kv != nullptr);
-  Kokkos::deep_copy(a.x_mid, a.x_in);
+  residual_once(a.x_mid, a.x_in, tp);
   gemm(Trans::no, Trans::no, 1.0f, a.attn, w.attn_out, 1.0f, a.x_mid, p);
+  group_sum(a.x_mid, tp);
   rmsnorm_forward(a.x_mid, w.norm2, a.norm2, a.rstd2);
   gemm(Trans::no, Trans::no, 1.0f, a.norm2, w.mlp_in, 0.0f, a.mlp_pre, p);
   gelu_forward(a.mlp_pre, a.mlp_act);
@@ -263,10 +310,12 @@ void block_activations_forward(const BlockWeights& w, BlockActivations& a, const
 
 // x_out = x_in + attn(norm1(x_in)) + mlp(norm2(...)): pre-norm transformer block.
 void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_out,
-                   const AttentionSegments& segs, AttentionShape shape, KvExchange* kv, GemmPrecision p) {
-  block_activations_forward(w, a, segs, shape, kv, p);
-  Kokkos::deep_copy(x_out, a.x_mid);
+                   const AttentionSegments& segs, AttentionShape shape, KvExchange* kv, GemmPrecision p,
+                   const TensorParallel& tp) {
+  block_activations_forward(w, a, segs, shape, kv, p, tp);
+  residual_once(x_out, a.x_mid, tp);
   gemm(Trans::no, Trans::no, 1.0f, a.mlp_act, w.mlp_out, 1.0f, x_out, p);
+  group_sum(x_out, tp);
 }
 
 // Recomputes what the forward dropped (dropped_groups) into `a`, by the forward's own operations on the
@@ -274,15 +323,16 @@ void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_ou
 // parallelism with the K|V all-gather again (every group member recomputes its blocks in the same order,
 // so the collectives match); selective: the attention core from the kept qkv (and kv_full).
 void recompute_dropped(const BlockWeights& w, BlockActivations& a, const AttentionSegments& segs,
-                       AttentionShape shape, KvExchange* kv, GemmPrecision p, Recompute mode) {
-  if (mode == Recompute::full) block_activations_forward(w, a, segs, shape, kv, p);
+                       AttentionShape shape, KvExchange* kv, GemmPrecision p, Recompute mode,
+                       const TensorParallel& tp) {
+  if (mode == Recompute::full) block_activations_forward(w, a, segs, shape, kv, p, tp);
   if (mode == Recompute::selective) attention_core_forward(a, segs, shape, kv != nullptr);
 }
 
 // On entry dx is the gradient of the block's output; on exit, of its input. Weight gradients accumulate.
 void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockActivations& a, const t_mat& dx,
                     const AttentionSegments& segs, AttentionShape shape, BlockScratch& s, KvExchange* kv,
-                    GemmPrecision p, GradientListener* ready) {
+                    GemmPrecision p, const TensorParallel& tp, GradientListener* ready) {
   const int width = shape.heads * shape.head_dim;
   // Between the larger kernels, a chance for communication in flight (the gradient buckets) to progress.
   const auto poke = [ready] {
@@ -294,6 +344,7 @@ void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockAct
   gelu_backward(s.d_hidden, a.mlp_pre, s.d_hidden);
   gemm(Trans::yes, Trans::no, 1.0f, a.norm2, s.d_hidden, 1.0f, g.mlp_in, p);
   gemm(Trans::no, Trans::yes, 1.0f, s.d_hidden, w.mlp_in, 0.0f, s.d_norm, p);
+  group_sum(s.d_norm, tp);
   poke();
   rmsnorm_backward(s.d_norm, a.x_mid, w.norm2, a.rstd2, dx, g.norm2);
 
@@ -312,11 +363,13 @@ void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockAct
   poke();
   gemm(Trans::yes, Trans::no, 1.0f, a.norm1, s.d_qkv, 1.0f, g.qkv, p);
   gemm(Trans::no, Trans::yes, 1.0f, s.d_qkv, w.qkv, 0.0f, s.d_norm, p);
+  group_sum(s.d_norm, tp);
   rmsnorm_backward(s.d_norm, a.x_in, w.norm1, a.rstd1, dx, g.norm1);
 }
 
-// What every block of a stack's pass shares: the activations' sizes, the attention segments and shape,
-// the K|V exchange (context parallelism; else null), the GEMM precision and what the blocks keep.
+// What every block of a stack's pass shares: the activations' sizes, the attention segments and shape
+// (this rank's heads), the K|V exchange (context parallelism; else null), the GEMM precision, what the
+// blocks keep and the stack's tensor-parallel group.
 struct StackPass {
   BlockDims dims;
   const AttentionSegments& segs;
@@ -324,12 +377,14 @@ struct StackPass {
   KvExchange* kv;
   GemmPrecision precision;
   Recompute mode;
+  const TensorParallel& tp;
 };
 
 // The encoder's blocks over the input's patches (attention within each image).
-StackPass encoder_stack(const EncoderConfig& e, const EncoderInput& input, GemmPrecision p, Recompute mode) {
-  const BlockDims dims{input.patches, e.width, e.mlp_ratio * e.width, e.heads, 0};
-  return {dims, input.segments, {e.heads, e.width / e.heads}, nullptr, p, mode};
+StackPass encoder_stack(const EncoderConfig& e, const EncoderInput& input, GemmPrecision p, Recompute mode,
+                        const TensorParallel& tp) {
+  const BlockDims dims = block_dims(input.patches, e.width, e.mlp_ratio, e.heads, tp, 0);
+  return {dims, input.segments, {dims.heads, e.width / e.heads}, nullptr, p, mode, tp};
 }
 
 // A block's forward into the activations it keeps, the others in a scope released after it.
@@ -337,7 +392,7 @@ void forward_keeping(const StackPass& pass, const BlockWeights& w, const BlockAc
                      const t_mat& x_out) {
   const WorkspaceScope block_scope;
   BlockActivations a = complete(kept, pass.dims, pass.mode);
-  block_forward(w, a, x_out, pass.segs, pass.shape, pass.kv, pass.precision);
+  block_forward(w, a, x_out, pass.segs, pass.shape, pass.kv, pass.precision, pass.tp);
 }
 
 // A block's backward after recomputing what its forward dropped, into a scope released after it.
@@ -346,8 +401,8 @@ void recompute_and_backward(const StackPass& pass, const BlockWeights& w, const 
                             GradientListener* ready) {
   const WorkspaceScope block_scope;
   BlockActivations a = complete(kept, pass.dims, pass.mode);
-  recompute_dropped(w, a, pass.segs, pass.shape, pass.kv, pass.precision, pass.mode);
-  block_backward(w, g, a, dx, pass.segs, pass.shape, scratch, pass.kv, pass.precision, ready);
+  recompute_dropped(w, a, pass.segs, pass.shape, pass.kv, pass.precision, pass.mode, pass.tp);
+  block_backward(w, g, a, dx, pass.segs, pass.shape, scratch, pass.kv, pass.precision, pass.tp, ready);
 }
 
 // Forward+backward FLOPs of a linear layer [in, out] applied to `rows` rows (dX and dW in backward).
@@ -369,25 +424,31 @@ double llm_linear_flops(double rows, const LlmConfig& llm) {
 
 }  // namespace
 
-std::size_t parameter_count(const ModelConfig& config) {
-  TensorBinder counter;
-  bind_tensors(config, counter);
+std::size_t parameter_count(const ModelConfig& config, const ModelSharding& sharding) {
+  TensorBinder counter(sharding.llm.size);
+  bind_tensors(config, sharding, counter);
   return counter.matrix_elements() + counter.vector_elements();
 }
 
-Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision, Recompute recompute)
-    : config_(config), precision_(precision), recompute_(recompute) {
-  TensorBinder counter;
-  bind_tensors(config_, counter);
+std::size_t parameter_count(const ModelConfig& config) { return parameter_count(config, ModelSharding{}); }
+
+Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision, Recompute recompute,
+             const ModelSharding& sharding)
+    : config_(config), precision_(precision), recompute_(recompute), sharding_(sharding) {
+  const int tp = sharding_.llm.size;
+  first_vocab_id_ = AxisSlice{config_.llm.vocab, 1, sharding_.llm.rank, tp}.begin(sharding_.llm.rank);
+  TensorBinder counter(tp);
+  bind_tensors(config_, sharding_, counter);
   decayed_count_ = counter.matrix_elements();
   const std::size_t total = counter.matrix_elements() + counter.vector_elements();
   params_ = t_vec("model::params", total);
   grads_ = t_vec("model::grads", total);
-  TensorBinder param_binder(params_.data(), decayed_count_), grad_binder(grads_.data(), decayed_count_);
-  weights_ = bind_tensors(config_, param_binder);
-  weight_grads_ = bind_tensors(config_, grad_binder);
+  TensorBinder param_binder(tp, params_.data(), decayed_count_),
+      grad_binder(tp, grads_.data(), decayed_count_);
+  weights_ = bind_tensors(config_, sharding_, param_binder);
+  weight_grads_ = bind_tensors(config_, sharding_, grad_binder);
   for (const auto& init : param_binder.inits())
-    tensor_ranges_.push_back({init.name, init.offset, init.count});
+    tensor_ranges_.push_back({init.name, init.offset, init.count, init.replicas, init.rows, init.cols});
   std::size_t in_units = 0;
   for (const auto& [name, tensors] : unit_tensor_names(config_)) {
     GradientUnit unit{name, {}};
@@ -400,12 +461,13 @@ Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precis
   if (in_units != tensor_ranges_.size())
     throw std::logic_error("Model: the gradient units do not cover every tensor exactly once");
 
-  // Initial values depend only on (seed, tensor, element): identical on every rank.
+  // Initial values depend only on (seed, tensor, element of the whole tensor): identical on every rank,
+  // and a tensor-parallel slice holds the whole model's values.
   auto host = Kokkos::create_mirror_view(params_);
   const auto& inits = param_binder.inits();
   for (std::size_t t = 0; t < inits.size(); ++t)
     for (std::size_t i = 0; i < inits[t].count; ++i) {
-      const std::uint64_t h = hash_coords({seed, kInitStream, t, i});
+      const std::uint64_t h = hash_coords({seed, kInitStream, t, whole_tensor_index(tensor_ranges_[t], i)});
       host(inits[t].offset + i) =
           inits[t].std == 0.0f ? 1.0f : inits[t].std * static_cast<float>(standard_normal(h, splitmix64(h)));
     }
@@ -417,13 +479,15 @@ void Model::zero_grads() { Kokkos::deep_copy(grads_, 0.0f); }
 void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts) const {
   const EncoderConfig& e = config_.encoder;
   const int rows = input.patches, width = e.width;
-  const StackPass pass = encoder_stack(e, input, precision_, recompute_);
+  const StackPass pass = encoder_stack(e, input, precision_, recompute_, sharding_.encoder);
+  // The projector's hidden units: this rank's slice (column-parallel in, row-parallel out).
+  const int projector_hidden = static_cast<int>(weights_.projector_in.extent(1));
   acts.blocks = allocate_kept(e.layers, pass.dims, recompute_, Keeper::caller);
   acts.x_final = uninitialized("enc::x_final", rows, width, Keeper::caller);
   acts.normed = uninitialized("enc::normed", rows, width, Keeper::caller);
   acts.rstd = uninitialized("enc::rstd", rows, Keeper::caller);
-  acts.proj_pre = uninitialized("enc::proj_pre", rows, config_.llm.width, Keeper::caller);
-  acts.proj_act = uninitialized("enc::proj_act", rows, config_.llm.width, Keeper::caller);
+  acts.proj_pre = uninitialized("enc::proj_pre", rows, projector_hidden, Keeper::caller);
+  acts.proj_act = uninitialized("enc::proj_act", rows, projector_hidden, Keeper::caller);
   acts.embeddings = uninitialized("enc::embeddings", rows, config_.llm.width, Keeper::caller);
   if (rows == 0) return;
   const WorkspaceScope scope(workspace_);  // the kernels' temporaries
@@ -438,29 +502,31 @@ void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts)
   gemm(Trans::no, Trans::no, 1.0f, acts.normed, w.projector_in, 0.0f, acts.proj_pre, precision_);
   gelu_forward(acts.proj_pre, acts.proj_act);
   gemm(Trans::no, Trans::no, 1.0f, acts.proj_act, w.projector_out, 0.0f, acts.embeddings, precision_);
+  group_sum(acts.embeddings, sharding_.encoder);
 }
 
 void Model::encoder_backward(const EncoderInput& input, const EncoderActivations& acts,
                              const t_mat& d_embeddings, GradientListener* ready) {
   const EncoderConfig& e = config_.encoder;
-  const int rows = input.patches, width = e.width, hidden = e.mlp_ratio * e.width;
+  const int rows = input.patches, width = e.width;
   const int first_unit = llm_gradient_units(), units = static_cast<int>(gradient_units_.size());
   if (rows == 0) return report_ready(ready, first_unit, units);
-  const StackPass pass = encoder_stack(e, input, precision_, recompute_);
+  const StackPass pass = encoder_stack(e, input, precision_, recompute_, sharding_.encoder);
   const ModelTensors &w = weights_, &g = weight_grads_;
   const WorkspaceScope scope(workspace_);
 
-  t_mat d_proj = uninitialized("enc::d_proj", rows, config_.llm.width);
+  t_mat d_proj = uninitialized("enc::d_proj", rows, static_cast<int>(w.projector_in.extent(1)));
   gemm(Trans::no, Trans::yes, 1.0f, d_embeddings, w.projector_out, 0.0f, d_proj, precision_);
   gemm(Trans::yes, Trans::no, 1.0f, acts.proj_act, d_embeddings, 1.0f, g.projector_out, precision_);
   gelu_backward(d_proj, acts.proj_pre, d_proj);
   gemm(Trans::yes, Trans::no, 1.0f, acts.normed, d_proj, 1.0f, g.projector_in, precision_);
   t_mat d_normed = uninitialized("enc::d_normed", rows, width);
   gemm(Trans::no, Trans::yes, 1.0f, d_proj, w.projector_in, 0.0f, d_normed, precision_);
+  group_sum(d_normed, sharding_.encoder);
   const t_mat dx = zeroed("enc::dx", rows, width);
   rmsnorm_backward(d_normed, acts.x_final, w.encoder_norm, acts.rstd, dx, g.encoder_norm);
   report_ready(ready, first_unit, first_unit + 1);
-  BlockScratch scratch(rows, width, hidden);
+  BlockScratch scratch(pass.dims);
   for (int l = e.layers - 1; l >= 0; --l) {
     recompute_and_backward(pass, w.encoder[l], g.encoder[l], acts.blocks[l], dx, scratch, ready);
     const int unit = first_unit + e.layers - l;
@@ -474,20 +540,27 @@ void Model::encoder_backward(const EncoderInput& input, const EncoderActivations
 double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& received, float grad_scale,
                                    const t_mat& d_received, KvExchange* kv, GradientListener* ready) {
   const LlmConfig& c = config_.llm;
-  const int rows = input.tokens, width = c.width, hidden = c.mlp_ratio * c.width;
+  const TensorParallel& tp = sharding_.llm;
+  const int rows = input.tokens, width = c.width;
   if (rows == 0 && !kv) {
     report_ready(ready, 0, llm_gradient_units());
     return 0.0;
   }
   const int kv_rows = kv ? kv->full_rows() : 0;
-  const BlockDims dims{rows, width, hidden, c.heads, kv_rows};
-  const StackPass pass{dims, input.segments, {c.heads, c.width / c.heads}, kv, precision_, recompute_};
+  const BlockDims dims = block_dims(rows, width, c.mlp_ratio, c.heads, tp, kv_rows);
+  const StackPass pass{dims, input.segments, {dims.heads, c.width / c.heads}, kv, precision_, recompute_, tp};
   const ModelTensors &w = weights_, &g = weight_grads_;
   const WorkspaceScope scope(workspace_);  // every activation and temporary of this micro-batch
 
   const std::vector<BlockActivations> blocks = allocate_kept(c.layers, pass.dims, recompute_, Keeper::pass);
   t_mat x_final = uninitialized("llm::x_final", rows, width);
-  embedding_forward(input.text_ids, input.text_rows, w.token_embed, blocks[0].x_in);
+  if (tp.size > 1) {  // vocabulary-parallel: each rank its slice's ids, the group's sum every row
+    Kokkos::deep_copy(blocks[0].x_in, 0.0f);
+    embedding_slice_forward(input.text_ids, input.text_rows, w.token_embed, first_vocab_id_, blocks[0].x_in);
+    group_sum(blocks[0].x_in, tp);
+  } else {
+    embedding_forward(input.text_ids, input.text_rows, w.token_embed, blocks[0].x_in);
+  }
   copy_rows(received, input.image_src_rows, blocks[0].x_in, input.image_rows);
   for (int l = 0; l < c.layers; ++l)
     forward_keeping(pass, w.llm[l], blocks[l], l + 1 < c.layers ? blocks[l + 1].x_in : x_final);
@@ -497,22 +570,45 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
   // The LM head and the loss in chunks of rows: never a [rows, vocab] logits matrix.
   t_vec losses = uninitialized("llm::losses", rows);
   t_mat d_normed = uninitialized("llm::d_normed", rows, width);
-  lm_head_xent_forward_backward(normed, w.lm_head, input.targets, grad_scale, losses, g.lm_head, d_normed,
-                                precision_);
+  if (tp.size > 1) {
+    vocab_parallel_loss(normed, input.targets, grad_scale, losses, d_normed);
+  } else {
+    lm_head_xent_forward_backward(normed, w.lm_head, input.targets, grad_scale, losses, g.lm_head, d_normed,
+                                  precision_);
+  }
   const double loss_sum = sum(losses);
 
   const t_mat dx = zeroed("llm::dx", rows, width);
   rmsnorm_backward(d_normed, x_final, w.final_norm, rstd, dx, g.final_norm);
   report_ready(ready, 0, 1);
-  BlockScratch scratch(rows, width, hidden, kv_rows);
+  BlockScratch scratch(pass.dims);
   for (int l = c.layers - 1; l >= 0; --l) {
     recompute_and_backward(pass, w.llm[l], g.llm[l], blocks[l], dx, scratch, ready);
     report_ready(ready, c.layers - l, c.layers - l + 1);
   }
-  embedding_backward(input.text_ids, input.text_rows, dx, g.token_embed);
+  embedding_slice_backward(input.text_ids, input.text_rows, dx, first_vocab_id_, g.token_embed);
   report_ready(ready, c.layers + 1, c.layers + 2);
   copy_rows(dx, input.image_rows, d_received, input.image_src_rows);
   return loss_sum;
+}
+
+void Model::vocab_parallel_loss(const t_mat& normed, const t_ivec_const& targets, float grad_scale,
+                                const t_vec& losses, const t_mat& d_normed) {
+  const TensorParallel& tp = sharding_.llm;
+  const int rows = static_cast<int>(normed.extent(0));
+  const int chunk_rows = std::min(rows, lm_head_chunk_rows(config_.llm.vocab));
+  // Each chunk's rows' (max, sum of exp, target logit), gathered slice-major over the group.
+  const t_mat gathered = uninitialized("llm::softmax_stats", tp.size * chunk_rows, 3);
+  const SoftmaxStatsCombine combine = [&](const t_mat& stats) {
+    const std::size_t floats = stats.size();
+    const t_mat all = Kokkos::subview(
+        gathered, std::make_pair(0, tp.size * static_cast<int>(stats.extent(0))), Kokkos::ALL());
+    tp.comm->allgatherv(stats.data(), floats, all.data(), std::vector<std::size_t>(tp.size, floats));
+    combine_softmax_stats(all, tp.size, stats);
+  };
+  lm_head_xent_vocab_slice(normed, weights_.lm_head, first_vocab_id_, targets, grad_scale, losses,
+                           weight_grads_.lm_head, d_normed, precision_, std::max(1, chunk_rows), combine);
+  group_sum(d_normed, tp);
 }
 
 double Model::encoder_flops(const EncoderInput& enc) const {
@@ -520,15 +616,16 @@ double Model::encoder_flops(const EncoderInput& enc) const {
   const double p = enc.patches;
   double flops = 4.0 * p * e.channels * e.patch * e.patch * e.width;  // patch embedding: no pixel gradient
   flops += e.layers * (block_flops(p, e.width, e.mlp_ratio * e.width) + 12.0 * enc.attention_pairs * e.width);
-  return flops + linear_flops(p, e.width, config_.llm.width) +
-         linear_flops(p, config_.llm.width, config_.llm.width);
+  flops +=
+      linear_flops(p, e.width, config_.llm.width) + linear_flops(p, config_.llm.width, config_.llm.width);
+  return flops / sharding_.llm.size;
 }
 
 double Model::llm_flops(const LlmInput& llm) const {
   const LlmConfig& c = config_.llm;
   const double t = llm.tokens;
   // Attention: 4 FLOPs per visible pair and feature forward, twice that backward.
-  return llm_linear_flops(t, c) + c.layers * 12.0 * llm.attention_pairs * c.width;
+  return (llm_linear_flops(t, c) + c.layers * 12.0 * llm.attention_pairs * c.width) / sharding_.llm.size;
 }
 
 double linear_weight_in_attention_pairs(const LlmConfig& c) {

@@ -65,13 +65,11 @@ void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per
 void require_runnable_grid(const ModelParallel& grid) {
   const auto refuse = [](const char* key, int value) {
     throw InputError(fmt::format(
-        "{} = {}: runs have data and context parallelism only (1 here); `minimllm simulate` models tensor "
-        "and pipeline parallelism (docs/PARALLELISM.md, \"The 4-D layout\")",
+        "{} = {}: runs have tensor, data and context parallelism (1 here); `minimllm simulate` models "
+        "pipeline parallelism (docs/PARALLELISM.md, \"The 4-D layout\")",
         key, value));
   };
-  if (grid.tp != 1) refuse("parallel.tp", grid.tp);
   if (grid.pp != 1) refuse("parallel.pp", grid.pp);
-  if (grid.encoder_tp != 1) refuse("parallel.encoder_tp", grid.encoder_tp);
   if (grid.encoder_stage) refuse("parallel.encoder_stage", 1);
 }
 

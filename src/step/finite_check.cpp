@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -38,9 +39,27 @@ std::int64_t first_non_finite_gradient(const Model& model, const SynchronisedGra
 
 }  // namespace
 
+// Under tensor parallelism: the sum of squares of this rank's part of the gradient with each element
+// divided by its replicas in the LLM's tensor-parallel group, so that the group's sum counts every element
+// of the whole model once.
+double tensor_parallel_share(const Model& model, const SynchronisedGradient& gradient) {
+  const ShardRange r = gradient.range;
+  double own = 0.0;
+  for (const TensorRange& t : model.tensor_ranges()) {
+    const std::size_t begin = std::max(t.offset, r.offset),
+                      end = std::min(t.offset + t.count, r.offset + r.count);
+    if (begin < end)
+      own += sum_of_squares(Kokkos::subview(model.grads(), std::make_pair(begin, end))) / t.replicas;
+  }
+  return own;
+}
+
 double gradient_norm(const Model& model, const SynchronisedGradient& gradient) {
-  const double own = sum_of_squares(synchronised_part(model, gradient));
-  return std::sqrt(gradient.shards ? gradient.shards->allreduce_sum(own) : own);
+  const TensorParallel& tp = model.sharding().llm;
+  double own = tp.size > 1 ? tensor_parallel_share(model, gradient)
+                           : sum_of_squares(synchronised_part(model, gradient));
+  if (gradient.shards) own = gradient.shards->allreduce_sum(own);
+  return std::sqrt(tp.size > 1 ? tp.comm->allreduce_sum(own) : own);
 }
 
 void check_finite_step(const Model& model, int step, double loss, double grad_norm,

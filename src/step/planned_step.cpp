@@ -23,7 +23,15 @@ PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_s
 
 StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& world,
                          double linear_weight)
-    : sampler_(sampler), layouts_(layouts), world_(world), linear_weight_(linear_weight) {}
+    : StepPlanner(sampler, layouts, world, world, linear_weight) {}
+
+StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& units,
+                         const World& agreement, double linear_weight)
+    : sampler_(sampler),
+      layouts_(layouts),
+      world_(units),
+      agreement_(agreement),
+      linear_weight_(linear_weight) {}
 
 PlannedStep StepPlanner::with_plan(GlobalBatch batch, StepPlan plan) const {
   PlannedStep planned =
@@ -41,7 +49,7 @@ PlannedStep StepPlanner::plan(int step) const {
   if (layouts_.deterministic()) {
     StepPlan plan = layouts_.plan(batch);
     planned = with_plan(std::move(batch), std::move(plan));
-  } else if (world_.rank == 0) {
+  } else if (agreement_.is_root()) {
     try {
       StepPlan plan = layouts_.plan(batch);
       planned = with_plan(std::move(batch), std::move(plan));
@@ -66,7 +74,7 @@ void StepPlanner::agree(PlannedStep& planned) const {
   // Rank 0's outcome: 0 a plan, 1 invalid input, 2 another failure; then the plan's bytes or the message.
   long long header[2] = {0, 0};
   std::string bytes;
-  if (world_.rank == 0) {
+  if (agreement_.is_root()) {
     if (planned.planning_error) {
       try {
         std::rethrow_exception(planned.planning_error);
@@ -82,11 +90,11 @@ void StepPlanner::agree(PlannedStep& planned) const {
     }
     header[1] = static_cast<long long>(bytes.size());
   }
-  MPI_Bcast(header, 2, MPI_LONG_LONG, 0, world_.comm);
+  MPI_Bcast(header, 2, MPI_LONG_LONG, 0, agreement_.comm);
   bytes.resize(static_cast<size_t>(header[1]));
   for (long long at = 0; at < header[1];) {  // in pieces MPI's int counts can name
     const int count = static_cast<int>(std::min<long long>(header[1] - at, 1 << 30));
-    MPI_Bcast(&bytes[at], count, MPI_CHAR, 0, world_.comm);
+    MPI_Bcast(&bytes[at], count, MPI_CHAR, 0, agreement_.comm);
     at += count;
   }
   if (header[0] == 1) throw InputError(bytes);
@@ -107,7 +115,7 @@ void StepPlanner::agree(PlannedStep& planned) const {
       code = 1, message = fmt::format("step {}: rank 0's plan: {}", planned.step, e.what());
     }
   }
-  const RankFailure failure = agree_on_failure(world_.comm, code, message);
+  const RankFailure failure = agree_on_failure(agreement_.comm, code, message);
   if (failure) throw AgreedFailure(failure.rank, failure.message);
   planned.planning_seconds += host_seconds() - t0;
 }

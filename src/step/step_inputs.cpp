@@ -12,7 +12,7 @@
 namespace minimllm {
 
 StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned, const StepComms& comms,
-                              int width) {
+                              int width, int attention_width) {
   const TransferCounts before = transfer_counts();
   const GlobalBatch& batch = planned.batch;
   const RankWork& work = planned.work;
@@ -44,7 +44,7 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
   in.kv.resize(work.micro_batches.size());
   if (work.group_ranks.size() > 1) {
     for (size_t m = 0; m < in.kv.size(); ++m)
-      in.kv[m] = std::make_unique<KvExchange>(comms.llm_group, work.micro_batches[m], 2 * width);
+      in.kv[m] = std::make_unique<KvExchange>(comms.llm_group, work.micro_batches[m], 2 * attention_width);
   }
   in.transfers = transfer_counts() - before;
   return in;

@@ -51,7 +51,8 @@ CommPoolStats pool_activity(const CommPoolStats& now, const CommPoolStats& befor
 }
 
 StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, const StepOutcome& outcome,
-                                double step_seconds, const CommPoolStats& pool, double peak_gflops_per_rank) {
+                                double step_seconds, const CommPoolStats& pool, double peak_gflops_per_rank,
+                                int ranks_per_unit) {
   StepMetrics m;
   // Per-rank values go to rank 0 first: this collective, not the timed output after it, absorbs any
   // wait for a rank that is late (e.g. descheduled on a shared node).
@@ -80,7 +81,7 @@ StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, cons
                     static_cast<double>(pool.evictions),
                     static_cast<double>(outcome.movement_bytes)};
   MPI_Allreduce(MPI_IN_PLACE, sums, 6, MPI_DOUBLE, MPI_SUM, world);
-  s.model_flops = sums[0];
+  s.model_flops = sums[0] * ranks_per_unit;
   s.boundary_bytes = static_cast<std::int64_t>(sums[1]);
   s.comm_hits = static_cast<std::int64_t>(sums[2]);
   s.comm_creations = static_cast<std::int64_t>(sums[3]);
@@ -98,7 +99,7 @@ StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, cons
   s.loss_targets = batch.loss_targets();
   s.samples = static_cast<int>(batch.samples.size());
   s.tokens_per_second = (s.text_tokens + s.image_tokens) / s.step_seconds;
-  s.mfu = s.model_flops / s.step_seconds / (peak_gflops_per_rank * 1e9 * ranks);
+  s.mfu = s.model_flops / s.step_seconds / (peak_gflops_per_rank * 1e9 * ranks * ranks_per_unit);
   s.predicted_seconds = planned.prediction.makespan;
   s.lower_bound_seconds = planned.prediction.lower_bound;
   s.intra_node_bytes = static_cast<std::int64_t>(planned.traffic.intra_node_bytes);

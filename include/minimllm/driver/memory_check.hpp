@@ -30,6 +30,7 @@ MemoryBudget memory_budget(const World& world, const MachineConfig& machine);
 // What the run will hold per rank: parameters, gradients and AdamW moments (state), and the
 // activations and workspace of the largest planned pass (0 before planning).
 struct MemoryNeed {
+  double parameters = 0.0;  // this rank's (a slice of the model's under tensor parallelism)
   double state_bytes = 0.0;
   double activation_bytes = 0.0;
   PeakWork peak;

@@ -12,6 +12,14 @@ void embedding_forward(const t_ivec_const& ids, const t_ivec_const& rows, const 
 void embedding_backward(const t_ivec_const& ids, const t_ivec_const& rows, const t_mat_const& dout,
                         const t_mat& dtable);
 
+// Vocabulary-parallel: `table` holds ids [first_id, first_id + table rows) of the vocabulary (this rank's
+// slice). out(rows(i), :) = table(ids(i) - first_id, :) for an id in the slice, 0 for any other (the
+// tensor-parallel group's sum then holds every row's embedding); dtable accumulates the slice's ids only.
+void embedding_slice_forward(const t_ivec_const& ids, const t_ivec_const& rows, const t_mat_const& table,
+                             int first_id, const t_mat& out);
+void embedding_slice_backward(const t_ivec_const& ids, const t_ivec_const& rows, const t_mat_const& dout,
+                              int first_id, const t_mat& dtable);
+
 // dst(dst_rows(i), :) = src(src_rows(i), :) for every i; rows of dst named at most once.
 void copy_rows(const t_mat_const& src, const t_ivec_const& src_rows, const t_mat& dst,
                const t_ivec_const& dst_rows);

@@ -1,6 +1,8 @@
 // Softmax cross-entropy fused with its gradient (the LM head's logits are the largest activation).
 #pragma once
 
+#include <functional>
+
 #include "minimllm/core/types.hpp"
 #include "minimllm/kernels/gemm.hpp"
 
@@ -33,6 +35,23 @@ void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const&
 void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const& lm_head,
                                    const t_ivec_const& targets, float grad_scale, const t_vec& losses,
                                    const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision);
+
+// Vocabulary-parallel (Megatron-LM's cross-entropy over a tensor-parallel group): this rank's lm_head holds
+// columns [first_col, first_col + lm_head cols) of the vocabulary. Per chunk of rows, after the slice's
+// logits, `combine` must replace each row's partial statistics of this slice, stats(r, :) = (max logit,
+// sum of exp(logit - that max), the target's logit or 0 where the target is not in the slice), by the
+// whole vocabulary's (an all-gather over the group and combine_softmax_stats); then the loss and dlogits
+// follow as softmax_xent_forward_backward's, and d_lm_head accumulates this slice's columns. d_normed
+// (overwritten) is this slice's part of the gradient: the group's sum is the whole one.
+using SoftmaxStatsCombine = std::function<void(const t_mat& stats)>;
+void lm_head_xent_vocab_slice(const t_mat_const& normed, const t_mat_const& lm_head, int first_col,
+                              const t_ivec_const& targets, float grad_scale, const t_vec& losses,
+                              const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision,
+                              int chunk_rows, const SoftmaxStatsCombine& combine);
+// stats [rows, 3] = the whole vocabulary's statistics from `slices` slices' [slices x rows, 3] (slice-major,
+// as an all-gather lays them out): the largest max, the sums rescaled to it and added, the target logits
+// added.
+void combine_softmax_stats(const t_mat_const& gathered, int slices, const t_mat& stats);
 
 // Sum of a vector (deterministic).
 double sum(const t_vec_const& v);

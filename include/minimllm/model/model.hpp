@@ -14,6 +14,7 @@
 #include "minimllm/kernels/workspace.hpp"
 #include "minimllm/model/model_inputs.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"
+#include "minimllm/parallel/tensor_parallel.hpp"
 #include "minimllm/plan/cost_model.hpp"
 
 namespace minimllm {
@@ -67,7 +68,23 @@ std::vector<LinearShape> llm_linear_shapes(const LlmConfig& llm);
 struct TensorRange {
   std::string name;  // e.g. "llm.1.qkv", "patch_embed"
   std::size_t offset, count;
+  // Ranks of this rank's LLM tensor-parallel group holding these same elements: 1 for a slice of an LLM
+  // weight, tp for a weight every rank holds whole (norms, the patch embedding), tp / encoder_tp for a
+  // slice of an encoder weight. The group's sum over tensors of (sum of squares) / replicas counts each
+  // element once (gradient_norm).
+  int replicas = 1;
+  // This rank's slice of the whole tensor (a vector: one row): element i of the range is the whole
+  // tensor's (rows.global(i / cols.local()), cols.global(i % cols.local())).
+  AxisSlice rows, cols;
 };
+
+// The whole tensor's flat (row-major) index of element i of this rank's range of it.
+inline std::size_t whole_tensor_index(const TensorRange& t, std::size_t i) {
+  const auto local_cols = static_cast<std::size_t>(t.cols.local());
+  return static_cast<std::size_t>(t.rows.global(static_cast<int>(i / local_cols))) *
+             static_cast<std::size_t>(t.cols.full) +
+         static_cast<std::size_t>(t.cols.global(static_cast<int>(i % local_cols)));
+}
 
 // The gradients one step of a backward pass finishes together: the LLM's head (LM head and final norm),
 // each LLM block, the token embedding; the encoder's head (projectors and final norm), each encoder block,
@@ -90,8 +107,9 @@ class GradientListener {
 };
 
 // Parameters of a model of this configuration (what Model's constructor allocates, twice: parameters and
-// gradients), computed without allocating anything.
+// gradients), computed without allocating anything: the whole model's, or one rank's under `sharding`.
 std::size_t parameter_count(const ModelConfig& config);
+std::size_t parameter_count(const ModelConfig& config, const ModelSharding& sharding);
 
 // The memory accounting of Model (its members below call these), without allocating a model:
 // bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows gathered
@@ -116,13 +134,19 @@ class Model {
   // precision: of every GEMM (runtime.precision); attention, norms and the rest are fp32 either way.
   // recompute: what the forward keeps for the backward (runtime.recompute); the losses and gradients are
   // bitwise the same in every mode.
+  // sharding: tensor parallelism of the encoder and of the LLM (parallel/tensor_parallel.hpp); this rank then
+  // holds its slices only, each element initialised as the whole model's (so every layout starts from the
+  // same model), and every pass runs the group's collectives. The groups must outlive the model.
   Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision = GemmPrecision::fp32,
-        Recompute recompute = Recompute::none);
+        Recompute recompute = Recompute::none, const ModelSharding& sharding = {});
 
   const ModelConfig& config() const { return config_; }
   GemmPrecision precision() const { return precision_; }
   Recompute recompute() const { return recompute_; }
-  std::size_t parameter_count() const { return params_.extent(0); }
+  const ModelSharding& sharding() const { return sharding_; }
+  // Floats per row of this rank's LLM attention (its heads' Q, K or V): width / tp.
+  int attention_width() const { return config_.llm.width / sharding_.llm.size; }
+  std::size_t parameter_count() const { return params_.extent(0); }  // this rank's
   // Parameters [0, decayed_count()) are matrices (weight decay applies), the rest norm weights.
   std::size_t decayed_count() const { return decayed_count_; }
   const t_vec& params() const { return params_; }
@@ -153,8 +177,9 @@ class Model {
                               const t_mat& d_received, KvExchange* kv = nullptr,
                               GradientListener* ready = nullptr);
 
-  // Analytic FLOPs of one forward+backward (GEMMs and attention; what MFU counts). The recomputed
-  // forward is not counted (as Megatron reports MFU): recomputation lowers MFU.
+  // Analytic FLOPs of one forward+backward (GEMMs and attention; what MFU counts), this rank's share of
+  // its LLM tensor-parallel group's (/ tp; an encoder repeated by tp / encoder_tp groups counts once). The
+  // recomputed forward is not counted (as Megatron reports MFU): recomputation lowers MFU.
   double encoder_flops(const EncoderInput& enc) const;
   double llm_flops(const LlmInput& llm) const;
   // Cost of a token's GEMMs in units of one causal attention pair (query-key), for balancing chunks.
@@ -172,9 +197,15 @@ class Model {
   void reserve_workspace(std::int64_t llm_rows, std::int64_t key_rows = 0);
 
  private:
+  // The LM head and the loss over the vocabulary split across the LLM's tensor-parallel group.
+  void vocab_parallel_loss(const t_mat& normed, const t_ivec_const& targets, float grad_scale,
+                           const t_vec& losses, const t_mat& d_normed);
+
   ModelConfig config_;
   GemmPrecision precision_ = GemmPrecision::fp32;
   Recompute recompute_ = Recompute::none;
+  ModelSharding sharding_;
+  int first_vocab_id_ = 0;  // of this rank's slice of the token embedding and LM head
   std::size_t decayed_count_ = 0;
   t_vec params_, grads_;
   ModelTensors weights_, weight_grads_;

@@ -65,8 +65,9 @@ ModelParallel model_parallel_of(const RunConfig& config);
 // encoder_stage is not modelled yet.
 void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per_node);
 
-// Runs (minimllm run) have data and context parallelism only: an InputError naming the key when the deck
-// asks for tensor or pipeline parallelism, which only `minimllm simulate` models so far.
+// Runs (minimllm run) have tensor, data and context parallelism: an InputError naming the key when the
+// deck asks for pipeline parallelism or the encoder as its own stage, which only `minimllm simulate`
+// models so far.
 void require_runnable_grid(const ModelParallel& grid);
 
 // The cost model of a unit (above) from the per-rank one, whose memory model is the run's

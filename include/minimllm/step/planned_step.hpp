@@ -41,6 +41,10 @@ PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_s
 class StepPlanner {
  public:
   StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& world, double linear_weight);
+  // Under tensor parallelism: plans over `units` (a data world, tensor_parallel_grid.hpp: this rank's work
+  // is its unit's), agreed over `agreement` (the whole world, so that every data world runs rank 0's plan).
+  StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& units, const World& agreement,
+              double linear_weight);
 
   // Host work only, no MPI, and const: safe on a helper thread while the main thread runs kernels
   // (PlanAhead). A planner that is not deterministic runs on rank 0 only (the others get the batch and
@@ -60,7 +64,8 @@ class StepPlanner {
 
   const Sampler& sampler_;
   const LayoutSource& layouts_;
-  World world_;
+  World world_;      // the ranks the plans place work on
+  World agreement_;  // the ranks that run the same plan
   double linear_weight_;
 };
 

@@ -31,8 +31,10 @@ struct StepInputs {
   double movement_seconds = 0.0;
 };
 
-// Collective over the world (the boundary exchanges check their routes together). width: LLM width.
+// Collective over the world (the boundary exchanges check their routes together). width: LLM width (the
+// image embeddings' rows); attention_width: this rank's heads' Q, K or V per row (Model::attention_width,
+// the K|V exchange's rows are twice that).
 StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned, const StepComms& comms,
-                              int width);
+                              int width, int attention_width);
 
 }  // namespace minimllm

@@ -33,8 +33,11 @@ CommPoolStats pool_activity(const CommPoolStats& now, const CommPoolStats& befor
 
 // Collective over world. outcome: after GradientSync::finish (loss summed), with every phase of the
 // step in outcome.seconds; step_seconds: this rank's wall time of the step; peak_gflops_per_rank: MFU's
-// denominator.
+// denominator. Under tensor parallelism world is a data world (one rank per unit, each counting its
+// share of its unit's FLOPs, Model::llm_flops) and ranks_per_unit the tp ranks each stands for: the step's
+// model FLOPs and MFU are then the whole world's.
 StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, const StepOutcome& outcome,
-                                double step_seconds, const CommPoolStats& pool, double peak_gflops_per_rank);
+                                double step_seconds, const CommPoolStats& pool, double peak_gflops_per_rank,
+                                int ranks_per_unit = 1);
 
 }  // namespace minimllm

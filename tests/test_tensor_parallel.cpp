@@ -1,0 +1,201 @@
+// Tensor parallelism (parallel.tp, parallel.encoder_tp) never changes the math: one pass of a model split
+// over a tensor-parallel group gives the whole model's loss and, slice by slice, its gradients, and
+// training under tp gives the losses of training without it, under static and dynamic layouts, with and
+// without the distributed optimizer and recomputation. Invalid grids are refused with the key named.
+//
+// Bound: relative 1e-5. The group sums partial products where the whole model sums once (the row-parallel
+// layers' all-reduces, the vocabulary-parallel softmax's combined statistics), so results agree up to float
+// reassociation, as any two layouts do (test_training's bound). A gradient tensor is compared as a whole:
+// its largest element difference against 1e-5 x its largest element.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "minimllm/config/input_error.hpp"
+#include "minimllm/driver/cli.hpp"
+#include "minimllm/driver/trainer.hpp"
+#include "minimllm/model/model.hpp"
+#include "minimllm/parallel/tensor_parallel_grid.hpp"
+#include "mpi_world.hpp"
+#include "whole_batch.hpp"
+
+namespace minimllm {
+namespace {
+
+using testing_support::pack_whole_samples;
+using testing_support::PackedBatch;
+using testing_support::world_size;
+
+constexpr double kRelative = 1e-5;
+constexpr std::uint64_t kModelSeed = 7;
+
+// Four heads in both stacks (tp and encoder_tp up to 4); a vocabulary of 13, which no group size > 1
+// divides, so the vocabulary slices are uneven.
+RunConfig tiny_config() {
+  const std::string deck =
+      "name: tensor_parallel\n"
+      "seed: 5\n"
+      "model:\n"
+      "  init_std: 0.1\n"
+      "  encoder: {width: 16, heads: 4, layers: 1, mlp_ratio: 2, patch: 2, channels: 1}\n"
+      "  llm: {width: 16, heads: 4, layers: 2, mlp_ratio: 2, vocab: 13}\n"
+      "data:\n"
+      "  global_batch: 4\n"
+      "  text: {median: 8, sigma: 0.5, min: 3, max: 14}\n"
+      "  images: {mean_per_sample: 1.5, max_per_sample: 2, min_side: 2, max_side: 6, classes: 3}\n"
+      "  incoherence: 0.0\n"
+      "  noise: 0.1\n";
+  return parse_run_config(deck, "<test_tensor_parallel>");
+}
+
+std::vector<float> host_copy(const t_vec& v) {
+  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return std::vector<float>(host.data(), host.data() + host.extent(0));
+}
+
+// Each of the split model's tensors against the same elements of the whole model's: the parameters
+// exactly (a slice starts as the whole model's values), the gradients within the bound.
+void expect_slices_match(const Model& split, const Model& whole) {
+  const std::vector<float> params = host_copy(split.params()), whole_params = host_copy(whole.params());
+  const std::vector<float> grads = host_copy(split.grads()), whole_grads = host_copy(whole.grads());
+  ASSERT_EQ(split.tensor_ranges().size(), whole.tensor_ranges().size());
+  for (size_t t = 0; t < split.tensor_ranges().size(); ++t) {
+    const TensorRange &slice = split.tensor_ranges()[t], &all = whole.tensor_ranges()[t];
+    ASSERT_EQ(slice.name, all.name);
+    double largest = 0.0, worst = 0.0;
+    for (std::size_t i = 0; i < slice.count; ++i) {
+      const std::size_t at = all.offset + whole_tensor_index(slice, i);
+      ASSERT_EQ(params[slice.offset + i], whole_params[at]) << slice.name << " element " << i;
+      largest = std::max(largest, std::fabs(static_cast<double>(whole_grads[at])));
+      worst = std::max(worst, std::fabs(static_cast<double>(grads[slice.offset + i]) - whole_grads[at]));
+    }
+    EXPECT_LE(worst, kRelative * largest) << slice.name;
+  }
+}
+
+// One forward and backward of whole samples with images (every rank the same batch).
+PackedBatch informative_batch(const Sampler& sampler) {
+  for (int step = 0; step < 20; ++step) {
+    const GlobalBatch batch = sampler.batch(step);
+    if (batch.image_tokens() > 0 && batch.text_tokens() > 8)
+      return pack_whole_samples(sampler, step, batch.samples);
+  }
+  ADD_FAILURE() << "no batch with images in 20 steps";
+  return pack_whole_samples(sampler, 0, sampler.batch(0).samples);
+}
+
+TEST(TensorParallel, OnePassEqualsTheWholeModelSliceBySlice) {
+  const RunConfig config = tiny_config();
+  const Sampler sampler(config);
+  const PackedBatch batch = informative_batch(sampler);
+  const float scale = 1.0f / static_cast<float>(batch.loss_targets);
+  const World world = World::of(MPI_COMM_WORLD);
+  int grids = 0;
+  for (int tp : {2, 4}) {
+    if (world.size % tp != 0) continue;
+    for (int encoder_tp = 1; encoder_tp <= tp; encoder_tp *= 2) {
+      const TensorParallelGrid grid(world, tp, encoder_tp, create_mpi_communicator);
+      for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
+        SCOPED_TRACE("tp " + std::to_string(tp) + ", encoder_tp " + std::to_string(encoder_tp) +
+                     ", recompute " + to_string(mode));
+        Model whole(config.model, kModelSeed, GemmPrecision::fp32, mode);
+        Model split(config.model, kModelSeed, GemmPrecision::fp32, mode, grid.sharding());
+        EXPECT_LT(split.parameter_count(), whole.parameter_count());
+        const double expected = testing_support::run_step(whole, batch, scale);
+        const double loss = testing_support::run_step(split, batch, scale);
+        EXPECT_NEAR(loss, expected, kRelative * std::fabs(expected));
+        expect_slices_match(split, whole);
+        ++grids;
+      }
+    }
+  }
+  if (world.size % 2 == 0) {
+    EXPECT_GT(grids, 0);
+  }
+}
+
+RunConfig quickstart(const std::string& policy, int tp, int cp = 1) {
+  RunConfig config = parse_run_config(embedded_quickstart_deck(), "<embedded quickstart deck>");
+  config.steps = policy == "static" ? 4 : 10;
+  config.data.global_batch = 8;
+  config.machine.peak_gflops = 100.0;  // skip the start-up sgemm measurement
+  config.parallel.policy = policy;
+  config.parallel.tp = tp;
+  config.parallel.cp = cp;
+  return config;
+}
+
+void expect_same_losses(const TrainResult& result, const TrainResult& reference) {
+  ASSERT_EQ(result.steps.size(), reference.steps.size());
+  for (size_t i = 0; i < result.steps.size(); ++i) {
+    EXPECT_NEAR(result.steps[i].loss, reference.steps[i].loss, kRelative * reference.steps[i].loss)
+        << "step " << i;
+    EXPECT_NEAR(result.steps[i].grad_norm, reference.steps[i].grad_norm,
+                kRelative * reference.steps[i].grad_norm)
+        << "step " << i;
+  }
+}
+
+struct TrainingCase {
+  bool zero;
+  const char* recompute;
+};
+
+// Training under tp = 2 against training without tensor parallelism on the same ranks: static (with
+// context parallelism over the units when there are two: TP 2 x CP 2), and dhp's per-step groups of units
+// under fixed TP 2 for 10 steps. With one unit (2 ranks) every combination of the distributed optimizer and
+// recomputation; with two (4 ranks, oversubscribed on small machines: each of the group's all-reduces
+// waits for a time slice) ZeRO-1 on and off, and both with full recomputation.
+TEST(TensorParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
+  if (world_size() % 2 != 0) GTEST_SKIP() << "tp = 2 needs an even number of ranks";
+  const World world = World::of(MPI_COMM_WORLD);
+  const int units = world_size() / 2;
+  std::vector<TrainingCase> cases = {{false, "none"}, {true, "none"}, {true, "full"}};
+  if (units == 1) cases.insert(cases.end(), {{false, "selective"}, {false, "full"}, {true, "selective"}});
+  for (const char* policy : {"static", "dhp"}) {
+    const int cp = std::string(policy) == "static" ? units : 1;
+    const TrainResult reference = train(quickstart(policy, 1, cp), world, {});
+    for (const TrainingCase& c : cases) {
+      SCOPED_TRACE(std::string(policy) + (c.zero ? ", ZeRO-1" : "") + ", recompute " + c.recompute);
+      RunConfig config = quickstart(policy, 2, cp);
+      config.parallel.distributed_optimizer = c.zero;
+      config.runtime.recompute = c.recompute;
+      const TrainResult result = train(config, world, {});
+      expect_same_losses(result, reference);
+      // MFU counts the whole model's FLOPs once over every rank.
+      EXPECT_NEAR(result.steps.back().model_flops, reference.steps.back().model_flops,
+                  1e-9 * reference.steps.back().model_flops);
+      if (std::string(policy) == "static") {
+        EXPECT_EQ(result.steps.back().max_group_size, units);  // TP 2 x CP 2 really ran
+      }
+    }
+  }
+}
+
+TEST(TensorParallel, InvalidGridsAreRefusedNamingTheKey) {
+  const World world = World::of(MPI_COMM_WORLD);
+  const auto refusal = [&](const RunConfig& config) {
+    try {
+      train(config, world, {});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  // More tensor-parallel ranks than a node holds (and than the world has).
+  RunConfig wide = quickstart("static", 2 * world_size());
+  EXPECT_NE(refusal(wide).find("parallel.tp"), std::string::npos) << refusal(wide);
+  RunConfig encoder_wider = quickstart("static", 1);
+  encoder_wider.parallel.encoder_tp = 2;
+  EXPECT_NE(refusal(encoder_wider).find("parallel.encoder_tp"), std::string::npos);
+  RunConfig pipelined = quickstart("static", 1);
+  pipelined.parallel.pp = 2;
+  EXPECT_NE(refusal(pipelined).find("parallel.pp"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace minimllm
