@@ -226,7 +226,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   }
   agree_on_error(world.comm, error);  // rank 0's failure (e.g. a full disk) stops every rank here
 
-  StepExecutor executor(model, grad_sync_options(config));
+  StepExecutor executor(model, grad_sync_options(config), tensor_parallel.encoder_groups());
   // Ends the run when no phase changes for runtime.stall_timeout seconds (core/watchdog.hpp).
   Watchdog watchdog(world.rank, config.runtime.stall_timeout);
   // SIGUSR1 (e.g. Slurm's --signal before the walltime) asks a checkpointing run to stop after the step.
@@ -272,6 +272,10 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     const CommPoolStats pool_before = pool.stats();
     // -> StepComms -> StepInputs -> StepOutcome -> synchronised gradients (run_step), -> AdamW.
     StepOutcome outcome = run_step(sampler, executor, pool, planned);
+    // A unit's ranks share its FLOPs unevenly (encoder groups with different images): each counts the
+    // unit's mean, so that a data world's sum times tp is the whole world's (reduce_step_metrics).
+    if (grid.tp > 1)
+      outcome.flops = tensor_parallel.sharding().llm.comm->allreduce_sum(outcome.flops) / grid.tp;
     outcome.seconds[Phase::planning] = exposed_planning;
     // -> a finite loss and gradient, or the run stops here, before AdamW spreads a NaN into every
     // parameter (every rank alike: the values are the synchronised ones). The completed steps' rows stay in

@@ -618,7 +618,7 @@ double Model::encoder_flops(const EncoderInput& enc) const {
   flops += e.layers * (block_flops(p, e.width, e.mlp_ratio * e.width) + 12.0 * enc.attention_pairs * e.width);
   flops +=
       linear_flops(p, e.width, config_.llm.width) + linear_flops(p, config_.llm.width, config_.llm.width);
-  return flops / sharding_.llm.size;
+  return flops / sharding_.encoder.size;
 }
 
 double Model::llm_flops(const LlmInput& llm) const {

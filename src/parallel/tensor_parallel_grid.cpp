@@ -1,5 +1,7 @@
 #include "minimllm/parallel/tensor_parallel_grid.hpp"
 
+#include <vector>
+
 namespace minimllm {
 namespace {
 
@@ -21,6 +23,15 @@ TensorParallelGrid::TensorParallelGrid(const World& world, int tp, int encoder_t
     : data_(world) {
   sharding_.llm = group_of(world, tp, factory, llm_group_);
   sharding_.encoder = group_of(world, encoder_tp, factory, encoder_group_);
+  encoder_groups_ = {sharding_.llm.rank / encoder_tp, tp / encoder_tp, nullptr};
+  if (encoder_groups_.size > 1) {
+    std::vector<int> peers;
+    const int unit_first = world.rank - sharding_.llm.rank;
+    for (int g = 0; g < encoder_groups_.size; ++g)
+      peers.push_back(unit_first + g * encoder_tp + sharding_.encoder.rank);
+    encoder_peers_ = factory(world.comm, peers);
+    encoder_groups_.comm = encoder_peers_.get();
+  }
   if (tp > 1) {
     MPI_Comm data_comm = MPI_COMM_NULL;
     MPI_Comm_split(world.comm, world.rank % tp, world.rank, &data_comm);

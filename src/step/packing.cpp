@@ -3,21 +3,32 @@
 #include <algorithm>
 
 namespace minimllm {
-EncoderInput pack_encoder(const SampleInputs& inputs, const GlobalBatch& batch,
-                          const std::vector<int>& images) {
+namespace {
+
+// Patches of each of `images` (global numbers).
+std::vector<int> patches_of(const GlobalBatch& batch, const std::vector<int>& images) {
   const std::vector<int> first_image = first_image_of_samples(batch);
-  EncoderInput enc;
-  std::vector<float> pixels;
+  std::vector<int> patches;
   for (int image : images) {
     const int s = static_cast<int>(std::upper_bound(first_image.begin(), first_image.end(), image) -
                                    first_image.begin()) -
                   1;
-    const SampleMeta& sample = batch.samples[s];
-    const int i = image - first_image[s];
-    inputs.append_pixels(image, pixels);
-    enc.image_patches.push_back(sample.images[i].patches);
-    enc.attention_pairs += static_cast<double>(sample.images[i].patches) * sample.images[i].patches;
-    enc.patches += sample.images[i].patches;
+    patches.push_back(batch.samples[s].images[image - first_image[s]].patches);
+  }
+  return patches;
+}
+
+}  // namespace
+
+EncoderInput pack_encoder(const SampleInputs& inputs, const GlobalBatch& batch,
+                          const std::vector<int>& images) {
+  EncoderInput enc;
+  enc.image_patches = patches_of(batch, images);
+  std::vector<float> pixels;
+  for (size_t i = 0; i < images.size(); ++i) {
+    inputs.append_pixels(images[i], pixels);
+    enc.attention_pairs += static_cast<double>(enc.image_patches[i]) * enc.image_patches[i];
+    enc.patches += enc.image_patches[i];
   }
   enc.pixels = t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("batch::pixels")),
                      enc.patches, inputs.patch_dim());
@@ -25,6 +36,24 @@ EncoderInput pack_encoder(const SampleInputs& inputs, const GlobalBatch& batch,
                            pixels.data(), enc.patches, inputs.patch_dim()));
   enc.segments = make_self_segments(enc.image_patches, /*causal=*/false);
   return enc;
+}
+
+std::vector<int> encoder_group_images(const GlobalBatch& batch, const std::vector<int>& images, int group,
+                                      int groups, std::vector<std::size_t>& group_rows) {
+  const std::vector<int> patches = patches_of(batch, images);
+  std::int64_t total = 0;
+  for (int p : patches) total += p;
+  // Image i goes to the group whose share of the patches holds its first patch.
+  std::vector<int> own;
+  group_rows.assign(groups, 0);
+  std::int64_t before = 0;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const int g = total > 0 ? static_cast<int>(before * groups / total) : 0;
+    group_rows[g] += patches[i];
+    if (g == group) own.push_back(images[i]);
+    before += patches[i];
+  }
+  return own;
 }
 
 LlmInput pack_llm(const SampleInputs& inputs, const GlobalBatch& batch, const MicroBatchWork& mb) {

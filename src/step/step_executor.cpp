@@ -1,11 +1,53 @@
 #include "minimllm/step/step_executor.hpp"
 
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "minimllm/core/phase.hpp"
 
 namespace minimllm {
+namespace {
+
+std::size_t total_rows(const std::vector<std::size_t>& group_rows) {
+  return std::accumulate(group_rows.begin(), group_rows.end(), std::size_t(0));
+}
+
+}  // namespace
+
+t_mat StepExecutor::unit_embeddings(const StepInputs& inputs, size_t i, const t_mat& own) const {
+  if (inputs.encoder_group_rows.empty()) return own;
+  const std::vector<std::size_t>& rows = inputs.encoder_group_rows[i];
+  const std::size_t width = own.extent(1);
+  const t_mat all(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("boundary::unit_embeddings")),
+                  total_rows(rows), width);
+  std::vector<std::size_t> floats;
+  for (std::size_t r : rows) floats.push_back(r * width);
+  encoder_groups_.comm->allgatherv(own.data(), own.size(), all.data(), floats);
+  return all;
+}
+
+void StepExecutor::encoder_backward(const StepInputs& inputs, size_t i, const EncoderActivations& acts,
+                                    const t_mat& d_unit_embeddings, bool last, GradientListener* ready) {
+  if (inputs.encoder_group_rows.empty())
+    return model_.encoder_backward(inputs.encoder[i], acts, d_unit_embeddings, ready);
+  const std::vector<std::size_t>& rows = inputs.encoder_group_rows[i];
+  const auto first =
+      static_cast<int>(std::accumulate(rows.begin(), rows.begin() + encoder_groups_.rank, std::size_t(0)));
+  const t_mat d_own = Kokkos::subview(
+      d_unit_embeddings, std::make_pair(first, first + static_cast<int>(rows[encoder_groups_.rank])),
+      Kokkos::ALL());
+  model_.encoder_backward(inputs.encoder[i], acts, d_own, nullptr);
+  if (!last) return;
+  // Each group's gradients are of its own images: their sum is the unit's, as one group would have it.
+  const std::vector<GradientUnit>& units = model_.gradient_units();
+  for (size_t u = model_.llm_gradient_units(); u < units.size(); ++u)
+    for (const TensorRange& t : units[u].tensors)
+      encoder_groups_.comm->allreduce_sum(model_.grads().data() + t.offset, t.count);
+  if (ready)
+    for (size_t u = model_.llm_gradient_units(); u < units.size(); ++u)
+      ready->gradients_ready(static_cast<int>(u));
+}
 
 StepOutcome StepExecutor::run(const RankWork& work, StepInputs& inputs, Placement placement) {
   StepOutcome out;
@@ -54,9 +96,10 @@ void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutc
   clock.enter(Phase::boundary);
   out.encoder_forward_seconds = out.seconds[Phase::encoder];
   t_mat received("boundary::received", work.received_rows, width);
+  const t_mat embeddings = unit_embeddings(inputs, 0, enc_acts.embeddings);
   {
     const WorkspaceScope exchange_scope(exchange_workspace_);
-    boundary.forward(enc_acts.embeddings, received);
+    boundary.forward(embeddings, received);
   }
 
   clock.enter(Phase::llm);
@@ -65,14 +108,14 @@ void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutc
   for (size_t m = 0; m < inputs.llm.size(); ++m) run_micro_batch(inputs, m, received, d_received, out);
 
   clock.enter(Phase::boundary);
-  t_mat d_embeddings("boundary::d_embeddings", encoder_input.patches, width);
+  t_mat d_embeddings("boundary::d_embeddings", embeddings.extent(0), width);
   {
     const WorkspaceScope exchange_scope(exchange_workspace_);
     boundary.backward(d_received, d_embeddings);
   }
 
   clock.enter(Phase::encoder);
-  model_.encoder_backward(encoder_input, enc_acts, d_embeddings, sync_.listener());
+  encoder_backward(inputs, 0, enc_acts, d_embeddings, true, sync_.listener());
   out.flops += model_.encoder_flops(encoder_input);
   out.encoder_rows = encoder_input.patches;
   clock.stop();
@@ -97,7 +140,10 @@ void StepExecutor::run_pipeline(const RankWork& work, StepInputs& inputs, StepOu
   t_mat d_received("boundary::d_received", work.received_rows, width);
   std::vector<t_mat> d_embeddings;
   for (int m = 0; m < stages; ++m) {
-    d_embeddings.emplace_back("boundary::d_embeddings", inputs.encoder[m].patches, width);
+    d_embeddings.emplace_back("boundary::d_embeddings",
+                              inputs.encoder_group_rows.empty() ? inputs.encoder[m].patches
+                                                                : total_rows(inputs.encoder_group_rows[m]),
+                              width);
     exchanges[m]->post_forward_receives();
     exchanges[m]->post_backward_receives();
   }
@@ -109,7 +155,7 @@ void StepExecutor::run_pipeline(const RankWork& work, StepInputs& inputs, StepOu
     clock.enter(Phase::encoder);
     model_.encoder_forward(inputs.encoder[m], encoder_acts[m]);
     clock.enter(Phase::boundary);
-    exchanges[m]->start_forward_sends(encoder_acts[m].embeddings, received);
+    exchanges[m]->start_forward_sends(unit_embeddings(inputs, m, encoder_acts[m].embeddings), received);
   }
 
   // LLM side: micro-batches in order as their rows arrive; gradients straight back.
@@ -130,8 +176,8 @@ void StepExecutor::run_pipeline(const RankWork& work, StepInputs& inputs, StepOu
     exchanges[m]->finish_forward_receives(received);  // no-op unless a stage's rows came to no micro-batch
     exchanges[m]->finish_backward_receives(d_embeddings[m]);
     clock.enter(Phase::encoder);
-    model_.encoder_backward(inputs.encoder[m], encoder_acts[m], d_embeddings[m],
-                            listener_for(static_cast<size_t>(m), static_cast<size_t>(stages)));
+    encoder_backward(inputs, m, encoder_acts[m], d_embeddings[m], m + 1 == stages,
+                     listener_for(static_cast<size_t>(m), static_cast<size_t>(stages)));
     encoder_acts[m] = EncoderActivations();
     out.flops += model_.encoder_flops(inputs.encoder[m]);
     out.encoder_rows += inputs.encoder[m].patches;

@@ -12,7 +12,7 @@
 namespace minimllm {
 
 StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned, const StepComms& comms,
-                              int width, int attention_width) {
+                              int width, int attention_width, const TensorParallel& encoder_groups) {
   const TransferCounts before = transfer_counts();
   const GlobalBatch& batch = planned.batch;
   const RankWork& work = planned.work;
@@ -24,6 +24,14 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
   // Every rank knows the global target count, so the loss and its gradient are normalised alike.
   in.grad_scale = 1.0f / static_cast<float>(std::max<std::int64_t>(1, batch.loss_targets()));
   for (const MicroBatchWork& mb : work.micro_batches) in.llm.push_back(pack_llm(inputs, batch, mb));
+  // This rank's encoder input: all of `images`, or its group's run of them.
+  const auto encoder_input = [&](const std::vector<int>& images) {
+    if (encoder_groups.size == 1) return pack_encoder(inputs, batch, images);
+    in.encoder_group_rows.emplace_back();
+    return pack_encoder(inputs, batch,
+                        encoder_group_images(batch, images, encoder_groups.rank, encoder_groups.size,
+                                             in.encoder_group_rows.back()));
+  };
   if (planned.plan.placement == Placement::disaggregated) {
     // Each stage's two directions have their own message tag.
     const long long stages = static_cast<long long>(work.stages.size());
@@ -33,12 +41,12 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
           "micro-batches per LLM group",
           stages, comms.world->max_tag()));
     for (size_t m = 0; m < work.stages.size(); ++m) {
-      in.encoder.push_back(pack_encoder(inputs, batch, work.stages[m].images));
+      in.encoder.push_back(encoder_input(work.stages[m].images));
       in.boundary.push_back(
           std::make_unique<BoundaryExchange>(comms.world, work.stages[m].route, width, static_cast<int>(m)));
     }
   } else {
-    in.encoder.push_back(pack_encoder(inputs, batch, work.images));
+    in.encoder.push_back(encoder_input(work.images));
     in.boundary.push_back(std::make_unique<BoundaryExchange>(comms.world, work.image_route, width));
   }
   in.kv.resize(work.micro_batches.size());

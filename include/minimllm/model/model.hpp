@@ -177,9 +177,9 @@ class Model {
                               const t_mat& d_received, KvExchange* kv = nullptr,
                               GradientListener* ready = nullptr);
 
-  // Analytic FLOPs of one forward+backward (GEMMs and attention; what MFU counts), this rank's share of
-  // its LLM tensor-parallel group's (/ tp; an encoder repeated by tp / encoder_tp groups counts once). The
-  // recomputed forward is not counted (as Megatron reports MFU): recomputation lowers MFU.
+  // Analytic FLOPs of one forward+backward (GEMMs and attention; what MFU counts), this rank's share under
+  // tensor parallelism (/ encoder_tp, / tp). The recomputed forward is not counted (as Megatron reports
+  // MFU): recomputation lowers MFU.
   double encoder_flops(const EncoderInput& enc) const;
   double llm_flops(const LlmInput& llm) const;
   // Cost of a token's GEMMs in units of one causal attention pair (query-key), for balancing chunks.

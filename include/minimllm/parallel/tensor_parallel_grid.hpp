@@ -30,12 +30,16 @@ class TensorParallelGrid {
   const World& data() const { return data_; }
   // This rank's place in its LLM and encoder groups, with their communicators (the model's sharding).
   const ModelSharding& sharding() const { return sharding_; }
+  // With encoder_tp < tp a unit has tp / encoder_tp encoder groups, which share its images: this rank's
+  // group among them (rank: the group's index), with the ranks at its encoder position in every group.
+  const TensorParallel& encoder_groups() const { return encoder_groups_; }
   int tp() const { return sharding_.llm.size; }
 
  private:
   World data_;
-  std::unique_ptr<Communicator> llm_group_, encoder_group_;
+  std::unique_ptr<Communicator> llm_group_, encoder_group_, encoder_peers_;
   ModelSharding sharding_;
+  TensorParallel encoder_groups_;
 };
 
 }  // namespace minimllm

@@ -3,6 +3,7 @@
 // rank's work, all uploaded to the device.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "minimllm/data/sampler.hpp"
@@ -15,6 +16,13 @@ namespace minimllm {
 // The images `images` (global numbers, in order) for the encoder.
 EncoderInput pack_encoder(const SampleInputs& inputs, const GlobalBatch& batch,
                           const std::vector<int>& images);
+
+// Shared encoder groups (parallel.encoder_tp < parallel.tp, TensorParallelGrid::encoder_groups): the
+// unit's `images` cut into `groups` contiguous runs balanced by patches (an image goes whole to the group
+// whose share holds its first patch). Returns group `group`'s run; group_rows: every group's patches, in
+// group order (the all-gather of their embeddings).
+std::vector<int> encoder_group_images(const GlobalBatch& batch, const std::vector<int>& images, int group,
+                                      int groups, std::vector<std::size_t>& group_rows);
 
 // This rank's chunks of one micro-batch for the LLM; image rows read from the received buffer starting
 // at mb.received_offset.

@@ -40,12 +40,15 @@ struct StepOutcome {
 
 class StepExecutor {
  public:
-  explicit StepExecutor(Model& model, GradSyncOptions sync = {}) : model_(model), sync_(model, sync) {}
+  // encoder_groups: the unit's shared encoder groups (TensorParallelGrid::encoder_groups; one by default).
+  explicit StepExecutor(Model& model, GradSyncOptions sync = {}, const TensorParallel& encoder_groups = {})
+      : model_(model), sync_(model, sync), encoder_groups_(encoder_groups) {}
 
   Model& model() { return model_; }
   // The step's gradient all-reduce (run_step: begin before run, finish after). Between the two, run()
   // has the backward of the last micro-batch (and of the encoder) report each finished unit to it.
   GradientSync& gradient_sync() { return sync_; }
+  const TensorParallel& encoder_groups() const { return encoder_groups_; }
 
   // Computes this rank's share of the gradient of the global mean loss into model.grads() (zeroed
   // first). The inputs' exchanges are consumed (a pipeline's are destroyed before it returns). Collective
@@ -65,9 +68,18 @@ class StepExecutor {
   }
   // A rank with no LLM micro-batch has its LLM gradients (zero) done at once.
   void report_llm_done_if_idle(const StepInputs& inputs);
+  // Encoder input i's embeddings for the whole unit: this rank's own, or with shared encoder groups every
+  // group's rows all-gathered in image order.
+  t_mat unit_embeddings(const StepInputs& inputs, size_t i, const t_mat& own) const;
+  // Encoder input i's backward from the unit's d_embeddings (with shared groups: this group's rows). After
+  // the step's last encoder backward (`last`), shared groups sum the encoder's gradients over the groups
+  // and only then tell `ready` of the encoder's units.
+  void encoder_backward(const StepInputs& inputs, size_t i, const EncoderActivations& acts,
+                        const t_mat& d_unit_embeddings, bool last, GradientListener* ready);
 
   Model& model_;
   GradientSync sync_;
+  TensorParallel encoder_groups_;
   // The boundary exchanges' packed rows (BoundaryExchange takes them from the active workspace), reused
   // from step to step; the model's passes switch to the model's own workspace.
   Workspace exchange_workspace_;

@@ -11,6 +11,7 @@
 #include "minimllm/model/model_inputs.hpp"
 #include "minimllm/parallel/boundary_exchange.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"
+#include "minimllm/parallel/tensor_parallel.hpp"
 #include "minimllm/step/planned_step.hpp"
 #include "minimllm/step/step_comms.hpp"
 
@@ -20,7 +21,11 @@ struct StepInputs {
   float grad_scale = 1.0f;  // 1 / loss targets of the global batch: the per-token normalisation
   // Colocated plans: one encoder input (this rank's images) and its exchange. Disaggregated plans: one
   // of each per pipeline stage (RankWork::stages), the exchange tagged with its stage.
+  // Under shared encoder groups (TensorParallelGrid::encoder_groups) each encoder input holds this group's
+  // run of the images only, and encoder_group_rows[i] every group's rows of encoder input i's images (the
+  // all-gather that rebuilds them in image order); empty with one group.
   std::vector<EncoderInput> encoder;
+  std::vector<std::vector<std::size_t>> encoder_group_rows;
   std::vector<std::unique_ptr<BoundaryExchange>> boundary;
   std::vector<LlmInput> llm;                    // one per micro-batch of this rank's LLM group
   std::vector<std::unique_ptr<KvExchange>> kv;  // one per micro-batch under context parallelism, else null
@@ -35,6 +40,6 @@ struct StepInputs {
 // image embeddings' rows); attention_width: this rank's heads' Q, K or V per row (Model::attention_width,
 // the K|V exchange's rows are twice that).
 StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned, const StepComms& comms,
-                              int width, int attention_width);
+                              int width, int attention_width, const TensorParallel& encoder_groups = {});
 
 }  // namespace minimllm
