@@ -67,6 +67,12 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
       m.encoder.layers, m.encoder.width, m.encoder.heads, m.encoder.patch, m.llm.layers, m.llm.width,
       m.llm.heads, m.llm.vocab, model.parameter_count() / 1e6);
   const ParallelConfig& p = config.parallel;
+  if (p.tp > 1)
+    log << fmt::format(
+        "tensor parallelism: LLM over {} ranks, encoder over {} ({} encoder group{} per unit sharing its "
+        "images); the planners regroup {} unit(s) of {} ranks; parameters above: one rank's slices\n",
+        p.tp, p.encoder_tp, p.tp / p.encoder_tp, p.tp / p.encoder_tp == 1 ? "" : "s", world.size / p.tp,
+        p.tp);
   const std::string layout =
       p.policy != "deck"
           ? fmt::format("policy {} (cost model: {})", p.policy,
