@@ -322,6 +322,40 @@ TEST(DhpPacking, RankAllocationIsOptimalOnSmallCases) {
   }
 }
 
+// Reusing each run's sizes between the bisection's probes gives the allocation computed from scratch, on
+// the benchmark's decks and scales (bench_planners: 1,024 ranks x 4,096 samples, 8 ranks per node) and on
+// smaller ones with other nodes, the ring and the tree.
+TEST(DhpPacking, ReusingSizesBetweenProbesKeepsTheAllocation) {
+  struct Case {
+    const char* deck;
+    int samples, ranks, ranks_per_node;
+    CollectiveAlgorithm algorithm;
+  };
+  for (const Case& c : {Case{"text_longtail", 4096, 1024, 8, CollectiveAlgorithm::ring},
+                        Case{"modality_incoherent", 4096, 1024, 8, CollectiveAlgorithm::ring},
+                        Case{"many_images", 4096, 1024, 8, CollectiveAlgorithm::ring},
+                        Case{"long_context", 4096, 1024, 8, CollectiveAlgorithm::ring},
+                        Case{"long_context", 1024, 256, 4, CollectiveAlgorithm::tree},
+                        Case{"text_longtail", 512, 96, 3, CollectiveAlgorithm::tree}}) {
+    SCOPED_TRACE(std::string(c.deck) + " " + std::to_string(c.ranks) + " x " + std::to_string(c.samples));
+    const RunConfig config = deck(c.deck, c.samples, 1);
+    CostModel cost = default_cost_model(config, kGflops, c.ranks_per_node);
+    cost.algorithm = c.algorithm;
+    const GlobalBatch batch = Sampler(config).batch(0);
+    const planning::BatchCosts costs = planning::batch_costs(batch, cost);
+    const planning::CapacityTable capacity(cost, c.ranks,
+                                           planning::token_budget(0, 1, costs.max_tokens, cost));
+    const std::vector<planning::DhpPack> packs = planning::pack_best_fit_decreasing(costs, capacity);
+    const planning::DhpAllocation reused = planning::allocate_ranks(packs, cost, c.ranks, true);
+    const planning::DhpAllocation fresh = planning::allocate_ranks(packs, cost, c.ranks, false);
+    ASSERT_TRUE(fresh.feasible);
+    EXPECT_EQ(reused.feasible, fresh.feasible);
+    EXPECT_EQ(reused.sizes, fresh.sizes);
+    EXPECT_EQ(reused.runs, fresh.runs);
+    EXPECT_EQ(reused.makespan, fresh.makespan);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Group sizes for a target (group_time.hpp)
 
