@@ -421,6 +421,28 @@ TEST(RanksForTarget, IsTheSmallestSizeMeetingTheTarget) {
   EXPECT_GT(spanning, checked / 10);  // the cases cross nodes
 }
 
+// The least time over a range of sizes, from each run's last size, against every size.
+TEST(GroupTimes, FastestIsTheLeastTimeOverTheSizes) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int model = 0; model < 100; ++model) {
+    const CostModel cost = random_cost(rng, std::vector<int>{1, 2, 4, 8, 16}[model % 5]);
+    const int ranks = 1 + static_cast<int>(unit(rng) * 300);
+    const planning::GroupTimes times(cost, ranks);
+    for (int query = 0; query < 100; ++query) {
+      const double tokens = 1e5 * std::pow(unit(rng), 3.0), count = 1 + static_cast<int>(unit(rng) * 16);
+      const double work = cost.llm(tokens / count) * count * (0.5 + unit(rng));
+      const int min_g = static_cast<int>(unit(rng) * unit(rng) * ranks);
+      const int max_g = unit(rng) < 0.1 ? ranks + static_cast<int>(unit(rng) * 40) : ranks;
+      double least = std::numeric_limits<double>::infinity();
+      for (int g = std::max(min_g, 1); g <= max_g; ++g)
+        least = std::min(least, times(work, tokens, count, g));
+      ASSERT_EQ(times.fastest(work, tokens, count, min_g, max_g), least)
+          << "model " << model << ", query " << query << ": [" << min_g << ", " << max_g << "]";
+    }
+  }
+}
+
 // A looser target never needs more ranks: the size over a fine sweep of targets, and over every size's own
 // time as the target, never grows.
 TEST(RanksForTarget, NeverNeedsMoreRanksForALooserTarget) {

@@ -166,14 +166,11 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
     return worst;
   };
   // Bisection on the makespan, from a lower bound: the mean load, and each pack alone on its fastest
-  // group (the time first falls with g, then the collectives' terms make it rise: every size that holds
-  // it is tried, O(1) each from the table).
+  // group among those that hold it.
   double lo = work[n] / ranks;
   for (const DhpPack& p : packs) {
     if (p.need > ranks) return out;  // no group can hold it
-    double fastest = times(p.work, p.tokens, 1.0, p.need);
-    for (int g = p.need + 1; g <= ranks; ++g) fastest = std::min(fastest, times(p.work, p.tokens, 1.0, g));
-    lo = std::max(lo, fastest);
+    lo = std::max(lo, times.fastest(p.work, p.tokens, 1.0, p.need, ranks));
   }
   // Often one pack bounds the makespan and the bound is met at once; else from twice it upwards.
   double hi = std::max(lo, 1e-12) * (1.0 + kTolerance);

@@ -36,6 +36,22 @@ double GroupTimes::operator()(double work, double tokens, double count, int g) c
   return group_time(*cost_, work, tokens, count, g);
 }
 
+double GroupTimes::fastest(double work, double tokens, double count, int min_g, int max_g) const {
+  const bool falls = work >= 0.0 && tokens >= 0.0 && count >= 0.0;  // along a run: never rises
+  double least = kInf;
+  for (int g = std::max(min_g, 1); g <= max_g; ++g) {
+    if (falls && g >= 2 && g <= tabulated()) {
+      if (nondecreasing_ && with_collectives_of(g, 0.0, tokens, count, 1) > least) {
+        g = tabulated();  // no tabulated size from here on is faster
+        continue;
+      }
+      g = std::min(run_end(g), max_g);
+    }
+    least = std::min(least, (*this)(work, tokens, count, g));
+  }
+  return least;
+}
+
 double group_time(const CostModel& cost, double work, double tokens, double count, int g) {
   if (g <= 1) return work;
   const bool spans = g > cost.ranks_per_node;

@@ -31,6 +31,9 @@ class GroupTimes {
   // is this one expression, compiled once without contraction into fused multiply-adds (src/CMakeLists.txt):
   // a size's time is the same number wherever it is computed, which exact comparisons with a target need.
   double with_collectives_of(int like, double work, double tokens, double count, int g) const;
+  // The least time over the sizes in [max(min_g, 1), max_g] (+inf if none): each run's last size only,
+  // and none past a size whose collectives alone exceed the least so far (collectives_nondecreasing).
+  double fastest(double work, double tokens, double count, int min_g, int max_g) const;
 
  private:
   const CostModel* cost_;
