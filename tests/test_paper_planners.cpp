@@ -322,6 +322,157 @@ TEST(DhpPacking, RankAllocationIsOptimalOnSmallCases) {
   }
 }
 
+// Reusing each run's sizes between the bisection's probes gives the allocation computed from scratch, on
+// the benchmark's decks and scales (bench_planners: 1,024 ranks x 4,096 samples, 8 ranks per node) and on
+// smaller ones with other nodes, the ring and the tree.
+TEST(DhpPacking, ReusingSizesBetweenProbesKeepsTheAllocation) {
+  struct Case {
+    const char* deck;
+    int samples, ranks, ranks_per_node;
+    CollectiveAlgorithm algorithm;
+  };
+  for (const Case& c : {Case{"text_longtail", 4096, 1024, 8, CollectiveAlgorithm::ring},
+                        Case{"modality_incoherent", 4096, 1024, 8, CollectiveAlgorithm::ring},
+                        Case{"many_images", 4096, 1024, 8, CollectiveAlgorithm::ring},
+                        Case{"long_context", 4096, 1024, 8, CollectiveAlgorithm::ring},
+                        Case{"long_context", 1024, 256, 4, CollectiveAlgorithm::tree},
+                        Case{"text_longtail", 512, 96, 3, CollectiveAlgorithm::tree}}) {
+    SCOPED_TRACE(std::string(c.deck) + " " + std::to_string(c.ranks) + " x " + std::to_string(c.samples));
+    const RunConfig config = deck(c.deck, c.samples, 1);
+    CostModel cost = default_cost_model(config, kGflops, c.ranks_per_node);
+    cost.algorithm = c.algorithm;
+    const GlobalBatch batch = Sampler(config).batch(0);
+    const planning::BatchCosts costs = planning::batch_costs(batch, cost);
+    const planning::CapacityTable capacity(cost, c.ranks,
+                                           planning::token_budget(0, 1, costs.max_tokens, cost));
+    const std::vector<planning::DhpPack> packs = planning::pack_best_fit_decreasing(costs, capacity);
+    const planning::DhpAllocation reused = planning::allocate_ranks(packs, cost, c.ranks, true);
+    const planning::DhpAllocation fresh = planning::allocate_ranks(packs, cost, c.ranks, false);
+    ASSERT_TRUE(fresh.feasible);
+    EXPECT_EQ(reused.feasible, fresh.feasible);
+    EXPECT_EQ(reused.sizes, fresh.sizes);
+    EXPECT_EQ(reused.runs, fresh.runs);
+    EXPECT_EQ(reused.makespan, fresh.makespan);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Group sizes for a target (group_time.hpp)
+
+// A cost model with random links, collective algorithm and nodes.
+CostModel random_cost(std::mt19937& rng, int ranks_per_node) {
+  CostModel cost = text_cost(ranks_per_node);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const auto log_uniform = [&](double lo, double hi) { return lo * std::pow(hi / lo, unit(rng)); };
+  cost.algorithm = unit(rng) < 0.5 ? CollectiveAlgorithm::ring : CollectiveAlgorithm::tree;
+  cost.intra_node = {log_uniform(1e-7, 1e-4), log_uniform(1e9, 1e12)};
+  cost.inter_node = {log_uniform(1e-7, 1e-3), log_uniform(1e8, 1e11)};
+  cost.kv_row_bytes = log_uniform(1e2, 1e5);
+  cost.cp_layers = 1 + static_cast<int>(unit(rng) * 32);
+  return cost;
+}
+
+// The smallest size meeting the target, by trying every size.
+int smallest_meeting(const planning::GroupTimes& times, double work, double tokens, double count,
+                     double target, int min_g, int max_g) {
+  for (int g = std::max(min_g, 1); g <= max_g; ++g)
+    if (times(work, tokens, count, g) <= target) return g;
+  return max_g + 1;
+}
+
+// ranks_for_target against every size, on random cost models (ring and tree, nodes of 1 to 16 ranks,
+// sizes past the table) and targets about the fastest time, equal to some size's time, or far off.
+TEST(RanksForTarget, IsTheSmallestSizeMeetingTheTarget) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  int checked = 0, spanning = 0;
+  for (int model = 0; model < 200; ++model) {
+    const int ranks_per_node = std::vector<int>{1, 2, 3, 4, 8, 16}[model % 6];
+    const CostModel cost = random_cost(rng, ranks_per_node);
+    const int ranks = 1 + static_cast<int>(unit(rng) * 300);
+    const planning::GroupTimes times(cost, ranks);
+    for (int query = 0; query < 200; ++query) {
+      const double tokens = unit(rng) < 0.05 ? 0.0 : 1e5 * std::pow(unit(rng), 3.0);
+      const double count = unit(rng) < 0.05 ? 0.0 : 1 + static_cast<int>(unit(rng) * 64);
+      const double work =
+          unit(rng) < 0.05 ? 0.0 : cost.llm(tokens / std::max(count, 1.0)) * count * (0.5 + unit(rng));
+      const int min_g = static_cast<int>(unit(rng) * unit(rng) * ranks);  // 0 at times
+      const int max_g = unit(rng) < 0.1 ? ranks + static_cast<int>(unit(rng) * 40) : std::max(min_g, ranks);
+      double fastest = work;
+      for (int g = std::max(min_g, 1); g <= max_g; ++g)
+        fastest = std::min(fastest, times(work, tokens, count, g));
+      const double pick = unit(rng);
+      const double target =
+          pick < 0.3
+              ? times(work, tokens, count,
+                      std::max(min_g, 1) + static_cast<int>(unit(rng) * (max_g - std::max(min_g, 1) + 1)))
+          : pick < 0.9  ? fastest * (0.98 + 0.5 * unit(rng) * unit(rng))
+          : pick < 0.95 ? work * unit(rng)
+                        : fastest * 0.5;
+      SCOPED_TRACE("model " + std::to_string(model) + " query " + std::to_string(query));
+      const int expected = smallest_meeting(times, work, tokens, count, target, min_g, max_g);
+      ASSERT_EQ(planning::ranks_for_target(times, work, tokens, count, target, min_g, max_g), expected)
+          << "work " << work << " tokens " << tokens << " count " << count << " target " << target << " in ["
+          << min_g << ", " << max_g << "], " << ranks << " ranks, " << ranks_per_node << " per node";
+      ++checked;
+      spanning += expected > ranks_per_node && expected <= max_g;
+    }
+  }
+  EXPECT_GT(spanning, checked / 10);  // the cases cross nodes
+}
+
+// The least time over a range of sizes, from each run's last size, against every size.
+TEST(GroupTimes, FastestIsTheLeastTimeOverTheSizes) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int model = 0; model < 100; ++model) {
+    const CostModel cost = random_cost(rng, std::vector<int>{1, 2, 4, 8, 16}[model % 5]);
+    const int ranks = 1 + static_cast<int>(unit(rng) * 300);
+    const planning::GroupTimes times(cost, ranks);
+    for (int query = 0; query < 100; ++query) {
+      const double tokens = 1e5 * std::pow(unit(rng), 3.0), count = 1 + static_cast<int>(unit(rng) * 16);
+      const double work = cost.llm(tokens / count) * count * (0.5 + unit(rng));
+      const int min_g = static_cast<int>(unit(rng) * unit(rng) * ranks);
+      const int max_g = unit(rng) < 0.1 ? ranks + static_cast<int>(unit(rng) * 40) : ranks;
+      double least = std::numeric_limits<double>::infinity();
+      for (int g = std::max(min_g, 1); g <= max_g; ++g)
+        least = std::min(least, times(work, tokens, count, g));
+      ASSERT_EQ(times.fastest(work, tokens, count, min_g, max_g), least)
+          << "model " << model << ", query " << query << ": [" << min_g << ", " << max_g << "]";
+    }
+  }
+}
+
+// A looser target never needs more ranks: the size over a fine sweep of targets, and over every size's own
+// time as the target, never grows.
+TEST(RanksForTarget, NeverNeedsMoreRanksForALooserTarget) {
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int model = 0; model < 60; ++model) {
+    const int ranks_per_node = std::vector<int>{2, 4, 8}[model % 3];
+    const CostModel cost = random_cost(rng, ranks_per_node);
+    const int ranks = 256;
+    const planning::GroupTimes times(cost, ranks);
+    for (int query = 0; query < 20; ++query) {
+      const double tokens = 1e5 * std::pow(unit(rng), 2.0), count = 1 + static_cast<int>(unit(rng) * 16);
+      const double work = cost.llm(tokens / count) * count;
+      const int min_g = 1 + static_cast<int>(unit(rng) * 4);
+      std::vector<double> targets;
+      for (int g = min_g; g <= ranks; ++g) targets.push_back(times(work, tokens, count, g));
+      const double fastest = *std::min_element(targets.begin(), targets.end());
+      for (int k = 0; k <= 400; ++k) targets.push_back(fastest * (0.99 + k * 0.0025));
+      std::sort(targets.begin(), targets.end());
+      int previous = ranks + 1;
+      for (double target : targets) {
+        const int g = planning::ranks_for_target(times, work, tokens, count, target, min_g, ranks);
+        ASSERT_LE(g, previous) << "target " << target << ", model " << model << ", query " << query;
+        previous = g;
+      }
+      EXPECT_LE(previous, ranks);  // the loosest targets are met
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // OrchMLLM's node-wise rearrangement and the traffic a plan moves
 

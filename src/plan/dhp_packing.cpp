@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <utility>
@@ -51,7 +52,8 @@ std::vector<int> run_lengths(int packs) {
 
 }  // namespace
 
-DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel& cost, int ranks) {
+DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel& cost, int ranks,
+                             bool reuse_sizes) {
   DhpAllocation out;
   const int n = static_cast<int>(packs.size());
   if (n == 0) {
@@ -88,19 +90,51 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
     while ((2 << k) <= end - begin) ++k;
     return std::max(need_max[k][begin], need_max[k][end - (1 << k)]);
   };
+  // A run's sizes at earlier probes of the bisection bound its size at this one (ranks_for_target is
+  // exact, so monotone in the target): the size at a target at least this one from below, the size at a
+  // target at most this one from above. Kept: the last probe's, and the nearest from each side before it
+  // (the bisection's later probes lie on the side of each earlier one that the current probe does).
+  struct Known {
+    double target = std::numeric_limits<double>::quiet_NaN();  // none yet: no comparison holds
+    int g = 0;
+  };
   struct Run {
     int from, need;
+    Known last, tighter, looser;
   };
   std::vector<std::vector<Run>> runs_ending(n + 1);
   for (int i = 1; i <= n; ++i) {
     int previous = 0;
     for (int l : lengths) {
       if (l > i) break;
-      runs_ending[i].push_back({i - l, largest_need(i - l, i)});
+      runs_ending[i].push_back({i - l, largest_need(i - l, i), {}, {}, {}});
       previous = l;
     }
-    if (previous < i) runs_ending[i].push_back({0, largest_need(0, i)});  // all packs so far in one group
+    if (previous < i)
+      runs_ending[i].push_back({0, largest_need(0, i), {}, {}, {}});  // all packs in one group
   }
+
+  const auto run_size = [&](Run& run, int i, double target) {
+    const int j = run.from;
+    const auto size = [&](int min_g, int max_g) {
+      return ranks_for_target(times, work[i] - work[j], tokens[i] - tokens[j], count[i] - count[j], target,
+                              min_g, max_g);
+    };
+    if (!reuse_sizes) return size(run.need, ranks);
+    const int none = ranks + 1;
+    int at_least = run.need, at_most = none;  // at_most: a size known to meet the target
+    for (const Known& k : {run.last, run.tighter, run.looser}) {
+      if (k.target >= target) at_least = std::max(at_least, k.g);
+      if (k.target <= target && k.g <= ranks) at_most = std::min(at_most, k.g);
+    }
+    const int g = at_least > ranks      ? none
+                  : at_least >= at_most ? at_most
+                                        : size(at_least, std::min(at_most, ranks));
+    if (run.last.target > target && !(run.tighter.target <= run.last.target)) run.tighter = run.last;
+    if (run.last.target < target && !(run.looser.target >= run.last.target)) run.looser = run.last;
+    run.last = {target, g};
+    return g;
+  };
 
   // The decision DP for target T: fewest ranks for packs [0, i), and each prefix's last run.
   std::vector<long long> best(n + 1);
@@ -109,14 +143,13 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
     std::fill(best.begin(), best.end(), too_many);
     best[0] = 0;
     for (int i = 1; i <= n; ++i) {
-      for (const Run& run : runs_ending[i]) {
+      for (Run& run : runs_ending[i]) {
         const int j = run.from;
         if (best[j] >= too_many) continue;
         // time(g) >= work / g: a run that needs as many ranks as best[i] leaves cannot improve on it.
         const double at_least = std::max<double>(run.need, std::ceil((work[i] - work[j]) / target - 1e-9));
         if (static_cast<double>(best[j]) + at_least >= static_cast<double>(best[i])) continue;
-        const int g = ranks_for_target(times, work[i] - work[j], tokens[i] - tokens[j], count[i] - count[j],
-                                       target, run.need, ranks);
+        const int g = run_size(run, i, target);
         if (g <= ranks && best[j] + g < best[i]) best[i] = best[j] + g, from[i] = j, size[i] = g;
       }
       if (best[i] >= too_many) return too_many;  // a longer prefix needs at least as many ranks
@@ -133,14 +166,11 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
     return worst;
   };
   // Bisection on the makespan, from a lower bound: the mean load, and each pack alone on its fastest
-  // group (the time first falls with g, then the collectives' terms make it rise: every size that holds
-  // it is tried, O(1) each from the table).
+  // group among those that hold it.
   double lo = work[n] / ranks;
   for (const DhpPack& p : packs) {
     if (p.need > ranks) return out;  // no group can hold it
-    double fastest = times(p.work, p.tokens, 1.0, p.need);
-    for (int g = p.need + 1; g <= ranks; ++g) fastest = std::min(fastest, times(p.work, p.tokens, 1.0, g));
-    lo = std::max(lo, fastest);
+    lo = std::max(lo, times.fastest(p.work, p.tokens, 1.0, p.need, ranks));
   }
   // Often one pack bounds the makespan and the bound is met at once; else from twice it upwards.
   double hi = std::max(lo, 1e-12) * (1.0 + kTolerance);

@@ -38,7 +38,10 @@ struct DhpAllocation {
   bool feasible = false;               // some allocation fits the ranks (every pack's need met)
 };
 
-// Stage 2, for packs in any order (sorted by decreasing work inside).
-DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel& cost, int ranks);
+// Stage 2, for packs in any order (sorted by decreasing work inside). reuse_sizes: each run's sizes at the
+// bisection's earlier probes bound its size at the next (the same allocation, faster; false: every size
+// from scratch, for tests).
+DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel& cost, int ranks,
+                             bool reuse_sizes = true);
 
 }  // namespace minimllm::planning

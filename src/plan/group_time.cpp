@@ -8,19 +8,48 @@
 namespace minimllm::planning {
 
 GroupTimes::GroupTimes(const CostModel& cost, int ranks)
-    : cost_(&cost), latency_(std::max(ranks, 1) + 1, 0.0), per_token_(std::max(ranks, 1) + 1, 0.0) {
+    : cost_(&cost),
+      latency_(std::max(ranks, 1) + 1, 0.0),
+      per_token_(latency_.size(), 0.0),
+      run_end_(latency_.size(), 0) {
   for (int g = 2; g <= ranks; ++g) {
     const bool spans = g > cost.ranks_per_node;
     latency_[g] = cost.llm_comm(0.0, g, spans);
     per_token_[g] = cost.llm_comm(1.0, g, spans) - latency_[g];
+    if (g > 2)
+      nondecreasing_ = nondecreasing_ && latency_[g] >= latency_[g - 1] && per_token_[g] >= per_token_[g - 1];
   }
+  for (int g = tabulated(); g >= 0; --g) {
+    const bool same =
+        g >= 2 && g < tabulated() && latency_[g + 1] == latency_[g] && per_token_[g + 1] == per_token_[g];
+    run_end_[g] = same ? run_end_[g + 1] : g;
+  }
+}
+
+double GroupTimes::with_collectives_of(int like, double work, double tokens, double count, int g) const {
+  return work / g + count * latency_[like] + per_token_[like] * tokens;
 }
 
 double GroupTimes::operator()(double work, double tokens, double count, int g) const {
   if (g <= 1) return work;
-  if (static_cast<size_t>(g) < latency_.size())
-    return work / g + count * latency_[g] + per_token_[g] * tokens;
+  if (g <= tabulated()) return with_collectives_of(g, work, tokens, count, g);
   return group_time(*cost_, work, tokens, count, g);
+}
+
+double GroupTimes::fastest(double work, double tokens, double count, int min_g, int max_g) const {
+  const bool falls = work >= 0.0 && tokens >= 0.0 && count >= 0.0;  // along a run: never rises
+  double least = kInf;
+  for (int g = std::max(min_g, 1); g <= max_g; ++g) {
+    if (falls && g >= 2 && g <= tabulated()) {
+      if (nondecreasing_ && with_collectives_of(g, 0.0, tokens, count, 1) > least) {
+        g = tabulated();  // no tabulated size from here on is faster
+        continue;
+      }
+      g = std::min(run_end(g), max_g);
+    }
+    least = std::min(least, (*this)(work, tokens, count, g));
+  }
+  return least;
 }
 
 double group_time(const CostModel& cost, double work, double tokens, double count, int g) {
@@ -30,48 +59,67 @@ double group_time(const CostModel& cost, double work, double tokens, double coun
   return work / g + count * latency + (cost.llm_comm(1.0, g, spans) - latency) * tokens;
 }
 
+namespace {
+
+// First g in [a, b] where `meets` holds, for a predicate that holds from some size on; b + 1 if none. From
+// a guess, galloping away from it and then bisecting: two evaluations when the guess is right.
+template <class Meets>
+int first_meeting(int a, int b, int guess, const Meets& meets) {
+  int misses = a - 1, holds = b + 1;  // the bracket: meets(misses) is false, meets(holds) true
+  guess = std::clamp(guess, a, b);
+  if (meets(guess)) {
+    holds = guess;
+    for (int step = 1; holds - step > misses; step *= 2) {
+      if (!meets(holds - step)) {
+        misses = holds - step;
+        break;
+      }
+      holds -= step;
+    }
+  } else {
+    misses = guess;
+    for (int step = 1; misses + step < holds; step *= 2) {
+      if (meets(misses + step)) {
+        holds = misses + step;
+        break;
+      }
+      misses += step;
+    }
+  }
+  while (holds - misses > 1) {
+    const int mid = misses + (holds - misses) / 2;
+    (meets(mid) ? holds : misses) = mid;
+  }
+  return holds;
+}
+
+}  // namespace
+
 int ranks_for_target(const GroupTimes& times, double work, double tokens, double count, double target,
                      int min_g, int max_g) {
-  if (min_g <= 1 && work <= target) return 1;
-  const auto time = [&](int g) { return times(work, tokens, count, g); };
-  const auto bisect = [&](int lo, int hi) {
-    int a = lo, b = hi;
-    while (a < b) {
-      const int mid = a + (b - a) / 2;
-      if (time(mid + 1) >= time(mid)) {
-        b = mid;
-      } else {
-        a = mid + 1;
-      }
+  int g = std::max(min_g, 1);
+  if (g == 1 && max_g >= 1) {
+    if (work <= target) return 1;  // the time on one rank
+    g = 2;
+  }
+  // Every size before g misses the target.
+  const int last = std::min(max_g, times.tabulated());
+  if (work >= 0.0 && tokens >= 0.0 && count >= 0.0 && times.collectives_nondecreasing()) {
+    while (g <= last) {
+      // The time with g's collectives: g's on its run, else a lower bound that falls with the size; the
+      // first size where it meets the target is the answer if on g's run, else the next one to look at.
+      const int like = g;
+      const double room = target - times.with_collectives_of(like, 0.0, tokens, count, 1);
+      const double guess = room > 0.0 ? std::ceil(work / room) : kInf;  // work / g <= room
+      g = first_meeting(like, last, guess < last ? static_cast<int>(guess) : last, [&](int h) {
+        return times.with_collectives_of(like, work, tokens, count, h) <= target;
+      });
+      if (g <= times.run_end(like)) return g;
     }
-    if (time(a) > target) return -1;
-    for (int first = lo; first < a;) {  // the time falls on [lo, a]
-      const int mid = first + (a - first) / 2;
-      if (time(mid) <= target) {
-        a = mid;
-      } else {
-        first = mid + 1;
-      }
-    }
-    return a;
-  };
-  const auto solve = [&](int lo, int hi) {
-    if (lo > hi) return -1;
-    const double floor = time(lo) - work / lo;  // the collectives at the smallest size: a lower bound
-    if (floor >= target) return -1;
-    int g = static_cast<int>(std::max<double>(lo, std::ceil(work / (target - floor) - 1e-9)));
-    for (int tries = 0; g <= hi && tries < 4; ++g, ++tries) {
-      const double t = time(g);
-      if (t <= target) return g;
-      if (g < hi && time(g + 1) >= t) return -1;  // past the fastest size
-    }
-    return g <= hi ? bisect(g, hi) : -1;
-  };
-  const int lo = std::max(2, min_g);
-  const int local = solve(lo, std::min(times.ranks_per_node(), max_g));
-  if (local > 0) return local;
-  const int spanning = solve(std::max(lo, times.ranks_per_node() + 1), max_g);
-  return spanning > 0 ? spanning : max_g + 1;
+  }
+  for (; g <= max_g; ++g)
+    if (times(work, tokens, count, g) <= target) return g;
+  return max_g + 1;
 }
 
 CapacityTable::CapacityTable(const CostModel& cost, int max_g, double tokens_per_rank)

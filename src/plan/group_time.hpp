@@ -11,27 +11,49 @@ namespace minimllm::planning {
 // Time of samples with summed one-rank compute `work`, tokens and count on one group of g ranks that
 // spans nodes iff g > ranks_per_node: work / g + their context-parallel collectives (llm_comm is linear in
 // tokens for a fixed group: a latency per sample and a bandwidth term per token), tabulated per g for
-// g <= ranks (larger groups are computed on the fly).
+// g <= ranks (larger groups are computed on the fly). The table's sizes fall into runs of consecutive
+// sizes with the same collectives (a spanning group's depend only on its nodes; within a node each size
+// is a run of its own): along a run the time never rises.
 class GroupTimes {
  public:
   GroupTimes(const CostModel& cost, int ranks);
   double operator()(double work, double tokens, double count, int g) const;
   int ranks_per_node() const { return cost_->ranks_per_node; }
 
+  // The largest tabulated size, and for 2 <= g <= that, the last size of g's run.
+  int tabulated() const { return static_cast<int>(latency_.size()) - 1; }
+  int run_end(int g) const { return run_end_[g]; }
+  // Whether neither collective term falls as g grows over the table (true of the cost model's
+  // collectives): then each run's collectives bound every larger size's from below.
+  bool collectives_nondecreasing() const { return nondecreasing_; }
+  // The time of g ranks with the collectives of `like` ranks (2 <= like <= tabulated()): the time of g
+  // when both are in one run, else (collectives nondecreasing, g > like) a lower bound of it. Every time
+  // is this one expression, compiled once without contraction into fused multiply-adds (src/CMakeLists.txt):
+  // a size's time is the same number wherever it is computed, which exact comparisons with a target need.
+  double with_collectives_of(int like, double work, double tokens, double count, int g) const;
+  // The least time over the sizes in [max(min_g, 1), max_g] (+inf if none): each run's last size only,
+  // and none past a size whose collectives alone exceed the least so far (collectives_nondecreasing).
+  double fastest(double work, double tokens, double count, int min_g, int max_g) const;
+
  private:
   const CostModel* cost_;
   std::vector<double> latency_, per_token_;
+  std::vector<int> run_end_;
+  bool nondecreasing_ = true;
 };
 
 // The same for one group, without a table.
 double group_time(const CostModel& cost, double work, double tokens, double count, int g);
 
-// Smallest g in [min_g, max_g] whose group time meets `target`; max_g + 1 if none. Within the node-local
-// sizes, then the spanning ones, the time first falls with g (compute / g) and then rises (the collectives'
-// latency and bandwidth terms grow with g). Their values at the range's smallest size bound them below,
-// which bounds the answer below in O(1); a few sizes up from there usually meet the target, else bisection
-// (on the slope for the fastest size, then before it for the smallest that meets the target) decides in
-// O(log max_g).
+// Smallest g in [max(min_g, 1), max_g] whose group time meets `target` (GroupTimes' time <= target); max_g
+// + 1 if none. Exact, hence monotone in the target (a looser target never needs more ranks), which DHP's
+// bisection relies on to reuse sizes between probes (dhp_packing.cpp). On each run of sizes with the same
+// collectives the time never rises with g, so the first size meeting the target is found from the closed
+// form work / (target - collectives), usually in two evaluations; if the run ends first, its collectives
+// bound every later size's from below (collectives_nondecreasing), which gives the next size worth
+// looking at (in bench_planners' DHP and FlexSP searches, 2-2.5 runs and 3-4.5 evaluations a call on
+// average; more than 6 runs in 1-3% of calls, near the fastest size). With negative inputs, collectives
+// that fall somewhere, or sizes past the table, it scans.
 int ranks_for_target(const GroupTimes& times, double work, double tokens, double count, double target,
                      int min_g, int max_g);
 
