@@ -39,9 +39,10 @@ std::string optimizer_line(const RunConfig& config, const World& world) {
     return "optimizer: AdamW, replicated (every rank holds every moment) | gradient sync: " + all_reduce;
   return fmt::format(
       "optimizer: AdamW, distributed (ZeRO-1) over {} ranks, each holding the moments of 1/{} of the "
-      "parameters "
+      "parameters{} "
       "| gradient sync: one reduce-scatter after the backward{}, updated parameters all-gathered",
-      world.size, world.size,
+      world.size / config.parallel.tp, world.size / config.parallel.tp,
+      config.parallel.tp > 1 ? " (of its tensor-parallel slices, over the units)" : "",
       config.runtime.overlap_grad_sync ? " (runtime.overlap_grad_sync: not supported with the distributed "
                                          "optimizer, not overlapped)"
                                        : "");
