@@ -30,6 +30,7 @@ namespace {
 
 using testing_support::pack_whole_samples;
 using testing_support::PackedBatch;
+using testing_support::RemoveAtEnd;
 using testing_support::world_size;
 
 constexpr double kRelative = 1e-5;
@@ -211,6 +212,38 @@ TEST(TensorParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
         EXPECT_EQ(result.steps.back().max_group_size, units);  // TP 2 x CP 2 really ran
       }
     }
+  }
+}
+
+// Checkpoints under tp hold the whole model (the slices assembled): a tp run restarts from one bit for bit,
+// and a run without tensor parallelism restarts from the same file and goes on with the same losses
+// (within the bound: the layouts differ).
+TEST(TensorParallel, CheckpointsHoldTheWholeModel) {
+  if (world_size() % 2 != 0) GTEST_SKIP() << "tp = 2 needs an even number of ranks";
+  const World world = World::of(MPI_COMM_WORLD);
+  const RemoveAtEnd file{testing_support::shared_temp_path("minimllm_tp_", "tp.ckpt.h5")};
+  RunConfig config = quickstart("static", 2);
+  config.parallel.distributed_optimizer = true;
+  const TrainResult straight = train(config, world, {});
+  RunConfig first_part = config;
+  first_part.steps = 2;
+  TrainOptions checkpointing;
+  checkpointing.checkpoint_path = file.path;
+  checkpointing.checkpoint_every = 2;
+  ASSERT_EQ(train(first_part, world, checkpointing).checkpoints_written, 1);
+  TrainOptions restart;
+  restart.restart_path = file.path;
+  const TrainResult resumed = train(config, world, restart);
+  RunConfig without = config;
+  without.parallel.tp = 1;
+  const TrainResult resumed_without = train(without, world, restart);
+  ASSERT_EQ(resumed.steps.size(), 2u);
+  ASSERT_EQ(resumed_without.steps.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(resumed.steps[i].loss, straight.steps[2 + i].loss) << "step " << 2 + i;  // bit for bit
+    EXPECT_NEAR(resumed_without.steps[i].loss, straight.steps[2 + i].loss,
+                kRelative * straight.steps[2 + i].loss)
+        << "step " << 2 + i;
   }
 }
 

@@ -57,6 +57,53 @@ void restore_moment(const std::vector<float>& whole, const AdamW& optimizer, con
   transfer(target, host);
 }
 
+// Tensor parallelism: the sharding of rank t of this rank's group (its slices' layout).
+ModelSharding sharding_of(const ModelSharding& mine, int t) {
+  ModelSharding s;
+  s.llm = {t, mine.llm.size, nullptr};
+  s.encoder = {t % mine.encoder.size, mine.encoder.size, nullptr};
+  return s;
+}
+
+// The whole model's buffer (parameters or a moment) from the slices of the group `group` (MPI, the
+// tensor-parallel group; `local`: this rank's buffer), on the group's first rank, empty elsewhere.
+std::vector<float> whole_from_slices(const std::vector<float>& local, const Model& model, MPI_Comm group) {
+  const ModelConfig& config = model.config();
+  const int tp = model.sharding().llm.size;
+  std::vector<int> counts(tp), displs(tp, 0);
+  for (int t = 0; t < tp; ++t) {
+    counts[t] = static_cast<int>(parameter_count(config, sharding_of(model.sharding(), t)));
+    if (t > 0) displs[t] = displs[t - 1] + counts[t - 1];
+  }
+  const bool first = model.sharding().llm.rank == 0;
+  std::vector<float> slices(first ? displs.back() + counts.back() : 0);
+  MPI_Gatherv(local.data(), static_cast<int>(local.size()), MPI_FLOAT, slices.data(), counts.data(),
+              displs.data(), MPI_FLOAT, 0, group);
+  if (!first) return {};
+  const std::vector<TensorRange> whole_ranges = tensor_ranges(config, ModelSharding{});
+  std::vector<float> whole(parameter_count(config));
+  for (int t = 0; t < tp; ++t) {
+    const std::vector<TensorRange> ranges = tensor_ranges(config, sharding_of(model.sharding(), t));
+    for (size_t k = 0; k < ranges.size(); ++k)
+      for (std::size_t i = 0; i < ranges[k].count; ++i)
+        whole[whole_ranges[k].offset + whole_tensor_index(ranges[k], i)] =
+            slices[displs[t] + ranges[k].offset + i];
+  }
+  return whole;
+}
+
+// This rank's slices of a whole-model buffer (the inverse of whole_from_slices).
+std::vector<float> slices_of(const std::vector<float>& whole, const Model& model) {
+  const std::vector<TensorRange> whole_ranges = tensor_ranges(model.config(), ModelSharding{});
+  std::vector<float> local(model.parameter_count());
+  for (size_t k = 0; k < whole_ranges.size(); ++k) {
+    const TensorRange& mine = model.tensor_ranges()[k];
+    for (std::size_t i = 0; i < mine.count; ++i)
+      local[mine.offset + i] = whole[whole_ranges[k].offset + whole_tensor_index(mine, i)];
+  }
+  return local;
+}
+
 std::string utc_now() {
   char stamp[32];
   const std::time_t now = std::time(nullptr);
@@ -134,15 +181,30 @@ std::string default_checkpoint_path(const std::string& out) {
   return (h5 ? out.substr(0, out.size() - suffix.size()) : out) + ".ckpt.h5";
 }
 
-void save_checkpoint(const std::string& path, const RunConfig& config, const World& world, const Model& model,
-                     const AdamW& optimizer, int next_step, const PlanningBasis& planning) {
-  // Every rank holds the same synchronised parameters (rank 0's are the run's) and the moments, or with
-  // the distributed optimizer its shard of them (gathered to rank 0).
-  if (model.parameter_count() > static_cast<std::size_t>(INT_MAX))
+void save_checkpoint(const std::string& path, const RunConfig& config, const World& world, const World& data,
+                     const Model& model, const AdamW& optimizer, int next_step,
+                     const PlanningBasis& planning) {
+  // Every rank of a data world holds the same synchronised parameters (its first rank's are the run's)
+  // and the moments, or with the distributed optimizer its shard of them (gathered to its first rank).
+  // Under tensor parallelism the first unit's ranks then gather their slices to rank 0, which assembles
+  // the whole model: the file is the same whatever the grid.
+  if (parameter_count(config.model) > static_cast<std::size_t>(INT_MAX))
     throw std::runtime_error(fmt::format("{}: a model of {} parameters is too large to gather in one message",
-                                         path, model.parameter_count()));
-  const std::vector<float> first_moment = whole_moment(optimizer.first_moment(), optimizer, world);
-  const std::vector<float> second_moment = whole_moment(optimizer.second_moment(), optimizer, world);
+                                         path, parameter_count(config.model)));
+  std::vector<float> params = data.is_root() ? to_host(model.params()) : std::vector<float>();
+  std::vector<float> first_moment = whole_moment(optimizer.first_moment(), optimizer, data);
+  std::vector<float> second_moment = whole_moment(optimizer.second_moment(), optimizer, data);
+  const int tp = model.sharding().llm.size;
+  if (tp > 1) {
+    MPI_Comm unit = MPI_COMM_NULL;  // the first unit's ranks, the data worlds' first ranks
+    MPI_Comm_split(world.comm, world.rank < tp ? 0 : MPI_UNDEFINED, world.rank, &unit);
+    if (unit != MPI_COMM_NULL) {
+      params = whole_from_slices(params, model, unit);
+      first_moment = whole_from_slices(first_moment, model, unit);
+      second_moment = whole_from_slices(second_moment, model, unit);
+      MPI_Comm_free(&unit);
+    }
+  }
   std::exception_ptr error;
   if (world.is_root()) {
     try {
@@ -153,7 +215,7 @@ void save_checkpoint(const std::string& path, const RunConfig& config, const Wor
           {"seed", static_cast<long long>(config.seed)},
           {"steps", static_cast<long long>(config.steps)},
           {"global_batch", static_cast<long long>(config.data.global_batch)},
-          {"parameter_count", static_cast<long long>(model.parameter_count())},
+          {"parameter_count", static_cast<long long>(parameter_count(config.model))},
           {"deck_name", config.name},
           {"deck_path", config.deck_path},
           {"deck_sha256", sha256_hex(config.deck_text)},
@@ -167,7 +229,7 @@ void save_checkpoint(const std::string& path, const RunConfig& config, const Wor
           {"minimllm_version", std::string(MINIMLLM_VERSION)},
           {"written_utc", utc_now()},
       };
-      c.arrays = {{"params", to_host(model.params())}, {"adamw_m", first_moment}, {"adamw_v", second_moment}};
+      c.arrays = {{"params", params}, {"adamw_m", first_moment}, {"adamw_v", second_moment}};
       write_checkpoint_file(path, c);
     } catch (...) {
       error = std::current_exception();
@@ -205,9 +267,11 @@ RestartPoint read_restart_point(const std::string& path, const RunConfig& config
 }
 
 void restore_checkpoint(const RestartPoint& point, Model& model, const AdamW& optimizer) {
-  from_host(point.params, model.params());
-  restore_moment(point.first_moment, optimizer, optimizer.first_moment());
-  restore_moment(point.second_moment, optimizer, optimizer.second_moment());
+  const bool sliced = model.sharding().llm.size > 1;
+  const auto own = [&](const std::vector<float>& whole) { return sliced ? slices_of(whole, model) : whole; };
+  from_host(own(point.params), model.params());
+  restore_moment(own(point.first_moment), optimizer, optimizer.first_moment());
+  restore_moment(own(point.second_moment), optimizer, optimizer.second_moment());
   Kokkos::fence();
 }
 

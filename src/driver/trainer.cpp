@@ -10,7 +10,6 @@
 #include <tuple>
 #include <vector>
 
-#include "minimllm/config/input_error.hpp"
 #include "minimllm/core/clock.hpp"
 #include "minimllm/core/device.hpp"
 #include "minimllm/core/phase.hpp"
@@ -49,11 +48,6 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   std::ostream* log = world.is_root() ? options.log : nullptr;
   const ModelParallel grid = model_parallel_of(config);
   require_runnable_grid(grid);  // tensor, data and context parallelism
-  if (grid.tp > 1 && (!options.restart_path.empty() || !options.checkpoint_path.empty()))
-    throw InputError(
-        fmt::format("parallel.tp = {}: checkpoints hold the whole model and are not written or "
-                    "read under tensor parallelism yet; run without --checkpoint / --restart",
-                    grid.tp));
   // This run's own memory peak, not an earlier run's in the same process (--policy all).
   const bool own_peak = reset_peak_resident();
   double start_resident = resident_mib();
@@ -85,7 +79,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   // before any output.
   std::optional<RestartPoint> restart;
   if (!options.restart_path.empty())
-    restart = read_restart_point(options.restart_path, config, world, parameters);
+    restart = read_restart_point(options.restart_path, config, world, parameter_count(config.model));
   const int first_step = restart ? restart->next_step : 0;
   const Recompute recompute = recompute_from_string(config.runtime.recompute);
   Model model(config.model, config.seed, precision, recompute, tensor_parallel.sharding());
@@ -239,7 +233,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   const auto checkpoint = [&](int next_step) {
     heartbeat("checkpoint");
     const double t = now_seconds();
-    save_checkpoint(options.checkpoint_path, config, world, model, optimizer, next_step, planning);
+    save_checkpoint(options.checkpoint_path, config, world, data, model, optimizer, next_step, planning);
     result.checkpoint_seconds += now_seconds() - t;
     ++result.checkpoints_written;
   };

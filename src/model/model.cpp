@@ -432,6 +432,17 @@ std::size_t parameter_count(const ModelConfig& config, const ModelSharding& shar
 
 std::size_t parameter_count(const ModelConfig& config) { return parameter_count(config, ModelSharding{}); }
 
+std::vector<TensorRange> tensor_ranges(const ModelConfig& config, const ModelSharding& sharding) {
+  TensorBinder counter(sharding.llm.size);
+  bind_tensors(config, sharding, counter);
+  TensorBinder placer(sharding.llm.size, nullptr, counter.matrix_elements());  // offsets, no views
+  bind_tensors(config, sharding, placer);
+  std::vector<TensorRange> ranges;
+  for (const auto& init : placer.inits())
+    ranges.push_back({init.name, init.offset, init.count, init.replicas, init.rows, init.cols});
+  return ranges;
+}
+
 Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision, Recompute recompute,
              const ModelSharding& sharding)
     : config_(config), precision_(precision), recompute_(recompute), sharding_(sharding) {
@@ -447,8 +458,7 @@ Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precis
       grad_binder(tp, grads_.data(), decayed_count_);
   weights_ = bind_tensors(config_, sharding_, param_binder);
   weight_grads_ = bind_tensors(config_, sharding_, grad_binder);
-  for (const auto& init : param_binder.inits())
-    tensor_ranges_.push_back({init.name, init.offset, init.count, init.replicas, init.rows, init.cols});
+  tensor_ranges_ = minimllm::tensor_ranges(config_, sharding_);
   std::size_t in_units = 0;
   for (const auto& [name, tensors] : unit_tensor_names(config_)) {
     GradientUnit unit{name, {}};

@@ -40,12 +40,14 @@ struct RestartPoint {
 // `<out without .h5>.ckpt.h5`: the default checkpoint file of the run writing out.
 std::string default_checkpoint_path(const std::string& out);
 
-// Collective. Writes what a restart needs after next_step steps to path (rank 0, the distributed
-// optimizer's moment shards gathered to it first; atomic, fsynced: see
-// write_checkpoint_file). A failure (e.g. a full disk) is agreed: every rank throws AgreedFailure, the
-// previous checkpoint kept.
-void save_checkpoint(const std::string& path, const RunConfig& config, const World& world, const Model& model,
-                     const AdamW& optimizer, int next_step, const PlanningBasis& planning);
+// Collective over world. Writes what a restart needs after next_step steps to path (rank 0, the
+// distributed optimizer's moment shards gathered over `data` first, the world itself without tensor
+// parallelism; under it the first unit's slices then assembled into the whole model, so the file is the
+// same whatever the grid; atomic, fsynced: see write_checkpoint_file). A failure (e.g. a full disk) is
+// agreed: every rank throws AgreedFailure, the previous checkpoint kept.
+void save_checkpoint(const std::string& path, const RunConfig& config, const World& world, const World& data,
+                     const Model& model, const AdamW& optimizer, int next_step,
+                     const PlanningBasis& planning);
 
 // Collective. Reads path on rank 0 and gives every rank its contents. Throws InputError on every rank
 // (agreed) when it cannot be read or does not belong to this run: another deck (by its sha256), seed,
@@ -54,7 +56,8 @@ RestartPoint read_restart_point(const std::string& path, const RunConfig& config
                                 std::size_t parameter_count);
 
 // Loads the point's parameters and moments into model and optimizer (with the distributed optimizer, its
-// shard of the moments: a checkpoint restarts with or without it, whichever way it was written).
+// shard of the moments: a checkpoint restarts with or without it, whichever way it was written; under
+// tensor parallelism this rank's slices of both).
 void restore_checkpoint(const RestartPoint& point, Model& model, const AdamW& optimizer);
 
 }  // namespace minimllm

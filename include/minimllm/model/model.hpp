@@ -110,6 +110,8 @@ class GradientListener {
 // gradients), computed without allocating anything: the whole model's, or one rank's under `sharding`.
 std::size_t parameter_count(const ModelConfig& config);
 std::size_t parameter_count(const ModelConfig& config, const ModelSharding& sharding);
+// Model::tensor_ranges of a rank with this sharding (only the ranks and sizes are read), without a model.
+std::vector<TensorRange> tensor_ranges(const ModelConfig& config, const ModelSharding& sharding);
 
 // The memory accounting of Model (its members below call these), without allocating a model:
 // bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows gathered
