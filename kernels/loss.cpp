@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "exp_vectorizable.hpp"
@@ -127,18 +128,26 @@ int lm_head_chunk_rows(int vocab) {
   return static_cast<int>(std::max<std::int64_t>(kMinChunkRows, kLogitsChunkFloats / vocab));
 }
 
-void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const& lm_head,
-                                   const t_ivec_const& targets, float grad_scale, const t_vec& losses,
-                                   const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision,
-                                   int chunk_rows) {
+namespace {
+
+// Turns one chunk's logits into their gradient in place and writes the chunk's rows' losses; rows: the
+// chunk's rows of the pass.
+using ChunkLoss = std::function<void(const t_mat& logits, std::pair<int, int> rows)>;
+
+// The fused LM head's loop (lm_head_xent_forward_backward): per chunk of rows, logits = normed * lm_head,
+// `loss` on them, then d_lm_head += normed^T dlogits and d_normed = dlogits lm_head^T.
+void lm_head_in_chunks(const char* what, const t_mat_const& normed, const t_mat_const& lm_head,
+                       const t_ivec_const& targets, const t_vec& losses, const t_mat& d_lm_head,
+                       const t_mat& d_normed, GemmPrecision precision, int chunk_rows,
+                       const ChunkLoss& loss) {
   const int rows = static_cast<int>(normed.extent(0)), vocab = static_cast<int>(lm_head.extent(1));
   if (lm_head.extent(0) != normed.extent(1) || d_normed.extent(0) != normed.extent(0) ||
       d_normed.extent(1) != normed.extent(1) || d_lm_head.extent(0) != lm_head.extent(0) ||
       d_lm_head.extent(1) != lm_head.extent(1) || targets.extent(0) != normed.extent(0) ||
       losses.extent(0) != normed.extent(0))
-    throw std::invalid_argument(
-        "lm_head_xent_forward_backward: normed, lm_head, targets, losses and gradients do not conform");
-  if (chunk_rows < 1) throw std::invalid_argument("lm_head_xent_forward_backward: chunk_rows must be >= 1");
+    throw std::invalid_argument(std::string(what) +
+                                ": normed, lm_head, targets, losses and gradients do not conform");
+  if (chunk_rows < 1) throw std::invalid_argument(std::string(what) + ": chunk_rows must be >= 1");
   if (rows == 0) return;
   // Equal chunks (no small remainder): ceil(rows / chunks) rows each.
   const int chunks = (rows + chunk_rows - 1) / chunk_rows;
@@ -151,12 +160,24 @@ void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const&
     const t_mat logits = Kokkos::subview(buffer, std::make_pair(0, n), Kokkos::ALL());
     const t_mat_const x = Kokkos::subview(normed, r, Kokkos::ALL());
     gemm(Trans::no, Trans::no, 1.0f, x, lm_head, 0.0f, logits, precision);
-    softmax_xent_forward_backward(logits, Kokkos::subview(targets, r), grad_scale, Kokkos::subview(losses, r),
-                                  logits);  // logits become dlogits
+    loss(logits, r);  // logits become dlogits
     gemm(Trans::yes, Trans::no, 1.0f, x, logits, 1.0f, d_lm_head, precision);
     gemm(Trans::no, Trans::yes, 1.0f, logits, lm_head, 0.0f, Kokkos::subview(d_normed, r, Kokkos::ALL()),
          precision);
   }
+}
+
+}  // namespace
+
+void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const& lm_head,
+                                   const t_ivec_const& targets, float grad_scale, const t_vec& losses,
+                                   const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision,
+                                   int chunk_rows) {
+  lm_head_in_chunks("lm_head_xent_forward_backward", normed, lm_head, targets, losses, d_lm_head, d_normed,
+                    precision, chunk_rows, [&](const t_mat& logits, std::pair<int, int> r) {
+                      softmax_xent_forward_backward(logits, Kokkos::subview(targets, r), grad_scale,
+                                                    Kokkos::subview(losses, r), logits);
+                    });
 }
 
 void lm_head_xent_forward_backward(const t_mat_const& normed, const t_mat_const& lm_head,
@@ -243,34 +264,19 @@ void lm_head_xent_vocab_slice(const t_mat_const& normed, const t_mat_const& lm_h
                               const t_ivec_const& targets, float grad_scale, const t_vec& losses,
                               const t_mat& d_lm_head, const t_mat& d_normed, GemmPrecision precision,
                               int chunk_rows, const SoftmaxStatsCombine& combine) {
-  const int rows = static_cast<int>(normed.extent(0)), vocab = static_cast<int>(lm_head.extent(1));
-  if (lm_head.extent(0) != normed.extent(1) || d_normed.extent(0) != normed.extent(0) ||
-      d_normed.extent(1) != normed.extent(1) || d_lm_head.extent(0) != lm_head.extent(0) ||
-      d_lm_head.extent(1) != lm_head.extent(1) || targets.extent(0) != normed.extent(0) ||
-      losses.extent(0) != normed.extent(0) || chunk_rows < 1)
-    throw std::invalid_argument(
-        "lm_head_xent_vocab_slice: normed, lm_head, targets, losses and gradients do not conform");
-  if (rows == 0) return;
-  const int chunks = (rows + chunk_rows - 1) / chunk_rows;
-  const int per_chunk = (rows + chunks - 1) / chunks;
-  const WorkspaceScope scope;
-  const t_mat buffer = scratch_view<t_mat>("minimllm::lm_head_logits", std::min(per_chunk, rows), vocab);
-  const t_mat stats_buffer = scratch_view<t_mat>("minimllm::lm_head_stats", std::min(per_chunk, rows), 3);
-  for (int first = 0; first < rows; first += per_chunk) {
-    const std::pair<int, int> r(first, std::min(rows, first + per_chunk));
-    const int n = r.second - r.first;
-    const t_mat logits = Kokkos::subview(buffer, std::make_pair(0, n), Kokkos::ALL());
-    const t_mat stats = Kokkos::subview(stats_buffer, std::make_pair(0, n), Kokkos::ALL());
-    const t_mat_const x = Kokkos::subview(normed, r, Kokkos::ALL());
-    const t_ivec_const chunk_targets = Kokkos::subview(targets, r);
-    gemm(Trans::no, Trans::no, 1.0f, x, lm_head, 0.0f, logits, precision);
-    slice_softmax_stats(logits, chunk_targets, first_col, stats);
-    combine(stats);
-    slice_softmax_xent(logits, chunk_targets, first_col, grad_scale, stats, Kokkos::subview(losses, r));
-    gemm(Trans::yes, Trans::no, 1.0f, x, logits, 1.0f, d_lm_head, precision);
-    gemm(Trans::no, Trans::yes, 1.0f, logits, lm_head, 0.0f, Kokkos::subview(d_normed, r, Kokkos::ALL()),
-         precision);
-  }
+  const WorkspaceScope scope;  // the stats outlive the chunk loop's own scope
+  const int stats_rows = std::max(1, std::min(chunk_rows, static_cast<int>(normed.extent(0))));
+  const t_mat stats_buffer = scratch_view<t_mat>("minimllm::lm_head_stats", stats_rows, 3);
+  lm_head_in_chunks("lm_head_xent_vocab_slice", normed, lm_head, targets, losses, d_lm_head, d_normed,
+                    precision, chunk_rows, [&](const t_mat& logits, std::pair<int, int> r) {
+                      const t_ivec_const chunk_targets = Kokkos::subview(targets, r);
+                      const t_mat stats =
+                          Kokkos::subview(stats_buffer, std::make_pair(0, r.second - r.first), Kokkos::ALL());
+                      slice_softmax_stats(logits, chunk_targets, first_col, stats);
+                      combine(stats);
+                      slice_softmax_xent(logits, chunk_targets, first_col, grad_scale, stats,
+                                         Kokkos::subview(losses, r));
+                    });
 }
 
 double sum(const t_vec_const& v) {

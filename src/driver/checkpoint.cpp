@@ -70,9 +70,11 @@ ModelSharding sharding_of(const ModelSharding& mine, int t) {
 std::vector<float> whole_from_slices(const std::vector<float>& local, const Model& model, MPI_Comm group) {
   const ModelConfig& config = model.config();
   const int tp = model.sharding().llm.size;
-  std::vector<int> counts(tp), displs(tp, 0);
+  std::vector<std::vector<TensorRange>> ranges(tp);  // of each rank's buffer
+  std::vector<int> counts(tp, 0), displs(tp, 0);
   for (int t = 0; t < tp; ++t) {
-    counts[t] = static_cast<int>(parameter_count(config, sharding_of(model.sharding(), t)));
+    ranges[t] = tensor_ranges(config, sharding_of(model.sharding(), t));
+    for (const TensorRange& range : ranges[t]) counts[t] += static_cast<int>(range.count);
     if (t > 0) displs[t] = displs[t - 1] + counts[t - 1];
   }
   const bool first = model.sharding().llm.rank == 0;
@@ -82,13 +84,11 @@ std::vector<float> whole_from_slices(const std::vector<float>& local, const Mode
   if (!first) return {};
   const std::vector<TensorRange> whole_ranges = tensor_ranges(config, ModelSharding{});
   std::vector<float> whole(parameter_count(config));
-  for (int t = 0; t < tp; ++t) {
-    const std::vector<TensorRange> ranges = tensor_ranges(config, sharding_of(model.sharding(), t));
-    for (size_t k = 0; k < ranges.size(); ++k)
-      for (std::size_t i = 0; i < ranges[k].count; ++i)
-        whole[whole_ranges[k].offset + whole_tensor_index(ranges[k], i)] =
-            slices[displs[t] + ranges[k].offset + i];
-  }
+  for (int t = 0; t < tp; ++t)
+    for (size_t k = 0; k < ranges[t].size(); ++k)
+      for (std::size_t i = 0; i < ranges[t][k].count; ++i)
+        whole[whole_ranges[k].offset + whole_tensor_index(ranges[t][k], i)] =
+            slices[displs[t] + ranges[t][k].offset + i];
   return whole;
 }
 

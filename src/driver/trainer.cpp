@@ -266,10 +266,6 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     const CommPoolStats pool_before = pool.stats();
     // -> StepComms -> StepInputs -> StepOutcome -> synchronised gradients (run_step), -> AdamW.
     StepOutcome outcome = run_step(sampler, executor, pool, planned);
-    // A unit's ranks share its FLOPs unevenly (encoder groups with different images): each counts the
-    // unit's mean, so that a data world's sum times tp is the whole world's (reduce_step_metrics).
-    if (grid.tp > 1)
-      outcome.flops = tensor_parallel.sharding().llm.comm->allreduce_sum(outcome.flops) / grid.tp;
     outcome.seconds[Phase::planning] = exposed_planning;
     // -> a finite loss and gradient, or the run stops here, before AdamW spreads a NaN into every
     // parameter (every rank alike: the values are the synchronised ones). The completed steps' rows stay in

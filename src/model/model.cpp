@@ -44,11 +44,8 @@ enum class Split { none, rows, columns, qkv_columns };
 class TensorBinder {
  public:
   struct Init {
-    std::string name;
-    std::size_t offset, count;
-    float std;             // 0: a norm weight, initialised to 1
-    AxisSlice rows, cols;  // this rank's slice of the whole tensor (a vector: one row)
-    int replicas;          // TensorRange::replicas
+    TensorRange range;  // where it lies, and this rank's slice of the whole tensor
+    float std;          // 0: a norm weight, initialised to 1
   };
 
   explicit TensorBinder(int llm_tp) : llm_tp_(llm_tp) {}  // counting pass
@@ -66,13 +63,13 @@ class TensorBinder {
                                                       : whole_cols;
     const std::size_t n = static_cast<std::size_t>(r.local()) * c.local();
     const int replicas = split == Split::none ? llm_tp_ : llm_tp_ / group_.size;
-    inits_.push_back({name, matrix_next_, n, std, r, c, replicas});
+    inits_.push_back({{name, matrix_next_, n, replicas, r, c}, std});
     matrix_next_ += n;
     return base_ ? t_mat_um(base_ + matrix_next_ - n, r.local(), c.local()) : t_mat_um();
   }
   t_vec_um vector(const std::string& name, int n) {
     inits_.push_back(
-        {name, vector_next_, static_cast<std::size_t>(n), 0.0f, AxisSlice{1}, AxisSlice{n}, llm_tp_});
+        {{name, vector_next_, static_cast<std::size_t>(n), llm_tp_, AxisSlice{1}, AxisSlice{n}}, 0.0f});
     vector_next_ += n;
     return base_ ? t_vec_um(base_ + vector_next_ - n, n) : t_vec_um();
   }
@@ -438,8 +435,7 @@ std::vector<TensorRange> tensor_ranges(const ModelConfig& config, const ModelSha
   TensorBinder placer(sharding.llm.size, nullptr, counter.matrix_elements());  // offsets, no views
   bind_tensors(config, sharding, placer);
   std::vector<TensorRange> ranges;
-  for (const auto& init : placer.inits())
-    ranges.push_back({init.name, init.offset, init.count, init.replicas, init.rows, init.cols});
+  for (const auto& init : placer.inits()) ranges.push_back(init.range);
   return ranges;
 }
 
@@ -475,12 +471,15 @@ Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precis
   // and a tensor-parallel slice holds the whole model's values.
   auto host = Kokkos::create_mirror_view(params_);
   const auto& inits = param_binder.inits();
-  for (std::size_t t = 0; t < inits.size(); ++t)
-    for (std::size_t i = 0; i < inits[t].count; ++i) {
-      const std::uint64_t h = hash_coords({seed, kInitStream, t, whole_tensor_index(tensor_ranges_[t], i)});
-      host(inits[t].offset + i) =
-          inits[t].std == 0.0f ? 1.0f : inits[t].std * static_cast<float>(standard_normal(h, splitmix64(h)));
+  for (std::size_t t = 0; t < inits.size(); ++t) {
+    const TensorRange& range = inits[t].range;
+    const float std = inits[t].std;
+    for (std::size_t i = 0; i < range.count; ++i) {
+      const std::uint64_t h = hash_coords({seed, kInitStream, t, whole_tensor_index(range, i)});
+      host(range.offset + i) =
+          std == 0.0f ? 1.0f : std * static_cast<float>(standard_normal(h, splitmix64(h)));
     }
+  }
   transfer(params_, host);
 }
 

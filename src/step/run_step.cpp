@@ -20,6 +20,10 @@ StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& p
   sync.begin(*comms.gradients);
   StepOutcome outcome = executor.run(planned.work, inputs, planned.plan.placement);
   sync.finish(model, *comms.world, outcome);
+  // A unit's ranks share its FLOPs unevenly (encoder groups with different images): each counts the
+  // unit's mean, so that a data world's sum times tp is the whole world's (reduce_step_metrics).
+  const TensorParallel& tp = model.sharding().llm;
+  if (tp.size > 1) outcome.flops = tp.comm->allreduce_sum(outcome.flops) / tp.size;
   outcome.seconds += data;
   outcome.input_transfers = inputs.transfers;
   outcome.movement_bytes = inputs.movement_bytes;

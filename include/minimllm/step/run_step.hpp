@@ -15,6 +15,7 @@ namespace minimllm {
 // identical on every rank (with the distributed optimizer, model.grads() only in the rank's own shard:
 // gradient_sync.hpp); outcome.seconds holds data, encoder, boundary, llm, kv_exchange and grad_sync;
 // outcome.transfers counts every host<->device copy after the inputs were up, the gradient sync included.
+// Under tensor parallelism (the model sharded) also over its group: outcome.flops is the unit's mean.
 StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& pool,
                      const PlannedStep& planned);
 
