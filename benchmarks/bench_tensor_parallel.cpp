@@ -16,7 +16,7 @@
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/core/world.hpp"
 #include "minimllm/model/model.hpp"
-#include "minimllm/parallel/tensor_parallel_grid.hpp"
+#include "minimllm/parallel/rank_grid.hpp"
 #include "minimllm/step/packing.hpp"
 #include "mpi_benchmark_main.hpp"
 
@@ -62,7 +62,9 @@ void BM_TensorParallelWideLayer(benchmark::State& state) {
   SampleMeta sample;
   sample.text_len = kRows;
   const LlmInput input = pack_samples(sampler, 0, {sample}).llm;
-  const TensorParallelGrid grid(world, 2, 1, create_mpi_communicator);
+  ModelParallel layout;
+  layout.tp = 2;
+  const RankGrid grid(world, layout, config.model.llm.layers, create_mpi_communicator);
   Model whole(config.model, config.seed);
   Model split(config.model, config.seed, GemmPrecision::fp32, Recompute::none, grid.sharding());
   const t_vec rows("bench::all_reduce", static_cast<std::size_t>(kRows) * config.model.llm.width);

@@ -70,6 +70,8 @@ StepRecord make_record(int i) {
   r.predicted_seconds = 0.375 + i;
   r.lower_bound_seconds = 0.125 + 2 * i;
   r.boundary_bytes = (std::int64_t{1} << 41) + i;
+  r.pipeline_bubble = 0.1875 + i;
+  r.ideal_bubble = 0.25 + i;
   r.llm_groups = 3 + i;
   r.max_group_size = 5 + i;
   r.comm_hits = 70 + i;
@@ -107,6 +109,8 @@ void expect_record_eq(const StepRecord& a, const StepRecord& b, std::size_t row)
   EXPECT_EQ(a.boundary_bytes, b.boundary_bytes);
   EXPECT_EQ(a.llm_groups, b.llm_groups);
   EXPECT_EQ(a.max_group_size, b.max_group_size);
+  EXPECT_EQ(a.pipeline_bubble, b.pipeline_bubble);
+  EXPECT_EQ(a.ideal_bubble, b.ideal_bubble);
   EXPECT_EQ(a.comm_hits, b.comm_hits);
   EXPECT_EQ(a.comm_creations, b.comm_creations);
   EXPECT_EQ(a.comm_evictions, b.comm_evictions);
@@ -143,6 +147,7 @@ std::vector<Member> expected_members() {
           {"data_seconds", phase_offset(Phase::data), H5T_NATIVE_DOUBLE},
           {"kv_exchange_seconds", phase_offset(Phase::kv_exchange), H5T_NATIVE_DOUBLE},
           {"boundary_seconds", phase_offset(Phase::boundary), H5T_NATIVE_DOUBLE},
+          {"pipeline_seconds", phase_offset(Phase::pipeline), H5T_NATIVE_DOUBLE},
           {"planning_seconds", phase_offset(Phase::planning), H5T_NATIVE_DOUBLE},
           {"predicted_seconds", offsetof(StepRecord, predicted_seconds), H5T_NATIVE_DOUBLE},
           {"lower_bound_seconds", offsetof(StepRecord, lower_bound_seconds), H5T_NATIVE_DOUBLE},
@@ -151,6 +156,8 @@ std::vector<Member> expected_members() {
           {"inter_node_bytes", offsetof(StepRecord, inter_node_bytes), H5T_NATIVE_INT64},
           {"movement_bytes", offsetof(StepRecord, movement_bytes), H5T_NATIVE_INT64},
           {"movement_seconds", offsetof(StepRecord, movement_seconds), H5T_NATIVE_DOUBLE},
+          {"pipeline_bubble", offsetof(StepRecord, pipeline_bubble), H5T_NATIVE_DOUBLE},
+          {"ideal_bubble", offsetof(StepRecord, ideal_bubble), H5T_NATIVE_DOUBLE},
           {"llm_groups", offsetof(StepRecord, llm_groups), H5T_NATIVE_INT32},
           {"max_group_size", offsetof(StepRecord, max_group_size), H5T_NATIVE_INT32},
           {"comm_hits", offsetof(StepRecord, comm_hits), H5T_NATIVE_INT64},

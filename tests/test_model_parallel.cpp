@@ -167,11 +167,15 @@ TEST(ModelParallel, InvalidGridsAreRejectedNamingTheKey) {
   const std::string deck = embedded_quickstart_deck();
   EXPECT_THROW(parse_run_config(deck + "\nparallel: {tp: 3}\n", "deck"), InputError);
   EXPECT_THROW(parse_run_config(deck + "\nparallel: {pp: 64}\n", "deck"), InputError);
-  // Runs have tensor, data and context parallelism; pipeline parallelism is simulated only.
+  // Runs have tensor, pipeline, data and context parallelism; the encoder as its own stage is simulated
+  // only, and pipeline stages need the colocated placement.
   grid = ModelParallel{};
-  grid.tp = 2, grid.encoder_tp = 2;
+  grid.tp = 2, grid.encoder_tp = 2, grid.pp = 2;
   EXPECT_NO_THROW(require_runnable_grid(grid));
-  grid.pp = 2;
+  EXPECT_THROW(require_runnable_grid(grid, true), InputError);
+  grid.pp = 1;
+  EXPECT_NO_THROW(require_runnable_grid(grid, true));
+  grid.encoder_stage = true;
   EXPECT_THROW(require_runnable_grid(grid), InputError);
 }
 

@@ -20,7 +20,7 @@
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/model/model.hpp"
-#include "minimllm/parallel/tensor_parallel_grid.hpp"
+#include "minimllm/parallel/rank_grid.hpp"
 #include "minimllm/step/packing.hpp"
 #include "mpi_world.hpp"
 #include "whole_batch.hpp"
@@ -101,7 +101,9 @@ TEST(TensorParallel, OnePassEqualsTheWholeModelSliceBySlice) {
   for (int tp : {2, 4}) {
     if (world.size % tp != 0) continue;
     for (int encoder_tp = 1; encoder_tp <= tp; encoder_tp *= 2) {
-      const TensorParallelGrid grid(world, tp, encoder_tp, create_mpi_communicator);
+      ModelParallel layout;
+      layout.tp = tp, layout.encoder_tp = encoder_tp;
+      const RankGrid grid(world, layout, config.model.llm.layers, create_mpi_communicator);
       for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
         SCOPED_TRACE("tp " + std::to_string(tp) + ", encoder_tp " + std::to_string(encoder_tp) +
                      ", recompute " + to_string(mode));
@@ -263,8 +265,9 @@ TEST(TensorParallel, InvalidGridsAreRefusedNamingTheKey) {
   RunConfig encoder_wider = quickstart("static", 1);
   encoder_wider.parallel.encoder_tp = 2;
   EXPECT_NE(refusal(encoder_wider).find("parallel.encoder_tp"), std::string::npos);
+  // Stages wider than the world (test_pipeline_parallel checks the rest of the pipeline's rules).
   RunConfig pipelined = quickstart("static", 1);
-  pipelined.parallel.pp = 2;
+  pipelined.parallel.pp = 4 * world_size();
   EXPECT_NE(refusal(pipelined).find("parallel.pp"), std::string::npos);
 }
 

@@ -144,6 +144,7 @@ void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) 
   s.read_string("cost_model", c.cost_model);
   s.read_int("tp", c.tp, 1, kMaxWidth);
   s.read_int("pp", c.pp, 1, kMaxWidth);
+  s.read_int_list("pp_layers", c.pp_layers, 1, kMaxWidth);
   s.read_int("encoder_tp", c.encoder_tp, 1, kMaxWidth);
   s.read_bool("encoder_stage", c.encoder_stage);
 }
@@ -156,7 +157,10 @@ class CrossChecker {
   explicit CrossChecker(const std::string& origin) : origin_(origin) {}
 
   void require(bool ok, const std::string& path, long long value, const std::string& what) const {
-    if (!ok) fail(origin_, path, std::to_string(value), what);
+    require(ok, path, std::to_string(value), what);
+  }
+  void require(bool ok, const std::string& path, const std::string& value, const std::string& what) const {
+    if (!ok) fail(origin_, path, value, what);
   }
 
   // `count` = product or sum computed in 64 bits by the caller; must stay below `limit`.
@@ -248,6 +252,16 @@ void check_model_parallel(const CrossChecker& x, const ParallelConfig& p, const 
   x.require(p.pp <= m.llm.layers, "parallel.pp", p.pp,
             fmt::format("must be at most model.llm.layers (= {}): every pipeline stage holds a layer",
                         m.llm.layers));
+  if (p.pp_layers.empty()) return;
+  std::string listed;
+  for (int n : p.pp_layers) listed += (listed.empty() ? "[" : ", ") + std::to_string(n);
+  listed += "]";
+  x.require(static_cast<int>(p.pp_layers.size()) == p.pp, "parallel.pp_layers", listed,
+            fmt::format("must list one layer count per pipeline stage (parallel.pp = {})", p.pp));
+  long long layers = 0;
+  for (int n : p.pp_layers) layers += n;
+  x.require(layers == m.llm.layers, "parallel.pp_layers", listed,
+            fmt::format("must sum to model.llm.layers (= {})", m.llm.layers));
 }
 
 }  // namespace
@@ -289,7 +303,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
       top.section("parallel", {"policy", "cp", "tokens_per_rank", "flexsp_time_limit", "ranks_per_node",
                                "group_sizes", "rotate_groups", "micro_batches", "placement", "encoder_ranks",
                                "encoder_layout", "comm_pool_capacity", "cost_model", "distributed_optimizer",
-                               "tp", "pp", "encoder_tp", "encoder_stage"}),
+                               "tp", "pp", "pp_layers", "encoder_tp", "encoder_stage"}),
       cfg.parallel, cfg.machine);
   top.section("benchmark", {"reference"}).read_string("reference", cfg.benchmark.reference);
 

@@ -8,6 +8,8 @@
 #include <climits>
 #include <ctime>
 #include <exception>
+#include <map>
+#include <string>
 
 #include "minimllm/config/input_error.hpp"
 #include "minimllm/core/transfer.hpp"
@@ -57,49 +59,65 @@ void restore_moment(const std::vector<float>& whole, const AdamW& optimizer, con
   transfer(target, host);
 }
 
-// Tensor parallelism: the sharding of rank t of this rank's group (its slices' layout).
-ModelSharding sharding_of(const ModelSharding& mine, int t) {
+// The ranks of a unit (tp x pp): the sharding of its rank u, u = stage x tp + tensor-parallel rank (world
+// rank order, RankGrid), i.e. its slices' and stage's layout.
+ModelSharding sharding_of(const ModelSharding& mine, int u, int llm_layers) {
+  const int tp = mine.llm.size, t = u % tp;
   ModelSharding s;
-  s.llm = {t, mine.llm.size, nullptr};
+  s.llm = {t, tp, nullptr};
   s.encoder = {t % mine.encoder.size, mine.encoder.size, nullptr};
+  s.pipeline = pipeline_stage(llm_layers, u / tp, mine.pipeline.stages, mine.pipeline.stage_layers);
   return s;
 }
 
-// The whole model's buffer (parameters or a moment) from the slices of the group `group` (MPI, the
-// tensor-parallel group; `local`: this rank's buffer), on the group's first rank, empty elsewhere.
-std::vector<float> whole_from_slices(const std::vector<float>& local, const Model& model, MPI_Comm group) {
+// Where each tensor lies in the whole model's buffer, by name.
+std::map<std::string, TensorRange> whole_tensors(const ModelConfig& config) {
+  std::map<std::string, TensorRange> whole;
+  for (const TensorRange& range : tensor_ranges(config, ModelSharding{})) whole.emplace(range.name, range);
+  return whole;
+}
+
+bool sharded(const Model& model) {
+  return model.sharding().llm.size > 1 || model.sharding().pipeline.stages > 1;
+}
+
+// The whole model's buffer (parameters or a moment) from the slices of the unit `unit` (MPI, the first
+// unit's ranks in world order; `local`: this rank's buffer), on the unit's first rank, empty elsewhere.
+std::vector<float> whole_from_slices(const std::vector<float>& local, const Model& model, MPI_Comm unit) {
   const ModelConfig& config = model.config();
-  const int tp = model.sharding().llm.size;
-  std::vector<std::vector<TensorRange>> ranges(tp);  // of each rank's buffer
-  std::vector<int> counts(tp, 0), displs(tp, 0);
-  for (int t = 0; t < tp; ++t) {
-    ranges[t] = tensor_ranges(config, sharding_of(model.sharding(), t));
-    for (const TensorRange& range : ranges[t]) counts[t] += static_cast<int>(range.count);
-    if (t > 0) displs[t] = displs[t - 1] + counts[t - 1];
+  int ranks = 1, rank = 0;
+  MPI_Comm_size(unit, &ranks);
+  MPI_Comm_rank(unit, &rank);
+  std::vector<std::vector<TensorRange>> ranges(ranks);  // of each rank's buffer
+  std::vector<int> counts(ranks, 0), displs(ranks, 0);
+  for (int u = 0; u < ranks; ++u) {
+    ranges[u] = tensor_ranges(config, sharding_of(model.sharding(), u, config.llm.layers));
+    for (const TensorRange& range : ranges[u]) counts[u] += static_cast<int>(range.count);
+    if (u > 0) displs[u] = displs[u - 1] + counts[u - 1];
   }
-  const bool first = model.sharding().llm.rank == 0;
-  std::vector<float> slices(first ? displs.back() + counts.back() : 0);
+  std::vector<float> slices(rank == 0 ? displs.back() + counts.back() : 0);
   MPI_Gatherv(local.data(), static_cast<int>(local.size()), MPI_FLOAT, slices.data(), counts.data(),
-              displs.data(), MPI_FLOAT, 0, group);
-  if (!first) return {};
-  const std::vector<TensorRange> whole_ranges = tensor_ranges(config, ModelSharding{});
+              displs.data(), MPI_FLOAT, 0, unit);
+  if (rank != 0) return {};
+  const std::map<std::string, TensorRange> whole_ranges = whole_tensors(config);
   std::vector<float> whole(parameter_count(config));
-  for (int t = 0; t < tp; ++t)
-    for (size_t k = 0; k < ranges[t].size(); ++k)
-      for (std::size_t i = 0; i < ranges[t][k].count; ++i)
-        whole[whole_ranges[k].offset + whole_tensor_index(ranges[t][k], i)] =
-            slices[displs[t] + ranges[t][k].offset + i];
+  for (int u = 0; u < ranks; ++u)
+    for (const TensorRange& slice : ranges[u]) {
+      const std::size_t base = whole_ranges.at(slice.name).offset;
+      for (std::size_t i = 0; i < slice.count; ++i)
+        whole[base + whole_tensor_index(slice, i)] = slices[displs[u] + slice.offset + i];
+    }
   return whole;
 }
 
 // This rank's slices of a whole-model buffer (the inverse of whole_from_slices).
 std::vector<float> slices_of(const std::vector<float>& whole, const Model& model) {
-  const std::vector<TensorRange> whole_ranges = tensor_ranges(model.config(), ModelSharding{});
+  const std::map<std::string, TensorRange> whole_ranges = whole_tensors(model.config());
   std::vector<float> local(model.parameter_count());
-  for (size_t k = 0; k < whole_ranges.size(); ++k) {
-    const TensorRange& mine = model.tensor_ranges()[k];
+  for (const TensorRange& mine : model.tensor_ranges()) {
+    const std::size_t base = whole_ranges.at(mine.name).offset;
     for (std::size_t i = 0; i < mine.count; ++i)
-      local[mine.offset + i] = whole[whole_ranges[k].offset + whole_tensor_index(mine, i)];
+      local[mine.offset + i] = whole[base + whole_tensor_index(mine, i)];
   }
   return local;
 }
@@ -186,18 +204,19 @@ void save_checkpoint(const std::string& path, const RunConfig& config, const Wor
                      const PlanningBasis& planning) {
   // Every rank of a data world holds the same synchronised parameters (its first rank's are the run's)
   // and the moments, or with the distributed optimizer its shard of them (gathered to its first rank).
-  // Under tensor parallelism the first unit's ranks then gather their slices to rank 0, which assembles
-  // the whole model: the file is the same whatever the grid.
+  // Under tensor and pipeline parallelism the first unit's ranks then gather their slices (their stages')
+  // to rank 0, which assembles the whole model: the file is the same whatever the grid.
   if (parameter_count(config.model) > static_cast<std::size_t>(INT_MAX))
     throw std::runtime_error(fmt::format("{}: a model of {} parameters is too large to gather in one message",
                                          path, parameter_count(config.model)));
   std::vector<float> params = data.is_root() ? to_host(model.params()) : std::vector<float>();
   std::vector<float> first_moment = whole_moment(optimizer.first_moment(), optimizer, data);
   std::vector<float> second_moment = whole_moment(optimizer.second_moment(), optimizer, data);
-  const int tp = model.sharding().llm.size;
-  if (tp > 1) {
-    MPI_Comm unit = MPI_COMM_NULL;  // the first unit's ranks, the data worlds' first ranks
-    MPI_Comm_split(world.comm, world.rank < tp ? 0 : MPI_UNDEFINED, world.rank, &unit);
+  if (sharded(model)) {
+    // The first unit's ranks, the data worlds' first ranks: the first tp ranks of every stage.
+    const int tp = model.sharding().llm.size, stage_ranks = world.size / model.sharding().pipeline.stages;
+    MPI_Comm unit = MPI_COMM_NULL;
+    MPI_Comm_split(world.comm, world.rank % stage_ranks < tp ? 0 : MPI_UNDEFINED, world.rank, &unit);
     if (unit != MPI_COMM_NULL) {
       params = whole_from_slices(params, model, unit);
       first_moment = whole_from_slices(first_moment, model, unit);
@@ -267,7 +286,7 @@ RestartPoint read_restart_point(const std::string& path, const RunConfig& config
 }
 
 void restore_checkpoint(const RestartPoint& point, Model& model, const AdamW& optimizer) {
-  const bool sliced = model.sharding().llm.size > 1;
+  const bool sliced = sharded(model);
   const auto own = [&](const std::vector<float>& whole) { return sliced ? slices_of(whole, model) : whole; };
   from_host(own(point.params), model.params());
   restore_moment(own(point.first_moment), optimizer, optimizer.first_moment());

@@ -35,14 +35,15 @@ std::string optimizer_line(const RunConfig& config, const World& world) {
       sync.overlapped()
           ? fmt::format("all-reduce overlapped with the backward ({} MiB buckets)", sync.bucket_mb)
           : "one all-reduce after the backward";
+  const int units_ranks = config.parallel.tp * config.parallel.pp;  // a unit's
   if (!config.parallel.distributed_optimizer)
     return "optimizer: AdamW, replicated (every rank holds every moment) | gradient sync: " + all_reduce;
   return fmt::format(
       "optimizer: AdamW, distributed (ZeRO-1) over {} ranks, each holding the moments of 1/{} of the "
       "parameters{} "
       "| gradient sync: one reduce-scatter after the backward{}, updated parameters all-gathered",
-      world.size / config.parallel.tp, world.size / config.parallel.tp,
-      config.parallel.tp > 1 ? " (of its tensor-parallel slices, over the units)" : "",
+      world.size / units_ranks, world.size / units_ranks,
+      units_ranks > 1 ? " (of its stage's tensor-parallel slices, over the units)" : "",
       config.runtime.overlap_grad_sync ? " (runtime.overlap_grad_sync: not supported with the distributed "
                                          "optimizer, not overlapped)"
                                        : "");
@@ -72,8 +73,18 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
     log << fmt::format(
         "tensor parallelism: LLM over {} ranks, encoder over {} ({} encoder group{} per unit sharing its "
         "images); the planners regroup {} unit(s) of {} ranks; parameters above: one rank's slices\n",
-        p.tp, p.encoder_tp, p.tp / p.encoder_tp, p.tp / p.encoder_tp == 1 ? "" : "s", world.size / p.tp,
-        p.tp);
+        p.tp, p.encoder_tp, p.tp / p.encoder_tp, p.tp / p.encoder_tp == 1 ? "" : "s",
+        world.size / (p.tp * p.pp), p.tp * p.pp);
+  if (p.pp > 1) {
+    const PipelineStage& stage = model.sharding().pipeline;
+    std::string layers;
+    for (int n : stage.stage_layers) layers += fmt::format("{}{}", layers.empty() ? "" : ", ", n);
+    log << fmt::format(
+        "pipeline parallelism: the LLM's layers in {} stages of [{}] layers (the first also the encoder and "
+        "embedding, the last the head), 1F1B over each LLM group's micro-batches (parallel.micro_batches); "
+        "the planners regroup {} unit(s) of {} ranks; parameters above: rank 0's stage\n",
+        p.pp, layers, world.size / (p.tp * p.pp), p.tp * p.pp);
+  }
   const std::string layout =
       p.policy != "deck"
           ? fmt::format("policy {} (cost model: {})", p.policy,

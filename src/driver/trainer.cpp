@@ -31,7 +31,7 @@
 #include "minimllm/model/model.hpp"
 #include "minimllm/model/parameter_shards.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
-#include "minimllm/parallel/tensor_parallel_grid.hpp"
+#include "minimllm/parallel/rank_grid.hpp"
 #include "minimllm/plan/layout_source.hpp"
 #include "minimllm/plan/model_parallel.hpp"
 #include "minimllm/step/finite_check.hpp"
@@ -47,7 +47,9 @@ namespace minimllm {
 TrainResult train(const RunConfig& config, const World& world, const TrainOptions& options) {
   std::ostream* log = world.is_root() ? options.log : nullptr;
   const ModelParallel grid = model_parallel_of(config);
-  require_runnable_grid(grid);  // tensor, data and context parallelism
+  // Tensor, pipeline, data and context parallelism (pipeline stages with the colocated placement).
+  require_runnable_grid(grid,
+                        config.parallel.policy == "disagg" || config.parallel.placement == "disaggregated");
   // This run's own memory peak, not an earlier run's in the same process (--policy all).
   const bool own_peak = reset_peak_resident();
   double start_resident = resident_mib();
@@ -61,15 +63,16 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   const int per_node =
       config.machine.ranks_per_node > 0 ? config.machine.ranks_per_node : ranks_per_node(world);
   if (!grid.trivial()) validate_model_parallel(grid, world.size, per_node);
-  // The fixed tensor-parallel groups; the planners, the pool, the gradient synchronisation and the metrics
-  // work on `data`, the units at this rank's tensor-parallel position (the world itself without tp).
-  const TensorParallelGrid tensor_parallel(world, grid.tp, grid.encoder_tp, collectives.factory);
-  const World& data = tensor_parallel.data();
+  // The fixed tensor-parallel groups and pipeline stages; the planners, the pool, the gradient
+  // synchronisation and the metrics work on `data`, the units at this rank's stage and tensor-parallel
+  // position (the world itself without model parallelism).
+  const RankGrid rank_grid(world, grid, config.model.llm.layers, collectives.factory);
+  const World& data = rank_grid.data();
   // Memory feasibility (driver/memory_check.hpp), before the model's parameters (and again, with the
   // activations, before the workspace): a deck too large for this machine exits 2 here.
   const MemoryBudget budget = memory_budget(world, config.machine);
   MemoryNeed need;
-  const std::size_t parameters = parameter_count(config.model, tensor_parallel.sharding());
+  const std::size_t parameters = parameter_count(config.model, rank_grid.sharding());
   const int shards = optimizer_shards(config.parallel, data.size);
   const double staging = collective_staging_bytes(parameters, shards, collectives.backend == "nccl");
   need.parameters = static_cast<double>(parameters);
@@ -82,7 +85,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     restart = read_restart_point(options.restart_path, config, world, parameter_count(config.model));
   const int first_step = restart ? restart->next_step : 0;
   const Recompute recompute = recompute_from_string(config.runtime.recompute);
-  Model model(config.model, config.seed, precision, recompute, tensor_parallel.sharding());
+  Model model(config.model, config.seed, precision, recompute, rank_grid.sharding());
   TrainResult result;
   result.precision = to_string(precision);
   result.recompute = to_string(recompute);
@@ -220,7 +223,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   }
   agree_on_error(world.comm, error);  // rank 0's failure (e.g. a full disk) stops every rank here
 
-  StepExecutor executor(model, grad_sync_options(config), tensor_parallel.encoder_groups());
+  StepExecutor executor(model, grad_sync_options(config), rank_grid.encoder_groups());
   // Ends the run when no phase changes for runtime.stall_timeout seconds (core/watchdog.hpp).
   Watchdog watchdog(world.rank, config.runtime.stall_timeout);
   // SIGUSR1 (e.g. Slurm's --signal before the walltime) asks a checkpointing run to stop after the step.
@@ -285,9 +288,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     // A step planned ahead paid for its planning before the loop: its wall time counts it all the same.
     const double step_seconds = now_seconds() - t_start + (was_ahead ? planned.planning_seconds : 0.0);
     heartbeat("step metrics");
-    StepMetrics metrics =
-        reduce_step_metrics(data.comm, planned, outcome, step_seconds,
-                            pool_activity(pool.stats(), pool_before), result.peak_gflops_per_rank, grid.tp);
+    StepMetrics metrics = reduce_step_metrics(data.comm, planned, outcome, step_seconds,
+                                              pool_activity(pool.stats(), pool_before),
+                                              result.peak_gflops_per_rank, grid.ranks_per_unit());
     // Rank 0's HDF5 output, timed: the per-rank, plan and prediction rows, then the /steps row and flush.
     StepRecord& s = metrics.record;
     heartbeat("output");

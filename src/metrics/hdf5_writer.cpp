@@ -110,6 +110,8 @@ std::vector<Field> step_fields() {
       MINIMLLM_FIELD(inter_node_bytes, "byte"),
       MINIMLLM_FIELD(movement_bytes, "byte"),
       MINIMLLM_FIELD(movement_seconds, "s"),
+      MINIMLLM_FIELD(pipeline_bubble, "1"),
+      MINIMLLM_FIELD(ideal_bubble, "1"),
       MINIMLLM_FIELD(llm_groups, "1"),
       MINIMLLM_FIELD(max_group_size, "rank"),
       MINIMLLM_FIELD(comm_hits, "1"),

@@ -44,8 +44,9 @@ enum class Split { none, rows, columns, qkv_columns };
 class TensorBinder {
  public:
   struct Init {
-    TensorRange range;  // where it lies, and this rank's slice of the whole tensor
-    float std;          // 0: a norm weight, initialised to 1
+    TensorRange range;   // where it lies, and this rank's slice of the whole tensor
+    float std;           // 0: a norm weight, initialised to 1
+    std::size_t tensor;  // the whole model's tensor number (its initial values depend on it)
   };
 
   explicit TensorBinder(int llm_tp) : llm_tp_(llm_tp) {}  // counting pass
@@ -54,6 +55,9 @@ class TensorBinder {
 
   // The group of the tensors bound next (the encoder's or the LLM's).
   void use(const TensorParallel& group) { group_ = group; }
+  // Whether this rank holds the tensors bound next (pipeline parallelism: its stage's); those it does not
+  // hold are numbered all the same and get no storage (empty views).
+  void hold(bool held) { held_ = held; }
 
   t_mat_um matrix(const std::string& name, int rows, int cols, float std, Split split = Split::none) {
     const AxisSlice whole_rows{rows}, whole_cols{cols};
@@ -63,13 +67,16 @@ class TensorBinder {
                                                       : whole_cols;
     const std::size_t n = static_cast<std::size_t>(r.local()) * c.local();
     const int replicas = split == Split::none ? llm_tp_ : llm_tp_ / group_.size;
-    inits_.push_back({{name, matrix_next_, n, replicas, r, c}, std});
+    if (!next_held()) return t_mat_um();
+    inits_.push_back({{name, matrix_next_, n, replicas, r, c}, std, tensors_ - 1});
     matrix_next_ += n;
     return base_ ? t_mat_um(base_ + matrix_next_ - n, r.local(), c.local()) : t_mat_um();
   }
   t_vec_um vector(const std::string& name, int n) {
-    inits_.push_back(
-        {{name, vector_next_, static_cast<std::size_t>(n), llm_tp_, AxisSlice{1}, AxisSlice{n}}, 0.0f});
+    if (!next_held()) return t_vec_um();
+    inits_.push_back({{name, vector_next_, static_cast<std::size_t>(n), llm_tp_, AxisSlice{1}, AxisSlice{n}},
+                      0.0f,
+                      tensors_ - 1});
     vector_next_ += n;
     return base_ ? t_vec_um(base_ + vector_next_ - n, n) : t_vec_um();
   }
@@ -78,8 +85,16 @@ class TensorBinder {
   const std::vector<Init>& inits() const { return inits_; }
 
  private:
+  // Numbers the next tensor; whether this rank holds it.
+  bool next_held() {
+    ++tensors_;
+    return held_;
+  }
+
   int llm_tp_ = 1;
   TensorParallel group_;
+  bool held_ = true;
+  std::size_t tensors_ = 0;
   float* base_ = nullptr;
   std::size_t matrix_next_ = 0, vector_next_ = 0;
   std::vector<Init> inits_;
@@ -98,28 +113,40 @@ BlockWeights bind_block(TensorBinder& b, const std::string& name, int width, int
   return w;
 }
 
-// The one place that says which tensors the model has, in buffer order.
+// The one place that says which tensors the model has, in buffer order. Under pipeline parallelism a rank
+// holds its stage's: the first stage the encoder and the token embedding, the last the final norm and the
+// LM head, each its own LLM blocks (ModelTensors::llm: those only).
 ModelTensors bind_tensors(const ModelConfig& c, const ModelSharding& sharding, TensorBinder& b) {
   const EncoderConfig& e = c.encoder;
   const LlmConfig& l = c.llm;
+  const PipelineStage& stage = sharding.pipeline;
+  const int first_layer = stage.first_layer, end_layer = first_layer + stage.layer_count(l.layers);
   const float std = c.init_std;
   ModelTensors t;
   b.use(sharding.encoder);
+  b.hold(stage.first());
   t.patch_embed = b.matrix("patch_embed", e.channels * e.patch * e.patch, e.width, std);
   // Residual-branch outputs are scaled down by depth (GPT-2) so the residual stream starts stable.
   const float enc_out_std = std / std::sqrt(2.0f * std::max(1, e.layers));
-  for (int i = 0; i < e.layers; ++i)
-    t.encoder.push_back(
-        bind_block(b, "encoder." + std::to_string(i), e.width, e.mlp_ratio * e.width, std, enc_out_std));
+  for (int i = 0; i < e.layers; ++i) {
+    const BlockWeights block =
+        bind_block(b, "encoder." + std::to_string(i), e.width, e.mlp_ratio * e.width, std, enc_out_std);
+    if (stage.first()) t.encoder.push_back(block);
+  }
   t.encoder_norm = b.vector("encoder_norm", e.width);
   t.projector_in = b.matrix("projector_in", e.width, l.width, std, Split::columns);
   t.projector_out = b.matrix("projector_out", l.width, l.width, std, Split::rows);
   b.use(sharding.llm);
   t.token_embed = b.matrix("token_embed", l.vocab, l.width, std, Split::rows);  // vocabulary-parallel
   const float llm_out_std = std / std::sqrt(2.0f * l.layers);
-  for (int i = 0; i < l.layers; ++i)
-    t.llm.push_back(
-        bind_block(b, "llm." + std::to_string(i), l.width, l.mlp_ratio * l.width, std, llm_out_std));
+  for (int i = 0; i < l.layers; ++i) {
+    const bool held = first_layer <= i && i < end_layer;
+    b.hold(held);
+    const BlockWeights block =
+        bind_block(b, "llm." + std::to_string(i), l.width, l.mlp_ratio * l.width, std, llm_out_std);
+    if (held) t.llm.push_back(block);
+  }
+  b.hold(stage.last());
   t.final_norm = b.vector("final_norm", l.width);
   t.lm_head = b.matrix("lm_head", l.width, l.vocab, std, Split::columns);
   return t;
@@ -384,6 +411,15 @@ StackPass encoder_stack(const EncoderConfig& e, const EncoderInput& input, GemmP
   return {dims, input.segments, {dims.heads, e.width / e.heads}, nullptr, p, mode, tp};
 }
 
+// The LLM's blocks over a micro-batch's rows (causal attention within each sample), the gathered K|V rows
+// under context parallelism.
+StackPass llm_stack(const LlmConfig& c, const LlmInput& input, KvExchange* kv, GemmPrecision p,
+                    Recompute mode, const TensorParallel& tp) {
+  const BlockDims dims =
+      block_dims(input.tokens, c.width, c.mlp_ratio, c.heads, tp, kv ? kv->full_rows() : 0);
+  return {dims, input.segments, {dims.heads, c.width / c.heads}, kv, p, mode, tp};
+}
+
 // A block's forward into the activations it keeps, the others in a scope released after it.
 void forward_keeping(const StackPass& pass, const BlockWeights& w, const BlockActivations& kept,
                      const t_mat& x_out) {
@@ -444,6 +480,7 @@ Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precis
     : config_(config), precision_(precision), recompute_(recompute), sharding_(sharding) {
   const int tp = sharding_.llm.size;
   first_vocab_id_ = AxisSlice{config_.llm.vocab, 1, sharding_.llm.rank, tp}.begin(sharding_.llm.rank);
+  stage_layers_ = sharding_.pipeline.layer_count(config_.llm.layers);
   TensorBinder counter(tp);
   bind_tensors(config_, sharding_, counter);
   decayed_count_ = counter.matrix_elements();
@@ -455,13 +492,16 @@ Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precis
   weights_ = bind_tensors(config_, sharding_, param_binder);
   weight_grads_ = bind_tensors(config_, sharding_, grad_binder);
   tensor_ranges_ = minimllm::tensor_ranges(config_, sharding_);
+  // A pipeline stage's units: those of the tensors it holds.
   std::size_t in_units = 0;
   for (const auto& [name, tensors] : unit_tensor_names(config_)) {
     GradientUnit unit{name, {}};
     for (const std::string& tensor : tensors)
       for (const TensorRange& range : tensor_ranges_)
         if (range.name == tensor) unit.tensors.push_back(range);
+    if (unit.tensors.empty()) continue;
     in_units += unit.tensors.size();
+    if (name.rfind("encoder", 0) != 0 && name != "patch_embed") ++llm_units_;
     gradient_units_.push_back(std::move(unit));
   }
   if (in_units != tensor_ranges_.size())
@@ -475,7 +515,7 @@ Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precis
     const TensorRange& range = inits[t].range;
     const float std = inits[t].std;
     for (std::size_t i = 0; i < range.count; ++i) {
-      const std::uint64_t h = hash_coords({seed, kInitStream, t, whole_tensor_index(range, i)});
+      const std::uint64_t h = hash_coords({seed, kInitStream, inits[t].tensor, whole_tensor_index(range, i)});
       host(range.offset + i) =
           std == 0.0f ? 1.0f : std * static_cast<float>(standard_normal(h, splitmix64(h)));
     }
@@ -548,57 +588,103 @@ void Model::encoder_backward(const EncoderInput& input, const EncoderActivations
 
 double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& received, float grad_scale,
                                    const t_mat& d_received, KvExchange* kv, GradientListener* ready) {
-  const LlmConfig& c = config_.llm;
-  const TensorParallel& tp = sharding_.llm;
-  const int rows = input.tokens, width = c.width;
-  if (rows == 0 && !kv) {
+  if (input.tokens == 0 && !kv) {
     report_ready(ready, 0, llm_gradient_units());
     return 0.0;
   }
-  const int kv_rows = kv ? kv->full_rows() : 0;
-  const BlockDims dims = block_dims(rows, width, c.mlp_ratio, c.heads, tp, kv_rows);
-  const StackPass pass{dims, input.segments, {dims.heads, c.width / c.heads}, kv, precision_, recompute_, tp};
-  const ModelTensors &w = weights_, &g = weight_grads_;
   const WorkspaceScope scope(workspace_);  // every activation and temporary of this micro-batch
+  LlmStageActivations acts;
+  stage_forward(input, received, t_mat_const(), grad_scale, kv, false, acts);
+  stage_backward(input, acts, t_mat_const(), t_mat(), d_received, kv, ready);
+  return acts.loss_sum;
+}
 
-  const std::vector<BlockActivations> blocks = allocate_kept(c.layers, pass.dims, recompute_, Keeper::pass);
-  t_mat x_final = uninitialized("llm::x_final", rows, width);
-  if (tp.size > 1) {  // vocabulary-parallel: each rank its slice's ids, the group's sum every row
-    Kokkos::deep_copy(blocks[0].x_in, 0.0f);
-    embedding_slice_forward(input.text_ids, input.text_rows, w.token_embed, first_vocab_id_, blocks[0].x_in);
-    group_sum(blocks[0].x_in, tp);
-  } else {
-    embedding_forward(input.text_ids, input.text_rows, w.token_embed, blocks[0].x_in);
+void Model::llm_stage_forward(const LlmInput& input, const t_mat_const& received, const t_mat_const& x_in,
+                              float grad_scale, KvExchange* kv, LlmStageActivations& acts) {
+  acts = LlmStageActivations();
+  if (input.tokens == 0 && !kv) {
+    acts.x_out = uninitialized("llm::x_out", 0, config_.llm.width, Keeper::caller);
+    return;
   }
-  copy_rows(received, input.image_src_rows, blocks[0].x_in, input.image_rows);
-  for (int l = 0; l < c.layers; ++l)
-    forward_keeping(pass, w.llm[l], blocks[l], l + 1 < c.layers ? blocks[l + 1].x_in : x_final);
+  const WorkspaceScope scope(workspace_);  // the pass's temporaries
+  stage_forward(input, received, x_in, grad_scale, kv, true, acts);
+}
+
+void Model::llm_stage_backward(const LlmInput& input, const LlmStageActivations& acts,
+                               const t_mat_const& d_out, const t_mat& d_in, const t_mat& d_received,
+                               KvExchange* kv, GradientListener* ready) {
+  if (input.tokens == 0 && !kv) return report_ready(ready, 0, llm_gradient_units());
+  const WorkspaceScope scope(workspace_);
+  stage_backward(input, acts, d_out, d_in, d_received, kv, ready);
+}
+
+void Model::stage_forward(const LlmInput& input, const t_mat_const& received, const t_mat_const& x_in,
+                          float grad_scale, KvExchange* kv, bool keep_beyond_scope,
+                          LlmStageActivations& acts) {
+  const TensorParallel& tp = sharding_.llm;
+  const PipelineStage& stage = sharding_.pipeline;
+  const int rows = input.tokens, width = config_.llm.width;
+  const Keeper keeper = keep_beyond_scope ? Keeper::caller : Keeper::pass;
+  const StackPass pass = llm_stack(config_.llm, input, kv, precision_, recompute_, sharding_.llm);
+  const ModelTensors &w = weights_, &g = weight_grads_;
+
+  acts.blocks = allocate_kept(stage_layers_, pass.dims, recompute_, keeper);
+  acts.x_out = uninitialized("llm::x_out", rows, width, keeper);
+  const t_mat& x0 = acts.blocks[0].x_in;
+  if (!stage.first()) {
+    Kokkos::deep_copy(x0, x_in);
+  } else if (tp.size > 1) {  // vocabulary-parallel: each rank its slice's ids, the group's sum every row
+    Kokkos::deep_copy(x0, 0.0f);
+    embedding_slice_forward(input.text_ids, input.text_rows, w.token_embed, first_vocab_id_, x0);
+    group_sum(x0, tp);
+  } else {
+    embedding_forward(input.text_ids, input.text_rows, w.token_embed, x0);
+  }
+  if (stage.first()) copy_rows(received, input.image_src_rows, x0, input.image_rows);
+  for (int l = 0; l < stage_layers_; ++l)
+    forward_keeping(pass, w.llm[l], acts.blocks[l],
+                    l + 1 < stage_layers_ ? acts.blocks[l + 1].x_in : acts.x_out);
+  if (!stage.last()) return;
   t_mat normed = uninitialized("llm::normed", rows, width);
-  t_vec rstd = uninitialized("llm::rstd", rows);
-  rmsnorm_forward(x_final, w.final_norm, normed, rstd);
+  acts.rstd = uninitialized("llm::rstd", rows, keeper);
+  rmsnorm_forward(acts.x_out, w.final_norm, normed, acts.rstd);
   // The LM head and the loss in chunks of rows: never a [rows, vocab] logits matrix.
   t_vec losses = uninitialized("llm::losses", rows);
-  t_mat d_normed = uninitialized("llm::d_normed", rows, width);
+  acts.d_normed = uninitialized("llm::d_normed", rows, width, keeper);
   if (tp.size > 1) {
-    vocab_parallel_loss(normed, input.targets, grad_scale, losses, d_normed);
+    vocab_parallel_loss(normed, input.targets, grad_scale, losses, acts.d_normed);
   } else {
-    lm_head_xent_forward_backward(normed, w.lm_head, input.targets, grad_scale, losses, g.lm_head, d_normed,
-                                  precision_);
+    lm_head_xent_forward_backward(normed, w.lm_head, input.targets, grad_scale, losses, g.lm_head,
+                                  acts.d_normed, precision_);
   }
-  const double loss_sum = sum(losses);
+  acts.loss_sum = sum(losses);
+}
 
+void Model::stage_backward(const LlmInput& input, const LlmStageActivations& acts, const t_mat_const& d_out,
+                           const t_mat& d_in, const t_mat& d_received, KvExchange* kv,
+                           GradientListener* ready) {
+  const PipelineStage& stage = sharding_.pipeline;
+  const int rows = input.tokens, width = config_.llm.width;
+  const StackPass pass = llm_stack(config_.llm, input, kv, precision_, recompute_, sharding_.llm);
+  const ModelTensors &w = weights_, &g = weight_grads_;
+  int unit = 0;  // the next of this stage's units to finish: the head (last stage), blocks, embedding
   const t_mat dx = zeroed("llm::dx", rows, width);
-  rmsnorm_backward(d_normed, x_final, w.final_norm, rstd, dx, g.final_norm);
-  report_ready(ready, 0, 1);
-  BlockScratch scratch(pass.dims);
-  for (int l = c.layers - 1; l >= 0; --l) {
-    recompute_and_backward(pass, w.llm[l], g.llm[l], blocks[l], dx, scratch, ready);
-    report_ready(ready, c.layers - l, c.layers - l + 1);
+  if (stage.last()) {
+    rmsnorm_backward(acts.d_normed, acts.x_out, w.final_norm, acts.rstd, dx, g.final_norm);
+    report_ready(ready, unit, unit + 1);
+    ++unit;
+  } else {
+    Kokkos::deep_copy(dx, d_out);
   }
+  BlockScratch scratch(pass.dims);
+  for (int l = stage_layers_ - 1; l >= 0; --l, ++unit) {
+    recompute_and_backward(pass, w.llm[l], g.llm[l], acts.blocks[l], dx, scratch, ready);
+    report_ready(ready, unit, unit + 1);
+  }
+  if (!stage.first()) return Kokkos::deep_copy(d_in, dx);
   embedding_slice_backward(input.text_ids, input.text_rows, dx, first_vocab_id_, g.token_embed);
-  report_ready(ready, c.layers + 1, c.layers + 2);
+  report_ready(ready, unit, unit + 1);
   copy_rows(dx, input.image_rows, d_received, input.image_src_rows);
-  return loss_sum;
 }
 
 void Model::vocab_parallel_loss(const t_mat& normed, const t_ivec_const& targets, float grad_scale,
@@ -633,8 +719,16 @@ double Model::encoder_flops(const EncoderInput& enc) const {
 double Model::llm_flops(const LlmInput& llm) const {
   const LlmConfig& c = config_.llm;
   const double t = llm.tokens;
-  // Attention: 4 FLOPs per visible pair and feature forward, twice that backward.
-  return (llm_linear_flops(t, c) + c.layers * 12.0 * llm.attention_pairs * c.width) / sharding_.llm.size;
+  // This stage's linear layers (llm_linear_shapes' order: its blocks', then the LM head's)...
+  double linear = 0.0;
+  const std::vector<LinearShape> shapes = llm_linear_shapes(c);
+  const auto per_block = static_cast<int>(block_linear_shapes(c.width, c.mlp_ratio * c.width).size());
+  const int first = sharding_.pipeline.first_layer * per_block;
+  for (int i = first; i < first + stage_layers_ * per_block; ++i)
+    linear += linear_flops(t, shapes[i].in, shapes[i].out);
+  if (sharding_.pipeline.last()) linear += linear_flops(t, shapes.back().in, shapes.back().out);
+  // ... and attention: 4 FLOPs per visible pair and feature forward, twice that backward.
+  return (linear + stage_layers_ * 12.0 * llm.attention_pairs * c.width) / sharding_.llm.size;
 }
 
 double linear_weight_in_attention_pairs(const LlmConfig& c) {

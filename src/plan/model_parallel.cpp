@@ -35,6 +35,7 @@ ModelParallel model_parallel_of(const RunConfig& config) {
   ModelParallel grid;
   grid.tp = config.parallel.tp;
   grid.pp = config.parallel.pp;
+  grid.pp_layers = config.parallel.pp_layers;
   grid.encoder_tp = config.parallel.encoder_tp;
   grid.encoder_stage = config.parallel.encoder_stage;
   grid.distributed_optimizer = config.parallel.distributed_optimizer;
@@ -62,15 +63,16 @@ void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per
         "parallel.placement: disaggregated) puts the encoder on ranks of its own");
 }
 
-void require_runnable_grid(const ModelParallel& grid) {
-  const auto refuse = [](const char* key, int value) {
+void require_runnable_grid(const ModelParallel& grid, bool disaggregated) {
+  if (grid.encoder_stage)
+    throw InputError(
+        "parallel.encoder_stage = true: runs have tensor, pipeline, data and context parallelism; `minimllm "
+        "simulate` models the encoder as its own stage (docs/PARALLELISM.md, \"The 4-D layout\")");
+  if (grid.pp > 1 && disaggregated)
     throw InputError(fmt::format(
-        "{} = {}: runs have tensor, data and context parallelism (1 here); `minimllm simulate` models "
-        "pipeline parallelism (docs/PARALLELISM.md, \"The 4-D layout\")",
-        key, value));
-  };
-  if (grid.pp != 1) refuse("parallel.pp", grid.pp);
-  if (grid.encoder_stage) refuse("parallel.encoder_stage", 1);
+        "parallel.pp = {}: pipeline stages run with the colocated placement only (every stage's ranks run "
+        "the same plan); use a colocated policy (static, megatron_dcp, naive, orch, dhp, dhp_search, flexsp)",
+        grid.pp));
 }
 
 double parameters_per_rank(const ModelConfig& model, const ModelParallel& grid) {

@@ -4,7 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "minimllm/core/clock.hpp"
 #include "minimllm/core/phase.hpp"
+#include "minimllm/step/pipeline_schedule.hpp"
 
 namespace minimllm {
 namespace {
@@ -83,10 +85,84 @@ void StepExecutor::report_llm_done_if_idle(const StepInputs& inputs) {
   for (int u = 0; u < model_.llm_gradient_units(); ++u) ready->gradients_ready(u);
 }
 
+void StepExecutor::run_llm(StepInputs& inputs, const t_mat& received, const t_mat& d_received,
+                           StepOutcome& out, PhaseClock& clock) {
+  report_llm_done_if_idle(inputs);
+  if (model_.sharding().pipeline.stages > 1) return run_one_f_one_b(inputs, received, d_received, out, clock);
+  for (size_t m = 0; m < inputs.llm.size(); ++m) run_micro_batch(inputs, m, received, d_received, out);
+}
+
+// Activations go to the next stage and gradients to the previous one in micro-batch order, so one tag per
+// direction keeps them apart (messages of one source, destination and tag match in order).
+void StepExecutor::run_one_f_one_b(StepInputs& inputs, const t_mat& received, const t_mat& d_received,
+                                   StepOutcome& out, PhaseClock& clock) {
+  constexpr int kForwardTag = 0, kBackwardTag = 1;
+  const PipelineStage& stage = model_.sharding().pipeline;
+  Communicator& stages = *stage.comm;
+  const int width = model_.config().llm.width;
+  const size_t count = inputs.llm.size();
+  std::vector<LlmStageActivations> acts(count);
+  std::vector<t_mat> d_in(count);  // the gradients sent back, alive until their sends finish
+  std::vector<std::unique_ptr<CommRequest>> forward_sends(count), backward_sends;
+  const auto receive = [&](std::size_t rows, int peer, int tag) {
+    clock.enter(Phase::pipeline);
+    t_mat rows_in(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("pipeline::received")), rows,
+                  width);
+    stages.irecv(rows_in.data(), rows_in.size(), peer, tag)->wait();
+    clock.enter(Phase::llm);
+    return rows_in;
+  };
+  Kokkos::fence();
+  const double start = host_seconds();
+  for (const PipelineOp& op : one_f_one_b(stage.stage, stage.stages, static_cast<int>(count))) {
+    const auto m = static_cast<size_t>(op.micro_batch);
+    const LlmInput& llm = inputs.llm[m];
+    KvExchange* kv = inputs.kv[m].get();
+    const auto rows = static_cast<std::size_t>(llm.tokens);
+    if (op.forward) {
+      const t_mat x_in = stage.first() ? t_mat() : receive(rows, stage.stage - 1, kForwardTag);
+      model_.llm_stage_forward(llm, received, x_in, inputs.grad_scale, kv, acts[m]);
+      out.loss_sum += acts[m].loss_sum;  // the last stage's
+      if (!stage.last())
+        forward_sends[m] =
+            stages.isend(acts[m].x_out.data(), acts[m].x_out.size(), stage.stage + 1, kForwardTag);
+      continue;
+    }
+    const t_mat d_out = stage.last() ? t_mat() : receive(rows, stage.stage + 1, kBackwardTag);
+    if (!stage.first())
+      d_in[m] =
+          t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("pipeline::d_in")), rows, width);
+    model_.llm_stage_backward(llm, acts[m], d_out, d_in[m], d_received, kv, listener_for(m, count));
+    if (!stage.first())
+      backward_sends.push_back(stages.isend(d_in[m].data(), d_in[m].size(), stage.stage - 1, kBackwardTag));
+    // The next stage has received x_out (its gradient came back), but the send must finish before the
+    // buffer goes.
+    if (forward_sends[m]) forward_sends[m]->wait();
+    acts[m] = LlmStageActivations();
+    if (kv) {
+      out.seconds[Phase::kv_exchange] += kv->seconds();
+      inputs.kv[m].reset();
+    }
+    out.flops += model_.llm_flops(llm);
+    out.llm_rows += llm.tokens;
+  }
+  clock.enter(Phase::pipeline);
+  for (const std::unique_ptr<CommRequest>& send : backward_sends) send->wait();
+  clock.enter(Phase::llm);
+  out.pipeline_span_seconds = host_seconds() - start;
+  out.ideal_bubble = ideal_bubble(stage.stages, static_cast<int>(count));
+}
+
 // Colocated plans: encoder forward | boundary all-to-all | LLM micro-batches | all-to-all back | encoder
-// backward, each phase on every rank.
+// backward, each phase on every rank. Under pipeline parallelism only the first stage holds the encoder
+// and the boundary exchange (every rank of a data world is at the same stage).
 void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutcome& out) {
   const int width = model_.config().llm.width;
+  if (!model_.sharding().pipeline.first()) {
+    PhaseClock clock(out.seconds, Phase::llm);
+    const t_mat none("boundary::received", 0, width);
+    return run_llm(inputs, none, none, out, clock);
+  }
   const EncoderInput& encoder_input = inputs.encoder.at(0);
   BoundaryExchange& boundary = *inputs.boundary.at(0);
   PhaseClock clock(out.seconds, Phase::encoder);
@@ -104,8 +180,7 @@ void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutc
 
   clock.enter(Phase::llm);
   t_mat d_received("boundary::d_received", work.received_rows, width);
-  report_llm_done_if_idle(inputs);
-  for (size_t m = 0; m < inputs.llm.size(); ++m) run_micro_batch(inputs, m, received, d_received, out);
+  run_llm(inputs, received, d_received, out, clock);
 
   clock.enter(Phase::boundary);
   t_mat d_embeddings("boundary::d_embeddings", embeddings.extent(0), width);

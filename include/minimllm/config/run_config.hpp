@@ -135,9 +135,11 @@ struct ParallelConfig {
   int comm_pool_capacity = 64;            // parallel.comm_pool_capacity: most cached communicators
   // The fixed model-parallel grid around the planners' regrouping (plan/model_parallel.hpp): tensor
   // parallelism of the LLM (parallel.tp; heads % tp == 0) and of the encoder (parallel.encoder_tp),
-  // pipeline stages of the LLM (parallel.pp <= its layers), the encoder as its own stage(s)
-  // (parallel.encoder_stage). `minimllm simulate` models them; runs take tp = pp = encoder_tp = 1 only.
+  // pipeline stages of the LLM (parallel.pp <= its layers; parallel.pp_layers: each stage's layers,
+  // pp of them summing to the LLM's, empty: an even split), the encoder as its own stage(s)
+  // (parallel.encoder_stage, which only `minimllm simulate` models so far).
   int tp = 1, pp = 1, encoder_tp = 1;
+  std::vector<int> pp_layers;
   bool encoder_stage = false;
   // parallel.distributed_optimizer: ZeRO-1 over the world: AdamW's moments and the summed gradient sharded
   // (model/parameter_shards.hpp); the gradients reduce-scattered after the backward, the updated

@@ -9,17 +9,18 @@
 namespace minimllm {
 
 // In /steps column order. kv_exchange is part of llm (the context-parallel K/V collectives inside the
-// LLM pass); planning includes generating the batch and predicting the plan's time; data is communicator
-// look-up, every upload and zeroing the gradients.
-enum class Phase { data, encoder, llm, kv_exchange, boundary, planning, grad_sync, optimizer };
-inline constexpr int kPhaseCount = 8;
+// LLM pass); pipeline is waiting on the neighbouring pipeline stages (their activations, gradients and
+// the transfers: the bubble); planning includes generating the batch and predicting the plan's time; data
+// is communicator look-up, every upload and zeroing the gradients.
+enum class Phase { data, encoder, llm, kv_exchange, boundary, pipeline, planning, grad_sync, optimizer };
+inline constexpr int kPhaseCount = 9;
 inline constexpr std::array<Phase, kPhaseCount> kPhases = {
-    Phase::data,     Phase::encoder,  Phase::llm,       Phase::kv_exchange,
-    Phase::boundary, Phase::planning, Phase::grad_sync, Phase::optimizer};
+    Phase::data,     Phase::encoder,  Phase::llm,       Phase::kv_exchange, Phase::boundary,
+    Phase::pipeline, Phase::planning, Phase::grad_sync, Phase::optimizer};
 
 inline const char* phase_name(Phase phase) {
-  constexpr const char* names[kPhaseCount] = {"data",     "encoder",  "llm",       "kv_exchange",
-                                              "boundary", "planning", "grad_sync", "optimizer"};
+  constexpr const char* names[kPhaseCount] = {"data",     "encoder",  "llm",       "kv_exchange", "boundary",
+                                              "pipeline", "planning", "grad_sync", "optimizer"};
   return names[static_cast<int>(phase)];
 }
 // The phase's column in /steps and its table in /ranks, e.g. "encoder_seconds".

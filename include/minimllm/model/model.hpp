@@ -54,6 +54,16 @@ struct EncoderActivations {
   t_mat embeddings;  // [patches, llm width]: the encoder's output
 };
 
+// One micro-batch's activations on this rank's pipeline stage, from its forward to its backward
+// (Model::llm_stage_forward; ordinary allocations, as several micro-batches are in flight at once).
+struct LlmStageActivations {
+  std::vector<BlockActivations> blocks;
+  t_mat x_out;            // the stage's output: the next stage's input; the last stage: the final norm's
+  t_vec rstd;             // the last stage: the final norm's
+  t_mat d_normed;         // the last stage: the loss's gradient at the final norm's output
+  double loss_sum = 0.0;  // the last stage: the sum of the micro-batch's per-target losses
+};
+
 // A linear layer's weight [in, out]. Over `rows` rows, forward is Y = X W (GEMM rows x out x in), backward
 // dX = dY W^T (rows x in x out) and dW = X^T dY (in x out x rows): 6 rows in out FLOPs in all.
 struct LinearShape {
@@ -157,7 +167,7 @@ class Model {
   // Every tensor in exactly one unit; the LLM's units first (llm_gradient_units() of them, the order of
   // llm_forward_backward's backward), then the encoder's (encoder_backward's order).
   const std::vector<GradientUnit>& gradient_units() const { return gradient_units_; }
-  int llm_gradient_units() const { return config_.llm.layers + 2; }
+  int llm_gradient_units() const { return llm_units_; }
   const ModelTensors& weights() const { return weights_; }
   const ModelTensors& weight_grads() const { return weight_grads_; }
   void zero_grads();
@@ -179,9 +189,23 @@ class Model {
                               const t_mat& d_received, KvExchange* kv = nullptr,
                               GradientListener* ready = nullptr);
 
+  // Pipeline parallelism (sharding().pipeline.stages > 1): a micro-batch's passes through this rank's
+  // stage, apart, so that a schedule can run other micro-batches between them (step/pipeline_schedule.hpp).
+  // Forward from x_in (the previous stage's x_out [rows, width]; the first stage: the embeddings and
+  // `received`, as llm_forward_backward) into acts; the last stage also computes the loss and its gradient
+  // (grad_scale as llm_forward_backward). kv as llm_forward_backward, kept until the backward.
+  void llm_stage_forward(const LlmInput& input, const t_mat_const& received, const t_mat_const& x_in,
+                         float grad_scale, KvExchange* kv, LlmStageActivations& acts);
+  // Backward from d_out (the next stage's d_in; unused on the last stage) into d_in [rows, width] (the
+  // previous stage's d_out; the first stage writes d_received instead), accumulating the stage's
+  // parameter gradients; ready as llm_forward_backward, for this stage's units.
+  void llm_stage_backward(const LlmInput& input, const LlmStageActivations& acts, const t_mat_const& d_out,
+                          const t_mat& d_in, const t_mat& d_received, KvExchange* kv,
+                          GradientListener* ready = nullptr);
+
   // Analytic FLOPs of one forward+backward (GEMMs and attention; what MFU counts), this rank's share under
-  // tensor parallelism (/ encoder_tp, / tp). The recomputed forward is not counted (as Megatron reports
-  // MFU): recomputation lowers MFU.
+  // tensor parallelism (/ encoder_tp, / tp) and its stage's layers (and LM head) under pipeline parallelism.
+  // The recomputed forward is not counted (as Megatron reports MFU): recomputation lowers MFU.
   double encoder_flops(const EncoderInput& enc) const;
   double llm_flops(const LlmInput& llm) const;
   // Cost of a token's GEMMs in units of one causal attention pair (query-key), for balancing chunks.
@@ -199,6 +223,13 @@ class Model {
   void reserve_workspace(std::int64_t llm_rows, std::int64_t key_rows = 0);
 
  private:
+  // The passes of this rank's stage (the whole LLM without pipeline parallelism) over a micro-batch with
+  // rows or a K|V exchange, in the active workspace's scope. keep_beyond_scope: acts are ordinary
+  // allocations (a pipeline's, outliving the scope), else the scope's (one pass, forward then backward).
+  void stage_forward(const LlmInput& input, const t_mat_const& received, const t_mat_const& x_in,
+                     float grad_scale, KvExchange* kv, bool keep_beyond_scope, LlmStageActivations& acts);
+  void stage_backward(const LlmInput& input, const LlmStageActivations& acts, const t_mat_const& d_out,
+                      const t_mat& d_in, const t_mat& d_received, KvExchange* kv, GradientListener* ready);
   // The LM head and the loss over the vocabulary split across the LLM's tensor-parallel group.
   void vocab_parallel_loss(const t_mat& normed, const t_ivec_const& targets, float grad_scale,
                            const t_vec& losses, const t_mat& d_normed);
@@ -208,6 +239,8 @@ class Model {
   Recompute recompute_ = Recompute::none;
   ModelSharding sharding_;
   int first_vocab_id_ = 0;  // of this rank's slice of the token embedding and LM head
+  int stage_layers_ = 0;    // this rank's LLM blocks (all of them without pipeline parallelism)
+  int llm_units_ = 0;       // of gradient_units_, the LLM's (the first ones)
   std::size_t decayed_count_ = 0;
   t_vec params_, grads_;
   ModelTensors weights_, weight_grads_;

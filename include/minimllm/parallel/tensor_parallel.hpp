@@ -7,6 +7,7 @@
 #pragma once
 
 #include "minimllm/parallel/communicator.hpp"
+#include "minimllm/parallel/pipeline_parallel.hpp"
 
 namespace minimllm {
 
@@ -18,6 +19,7 @@ struct TensorParallel {
 
 struct ModelSharding {
   TensorParallel encoder, llm;  // the encoder's group lies inside the LLM's (encoder_tp divides tp)
+  PipelineStage pipeline;       // this rank's LLM layers (parallel/pipeline_parallel.hpp)
 };
 
 // One axis of a weight cut over a tensor-parallel group: `parts` equal parts side by side (QKV's columns:

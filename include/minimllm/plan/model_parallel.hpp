@@ -38,6 +38,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "minimllm/config/recompute.hpp"
 #include "minimllm/config/run_config.hpp"
@@ -47,6 +48,7 @@ namespace minimllm {
 
 struct ModelParallel {
   int tp = 1, pp = 1, encoder_tp = 1;
+  std::vector<int> pp_layers;  // the LLM's layers of each stage (parallel.pp_layers); empty: an even split
   bool encoder_stage = false;
   bool distributed_optimizer = false;
   Recompute recompute = Recompute::none;
@@ -65,10 +67,11 @@ ModelParallel model_parallel_of(const RunConfig& config);
 // encoder_stage is not modelled yet.
 void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per_node);
 
-// Runs (minimllm run) have tensor, data and context parallelism: an InputError naming the key when the
-// deck asks for pipeline parallelism or the encoder as its own stage, which only `minimllm simulate`
-// models so far.
-void require_runnable_grid(const ModelParallel& grid);
+// Runs (minimllm run) have tensor, pipeline, data and context parallelism: an InputError naming the key
+// when the deck asks for the encoder as its own stage, which only `minimllm simulate` models so far, or for
+// pipeline stages under the disaggregated placement (`disaggregated`: policy disagg or
+// parallel.placement: disaggregated), whose encoder ranks hold no LLM stage.
+void require_runnable_grid(const ModelParallel& grid, bool disaggregated = false);
 
 // The cost model of a unit (above) from the per-rank one, whose memory model is the run's
 // (memory_model() with the deck's recomputation) and whose compute is of one rank.

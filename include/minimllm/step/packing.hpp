@@ -17,7 +17,7 @@ namespace minimllm {
 EncoderInput pack_encoder(const SampleInputs& inputs, const GlobalBatch& batch,
                           const std::vector<int>& images);
 
-// Shared encoder groups (parallel.encoder_tp < parallel.tp, TensorParallelGrid::encoder_groups): the
+// Shared encoder groups (parallel.encoder_tp < parallel.tp, RankGrid::encoder_groups): the
 // unit's `images` cut into `groups` contiguous runs balanced by patches (an image goes whole to the group
 // whose share holds its first patch). Returns group `group`'s run; group_rows: every group's patches, in
 // group order (the all-gather of their embeddings).

@@ -41,7 +41,7 @@ PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_s
 class StepPlanner {
  public:
   StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& world, double linear_weight);
-  // Under tensor parallelism: plans over `units` (a data world, tensor_parallel_grid.hpp: this rank's work
+  // Under tensor parallelism: plans over `units` (a data world, parallel/rank_grid.hpp: this rank's work
   // is its unit's), agreed over `agreement` (the whole world, so that every data world runs rank 0's plan).
   StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& units, const World& agreement,
               double linear_weight);

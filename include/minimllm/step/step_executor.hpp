@@ -1,9 +1,10 @@
 // StepExecutor: the forward and backward pass of one rank's part of a step — encoder on the encoder
 // layout, boundary exchange, LLM (context parallel inside each group, micro-batch by micro-batch) on the
-// LLM layout, boundary exchange back, encoder backward. Colocated plans run these as phases on every
-// rank; disaggregated plans as a pipeline over micro-batches between the encoder ranks and the LLM ranks.
-// Leaves this rank's gradient in the model; its GradientSync sums them over ranks, started during the
-// backward of the step's last micro-batch when overlapping (gradient_sync.hpp).
+// LLM layout, boundary exchange back, encoder backward. Under pipeline parallelism the encoder and the
+// boundary exchange run on the first stage, and the micro-batches go through the stages 1F1B. Colocated plans
+// run these as phases on every rank; disaggregated plans as a pipeline over micro-batches between the encoder
+// ranks and the LLM ranks. Leaves this rank's gradient in the model; its GradientSync sums them over ranks,
+// started during the backward of the step's last micro-batch when overlapping (gradient_sync.hpp).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,11 @@ struct StepOutcome {
   std::int64_t movement_bytes = 0;              // raw sample bytes this rank received from other loaders
   double movement_seconds = 0.0;                // of seconds[data]: generating and moving the raw samples
   std::int64_t llm_rows = 0, encoder_rows = 0;  // work assigned to this rank
+  // Pipeline parallelism: the wall time of this rank's 1F1B schedule (its first to its last operation,
+  // the final sends included), of which seconds[pipeline] waited on the neighbouring stages; and the
+  // ideal 1F1B bubble (p - 1) / (m + p - 1) for the m micro-batches it ran. 0 without pipeline stages.
+  double pipeline_span_seconds = 0.0;
+  double ideal_bubble = 0.0;
   // Host<->device copies of this rank (none on host backends). input_transfers: the step's inputs
   // (StepInputs), before any compute. transfers: everything after that, compute and communication; zero
   // on the device path with NCCL collectives for colocated plans, and the MPI backend's host staging
@@ -40,7 +46,7 @@ struct StepOutcome {
 
 class StepExecutor {
  public:
-  // encoder_groups: the unit's shared encoder groups (TensorParallelGrid::encoder_groups; one by default).
+  // encoder_groups: the unit's shared encoder groups (RankGrid::encoder_groups; one by default).
   explicit StepExecutor(Model& model, GradSyncOptions sync = {}, const TensorParallel& encoder_groups = {})
       : model_(model), sync_(model, sync), encoder_groups_(encoder_groups) {}
 
@@ -62,6 +68,13 @@ class StepExecutor {
   // ready: the gradient listener, for the step's last micro-batch only.
   void run_micro_batch(StepInputs& inputs, size_t m, const t_mat& received, const t_mat& d_received,
                        StepOutcome& out);
+  // Every LLM micro-batch of the step: one after the other, or under pipeline parallelism this rank's
+  // stage of them in the 1F1B order (step/pipeline_schedule.hpp), activations forward to the next stage and
+  // their gradients back to the previous one, point to point. clock: the caller's, in Phase::llm.
+  void run_llm(StepInputs& inputs, const t_mat& received, const t_mat& d_received, StepOutcome& out,
+               PhaseClock& clock);
+  void run_one_f_one_b(StepInputs& inputs, const t_mat& received, const t_mat& d_received, StepOutcome& out,
+                       PhaseClock& clock);
   // The listener for micro-batch m of `count` (null before the last: its gradients are still growing).
   GradientListener* listener_for(size_t m, size_t count) {
     return m + 1 == count ? sync_.listener() : nullptr;

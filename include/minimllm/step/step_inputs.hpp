@@ -21,7 +21,7 @@ struct StepInputs {
   float grad_scale = 1.0f;  // 1 / loss targets of the global batch: the per-token normalisation
   // Colocated plans: one encoder input (this rank's images) and its exchange. Disaggregated plans: one
   // of each per pipeline stage (RankWork::stages), the exchange tagged with its stage.
-  // Under shared encoder groups (TensorParallelGrid::encoder_groups) each encoder input holds this group's
+  // Under shared encoder groups (RankGrid::encoder_groups) each encoder input holds this group's
   // run of the images only, and encoder_group_rows[i] every group's rows of encoder input i's images (the
   // all-gather that rebuilds them in image order); empty with one group.
   std::vector<EncoderInput> encoder;

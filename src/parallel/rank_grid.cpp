@@ -1,4 +1,4 @@
-#include "minimllm/parallel/tensor_parallel_grid.hpp"
+#include "minimllm/parallel/rank_grid.hpp"
 
 #include <vector>
 
@@ -18,9 +18,12 @@ TensorParallel group_of(const World& world, int size, const CommunicatorFactory&
 
 }  // namespace
 
-TensorParallelGrid::TensorParallelGrid(const World& world, int tp, int encoder_tp,
-                                       const CommunicatorFactory& factory)
+RankGrid::RankGrid(const World& world, const ModelParallel& grid, int llm_layers,
+                   const CommunicatorFactory& factory)
     : data_(world) {
+  const int tp = grid.tp, pp = grid.pp, encoder_tp = grid.encoder_tp;
+  const int stage_ranks = world.size / pp;  // tp x units
+  const int stage = world.rank / stage_ranks, in_stage = world.rank % stage_ranks;
   sharding_.llm = group_of(world, tp, factory, llm_group_);
   sharding_.encoder = group_of(world, encoder_tp, factory, encoder_group_);
   encoder_groups_ = {sharding_.llm.rank / encoder_tp, tp / encoder_tp, nullptr};
@@ -32,15 +35,22 @@ TensorParallelGrid::TensorParallelGrid(const World& world, int tp, int encoder_t
     encoder_peers_ = factory(world.comm, peers);
     encoder_groups_.comm = encoder_peers_.get();
   }
-  if (tp > 1) {
+  sharding_.pipeline = pipeline_stage(llm_layers, stage, pp, grid.pp_layers);
+  if (pp > 1) {
+    std::vector<int> stages;
+    for (int s = 0; s < pp; ++s) stages.push_back(s * stage_ranks + in_stage);
+    pipeline_ = factory(world.comm, stages);
+    sharding_.pipeline.comm = pipeline_.get();
+  }
+  if (tp * pp > 1) {
     MPI_Comm data_comm = MPI_COMM_NULL;
-    MPI_Comm_split(world.comm, world.rank % tp, world.rank, &data_comm);
+    MPI_Comm_split(world.comm, stage * tp + sharding_.llm.rank, world.rank, &data_comm);
     data_ = World::of(data_comm);
   }
 }
 
-TensorParallelGrid::~TensorParallelGrid() {
-  if (sharding_.llm.size > 1) MPI_Comm_free(&data_.comm);
+RankGrid::~RankGrid() {
+  if (ranks_per_unit() > 1) MPI_Comm_free(&data_.comm);
 }
 
 }  // namespace minimllm

@@ -1,0 +1,54 @@
+// A run's fixed model-parallel groups around the planners' dynamic regrouping (issue 15's 4-D layout), in
+// Megatron-LM's order, tensor parallelism innermost and pipeline stages outermost:
+//   world rank = stage x (tp x units) + unit x tp + tensor-parallel rank
+// A unit is one model replica: parallel.tp consecutive ranks (inside a node) at each of parallel.pp
+// stages. The unit's ranks at one stage split its blocks Megatron-style (parallel/tensor_parallel.hpp); the
+// encoder's groups are consecutive blocks of parallel.encoder_tp ranks inside them. Its ranks at one
+// tensor-parallel position form its pipeline (parallel/pipeline_parallel.hpp). The ranks at one stage and
+// tensor-parallel position, one per unit, form a data world: the planners plan over its ranks (the units)
+// exactly as over a world without model parallelism, and every data world runs the same plan on its own
+// stage's slices of the weights, so context-parallel K|V exchanges, the boundary exchange (first stage)
+// and the gradient all-reduce stay among ranks holding the same slices.
+#pragma once
+
+#include <memory>
+
+#include "minimllm/core/world.hpp"
+#include "minimllm/parallel/communicator.hpp"
+#include "minimllm/parallel/tensor_parallel.hpp"
+#include "minimllm/plan/model_parallel.hpp"
+
+namespace minimllm {
+
+class RankGrid {
+ public:
+  // Collective over world. The grid fits world.size (validate_model_parallel checked it: tp x pp divides
+  // the ranks, encoder_tp divides tp, tp divides the ranks per node); llm_layers: the LLM's, split into
+  // stages as grid.pp_layers says (or evenly). The groups' collectives come from `factory` (the run's
+  // backend); with a trivial grid the data world is world itself and nothing is created.
+  RankGrid(const World& world, const ModelParallel& grid, int llm_layers, const CommunicatorFactory& factory);
+  ~RankGrid();
+  RankGrid(const RankGrid&) = delete;
+  RankGrid& operator=(const RankGrid&) = delete;
+
+  // The ranks at this rank's stage and tensor-parallel position, one per unit in unit order (data rank =
+  // unit).
+  const World& data() const { return data_; }
+  // This rank's place in its LLM and encoder groups and its pipeline, with their communicators (the
+  // model's sharding).
+  const ModelSharding& sharding() const { return sharding_; }
+  // With encoder_tp < tp a unit has tp / encoder_tp encoder groups, which share its images: this rank's
+  // group among them (rank: the group's index), with the ranks at its encoder position in every group.
+  const TensorParallel& encoder_groups() const { return encoder_groups_; }
+  int tp() const { return sharding_.llm.size; }
+  int pp() const { return sharding_.pipeline.stages; }
+  int ranks_per_unit() const { return tp() * pp(); }
+
+ private:
+  World data_;
+  std::unique_ptr<Communicator> llm_group_, encoder_group_, encoder_peers_, pipeline_;
+  ModelSharding sharding_;
+  TensorParallel encoder_groups_;
+};
+
+}  // namespace minimllm

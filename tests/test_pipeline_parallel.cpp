@@ -1,0 +1,343 @@
+// Pipeline parallelism (parallel.pp, parallel.pp_layers) never changes the math: one pass of a model split
+// into stages gives the whole model's loss and, tensor by tensor, its gradients, and training under pp
+// (1F1B over micro-batches) gives the losses of training without it: PP 2, PP 4, TP 2 x PP 2, PP 2 x DP 2,
+// PP 2 x CP 2, dynamic groups under fixed PP 2, with and without the distributed optimizer and
+// recomputation. The 1F1B schedule itself, the stage split, and the grids runs refuse are checked too.
+//
+// Bound: relative 1e-5, as test_tensor_parallel (the stages hold disjoint tensors, so a pass is the whole
+// model's arithmetic; the gradient norm and tensor parallelism's sums reassociate).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "minimllm/config/input_error.hpp"
+#include "minimllm/driver/cli.hpp"
+#include "minimllm/driver/trainer.hpp"
+#include "minimllm/model/model.hpp"
+#include "minimllm/parallel/rank_grid.hpp"
+#include "minimllm/step/pipeline_schedule.hpp"
+#include "mpi_world.hpp"
+#include "whole_batch.hpp"
+
+namespace minimllm {
+namespace {
+
+using testing_support::pack_whole_samples;
+using testing_support::PackedBatch;
+using testing_support::RemoveAtEnd;
+using testing_support::world_size;
+
+constexpr double kRelative = 1e-5;
+constexpr std::uint64_t kModelSeed = 7;
+
+TEST(PipelineParallel, OneFOneBRunsEveryMicroBatchOnceWithAtMostTheStagesLeftInFlight) {
+  for (int stages = 1; stages <= 4; ++stages)
+    for (int micro_batches = 0; micro_batches <= 6; ++micro_batches)
+      for (int stage = 0; stage < stages; ++stage) {
+        SCOPED_TRACE(std::to_string(stage) + " of " + std::to_string(stages) + " stages, " +
+                     std::to_string(micro_batches) + " micro-batches");
+        int next_forward = 0, next_backward = 0, in_flight = 0, most = 0;
+        for (const PipelineOp& op : one_f_one_b(stage, stages, micro_batches)) {
+          if (op.forward) {
+            EXPECT_EQ(op.micro_batch, next_forward++);  // forwards in order
+            most = std::max(most, ++in_flight);
+          } else {
+            EXPECT_EQ(op.micro_batch, next_backward++);  // backwards in order, each after its forward
+            EXPECT_LT(op.micro_batch, next_forward);
+            --in_flight;
+          }
+        }
+        EXPECT_EQ(next_forward, micro_batches);
+        EXPECT_EQ(next_backward, micro_batches);
+        EXPECT_EQ(most, std::min(stages - stage, micro_batches));
+      }
+  EXPECT_DOUBLE_EQ(ideal_bubble(2, 4), 1.0 / 5.0);
+  EXPECT_DOUBLE_EQ(ideal_bubble(4, 4), 3.0 / 7.0);
+  EXPECT_EQ(ideal_bubble(1, 8), 0.0);
+}
+
+TEST(PipelineParallel, StagesSplitTheLayersEvenlyOrAsListed) {
+  EXPECT_EQ(stage_layer_counts(4, 4, {}), (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_EQ(stage_layer_counts(5, 2, {}), (std::vector<int>{2, 3}));  // the first stage runs the encoder
+  EXPECT_EQ(stage_layer_counts(7, 3, {}), (std::vector<int>{2, 2, 3}));
+  EXPECT_EQ(stage_layer_counts(5, 2, {4, 1}), (std::vector<int>{4, 1}));
+  const PipelineStage last = pipeline_stage(7, 2, 3, {});
+  EXPECT_EQ(last.first_layer, 4);
+  EXPECT_EQ(last.layers, 3);
+  EXPECT_TRUE(last.last());
+  const std::string deck = embedded_quickstart_deck();  // 2 LLM layers
+  const auto refusal = [&](const std::string& parallel) {
+    try {
+      parse_run_config(deck + "\nparallel: " + parallel + "\n", "deck");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(refusal("{pp: 2, pp_layers: [1, 1]}"), "(accepted)");
+  EXPECT_NE(refusal("{pp: 2, pp_layers: [2]}").find("parallel.pp_layers"), std::string::npos);
+  EXPECT_NE(refusal("{pp: 2, pp_layers: [1, 2]}").find("must sum to model.llm.layers"), std::string::npos);
+  EXPECT_NE(refusal("{pp: 2, pp_layers: [2, 0]}").find("parallel.pp_layers"), std::string::npos);
+}
+
+// Four heads, four LLM layers (pp up to 4), a vocabulary of 13 (uneven slices under tp).
+RunConfig tiny_config() {
+  const std::string deck =
+      "name: pipeline_parallel\n"
+      "seed: 5\n"
+      "model:\n"
+      "  init_std: 0.1\n"
+      "  encoder: {width: 16, heads: 4, layers: 1, mlp_ratio: 2, patch: 2, channels: 1}\n"
+      "  llm: {width: 16, heads: 4, layers: 4, mlp_ratio: 2, vocab: 13}\n"
+      "data:\n"
+      "  global_batch: 4\n"
+      "  text: {median: 8, sigma: 0.5, min: 3, max: 14}\n"
+      "  images: {mean_per_sample: 1.5, max_per_sample: 2, min_side: 2, max_side: 6, classes: 3}\n"
+      "  incoherence: 0.0\n"
+      "  noise: 0.1\n";
+  return parse_run_config(deck, "<test_pipeline_parallel>");
+}
+
+std::vector<float> host_copy(const t_vec& v) {
+  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return std::vector<float>(host.data(), host.data() + host.extent(0));
+}
+
+// Each tensor this rank holds against the same elements of the whole model's, found by name: the
+// parameters exactly, the gradients within the bound. Returns how many tensors it compared.
+int expect_held_tensors_match(const Model& split, const Model& whole) {
+  const std::vector<float> params = host_copy(split.params()), whole_params = host_copy(whole.params());
+  const std::vector<float> grads = host_copy(split.grads()), whole_grads = host_copy(whole.grads());
+  std::map<std::string, TensorRange> all;
+  for (const TensorRange& t : whole.tensor_ranges()) all.emplace(t.name, t);
+  for (const TensorRange& slice : split.tensor_ranges()) {
+    const TensorRange& tensor = all.at(slice.name);
+    double largest = 0.0, worst = 0.0;
+    for (std::size_t i = 0; i < slice.count; ++i) {
+      const std::size_t at = tensor.offset + whole_tensor_index(slice, i);
+      EXPECT_EQ(params[slice.offset + i], whole_params[at]) << slice.name << " element " << i;
+      largest = std::max(largest, std::fabs(static_cast<double>(whole_grads[at])));
+      worst = std::max(worst, std::fabs(static_cast<double>(grads[slice.offset + i]) - whole_grads[at]));
+    }
+    EXPECT_LE(worst, kRelative * largest) << slice.name;
+  }
+  return static_cast<int>(split.tensor_ranges().size());
+}
+
+// One micro-batch through the stages by hand: the first stage encodes and runs its layers, each stage
+// sends its output on, the last computes the loss, and the gradients come back the same way.
+double pipelined_pass(Model& model, const PackedBatch& batch, float scale) {
+  const PipelineStage& stage = model.sharding().pipeline;
+  const int width = model.config().llm.width;
+  const auto rows = static_cast<std::size_t>(batch.llm.tokens);
+  model.zero_grads();
+  EncoderActivations enc;
+  if (stage.first()) model.encoder_forward(batch.encoder, enc);
+  const t_mat d_emb("d_emb", stage.first() ? batch.encoder.patches : 0, width);
+  t_mat x_in("x_in", stage.first() ? 0 : rows, width), d_out("d_out", stage.last() ? 0 : rows, width);
+  t_mat d_in("d_in", stage.first() ? 0 : rows, width);
+  if (!stage.first()) stage.comm->irecv(x_in.data(), x_in.size(), stage.stage - 1, 0)->wait();
+  LlmStageActivations acts;
+  model.llm_stage_forward(batch.llm, enc.embeddings, x_in, scale, nullptr, acts);
+  if (!stage.last()) {
+    stage.comm->isend(acts.x_out.data(), acts.x_out.size(), stage.stage + 1, 0)->wait();
+    stage.comm->irecv(d_out.data(), d_out.size(), stage.stage + 1, 1)->wait();
+  }
+  model.llm_stage_backward(batch.llm, acts, d_out, d_in, d_emb, nullptr);
+  if (!stage.first()) stage.comm->isend(d_in.data(), d_in.size(), stage.stage - 1, 1)->wait();
+  if (stage.first()) model.encoder_backward(batch.encoder, enc, d_emb);
+  return stage.comm->allreduce_sum(acts.loss_sum);  // the last stage's
+}
+
+PackedBatch informative_batch(const Sampler& sampler) {
+  for (int step = 0; step < 20; ++step) {
+    const GlobalBatch batch = sampler.batch(step);
+    if (batch.image_tokens() > 0 && batch.text_tokens() > 8)
+      return pack_whole_samples(sampler, step, batch.samples);
+  }
+  ADD_FAILURE() << "no batch with images in 20 steps";
+  return pack_whole_samples(sampler, 0, sampler.batch(0).samples);
+}
+
+TEST(PipelineParallel, OnePassEqualsTheWholeModelStageByStage) {
+  const World world = World::of(MPI_COMM_WORLD);
+  if (world.size == 1 || world.size == 3) GTEST_SKIP() << "stages of 2 or 4 ranks";
+  const RunConfig config = tiny_config();
+  const Sampler sampler(config);
+  const PackedBatch batch = informative_batch(sampler);
+  const float scale = 1.0f / static_cast<float>(batch.loss_targets);
+  std::vector<ModelParallel> grids(1);
+  grids[0].pp = world.size;  // PP 2 or PP 4
+  if (world.size == 4) {
+    grids.emplace_back();
+    grids[1].tp = 2, grids[1].pp = 2, grids[1].encoder_tp = 2;  // TP 2 x PP 2
+    grids.emplace_back();
+    grids[2].pp = 2, grids[2].tp = 2, grids[2].pp_layers = {3, 1};  // listed stages, shared encoder groups
+  }
+  for (const ModelParallel& layout : grids) {
+    const RankGrid grid(world, layout, config.model.llm.layers, create_mpi_communicator);
+    for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
+      SCOPED_TRACE("tp " + std::to_string(layout.tp) + ", pp " + std::to_string(layout.pp) + ", recompute " +
+                   to_string(mode));
+      Model whole(config.model, kModelSeed, GemmPrecision::fp32, mode);
+      Model split(config.model, kModelSeed, GemmPrecision::fp32, mode, grid.sharding());
+      const double expected = testing_support::run_step(whole, batch, scale);
+      // Under tp the encoder is split too: the one-pass test keeps every rank of a stage's group busy.
+      const double loss = pipelined_pass(split, batch, scale);
+      EXPECT_NEAR(loss, expected, kRelative * std::fabs(expected));
+      EXPECT_GT(expect_held_tensors_match(split, whole), 0);
+      // Every tensor is held by exactly one stage (per tensor-parallel rank).
+      const double held = static_cast<double>(split.tensor_ranges().size());
+      EXPECT_EQ(grid.sharding().pipeline.comm->allreduce_sum(held),
+                static_cast<double>(whole.tensor_ranges().size()));
+    }
+  }
+}
+
+RunConfig quickstart(const std::string& policy, int pp, int tp = 1, int cp = 1) {
+  RunConfig config = parse_run_config(embedded_quickstart_deck(), "<embedded quickstart deck>");
+  config.model.llm.layers = 4;
+  config.steps = policy == "dhp" ? 10 : 4;
+  config.data.global_batch = 8;
+  config.machine.peak_gflops = 100.0;  // skip the start-up sgemm measurement
+  config.parallel.policy = policy;
+  config.parallel.micro_batches = 3;  // 1F1B over more than one micro-batch
+  config.parallel.pp = pp;
+  config.parallel.tp = tp;
+  config.parallel.encoder_tp = tp;
+  config.parallel.cp = cp;
+  return config;
+}
+
+void expect_same_losses(const TrainResult& result, const TrainResult& reference) {
+  ASSERT_EQ(result.steps.size(), reference.steps.size());
+  for (size_t i = 0; i < result.steps.size(); ++i) {
+    EXPECT_NEAR(result.steps[i].loss, reference.steps[i].loss, kRelative * reference.steps[i].loss)
+        << "step " << i;
+    EXPECT_NEAR(result.steps[i].grad_norm, reference.steps[i].grad_norm,
+                kRelative * reference.steps[i].grad_norm)
+        << "step " << i;
+  }
+}
+
+struct TrainingCase {
+  const char* policy;
+  int pp, tp, cp;
+  bool zero;
+  const char* recompute;
+};
+
+// Training under pp against training without model parallelism on the same ranks (the same data-parallel
+// and context-parallel layout of units). 2 ranks: PP 2 with every combination of the distributed optimizer
+// and recomputation, and dhp's per-step groups. 4 ranks (oversubscribed on small machines): PP 4,
+// TP 2 x PP 2, PP 2 x DP 2, PP 2 x CP 2 and dhp's per-step groups of two units under fixed PP 2 for 10
+// steps, the optimizer and recomputation varied across them.
+TEST(PipelineParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
+  const World world = World::of(MPI_COMM_WORLD);
+  std::vector<TrainingCase> cases;
+  if (world.size == 2)
+    cases = {{"static", 2, 1, 1, false, "none"},      {"static", 2, 1, 1, true, "none"},
+             {"static", 2, 1, 1, false, "selective"}, {"static", 2, 1, 1, true, "selective"},
+             {"static", 2, 1, 1, false, "full"},      {"static", 2, 1, 1, true, "full"},
+             {"dhp", 2, 1, 1, false, "none"}};
+  if (world.size == 4)
+    cases = {{"static", 4, 1, 1, false, "none"},     {"static", 4, 1, 1, true, "full"},
+             {"static", 2, 2, 1, true, "selective"}, {"static", 2, 2, 1, false, "none"},
+             {"static", 2, 1, 1, true, "none"},      {"static", 2, 1, 2, false, "full"},
+             {"dhp", 2, 1, 1, false, "none"},        {"dhp", 2, 1, 1, true, "selective"}};
+  if (cases.empty()) GTEST_SKIP() << "2 or 4 ranks";
+  std::map<std::string, TrainResult> references;  // by policy and cp
+  for (const TrainingCase& c : cases) {
+    const int units = world.size / (c.pp * c.tp);
+    SCOPED_TRACE(std::string(c.policy) + ": PP " + std::to_string(c.pp) + " x TP " + std::to_string(c.tp) +
+                 (c.cp > 1 ? " x CP " + std::to_string(c.cp) : " x DP " + std::to_string(units)) +
+                 (c.zero ? ", ZeRO-1" : "") + ", recompute " + c.recompute);
+    RunConfig config = quickstart(c.policy, c.pp, c.tp, c.cp);
+    config.parallel.distributed_optimizer = c.zero;
+    config.runtime.recompute = c.recompute;
+    const std::string key = std::string(c.policy) + " cp " + std::to_string(c.cp);
+    if (!references.count(key)) references[key] = train(quickstart(c.policy, 1, 1, c.cp), world, {});
+    const TrainResult& reference = references[key];
+    const TrainResult result = train(config, world, {});
+    expect_same_losses(result, reference);
+    // MFU counts the whole model's FLOPs once over every rank.
+    EXPECT_NEAR(result.steps.back().model_flops, reference.steps.back().model_flops,
+                1e-9 * reference.steps.back().model_flops);
+    // The bubble was measured, and the ideal one is (p - 1) / (m + p - 1) for a whole number m of
+    // micro-batches (the planner's: static packs bins, parallel.micro_batches splits dynamic groups).
+    for (const StepRecord& s : result.steps) {
+      EXPECT_GT(s.pipeline_bubble, 0.0);
+      EXPECT_LT(s.pipeline_bubble, 1.0);
+      EXPECT_GT(s.phase_seconds[Phase::pipeline], 0.0);
+      ASSERT_GT(s.ideal_bubble, 0.0);
+      const double micro_batches = (c.pp - 1) * (1.0 - s.ideal_bubble) / s.ideal_bubble;
+      EXPECT_NEAR(micro_batches, std::round(micro_batches), 1e-9);
+      EXPECT_GE(std::round(micro_batches), 1.0);
+    }
+    if (c.cp > 1) {
+      EXPECT_EQ(result.steps.back().max_group_size, c.cp);  // PP 2 x CP 2 really ran
+    }
+  }
+}
+
+// Checkpoints under pp hold the whole model (the stages assembled): a pp run restarts from one bit for
+// bit, and a run without pipeline parallelism restarts from the same file and goes on with the same losses.
+TEST(PipelineParallel, CheckpointsHoldTheWholeModel) {
+  if (world_size() % 2 != 0) GTEST_SKIP() << "pp = 2 needs an even number of ranks";
+  const World world = World::of(MPI_COMM_WORLD);
+  const RemoveAtEnd file{testing_support::shared_temp_path("minimllm_pp_", "pp.ckpt.h5")};
+  RunConfig config = quickstart("static", 2);
+  config.parallel.distributed_optimizer = true;
+  const TrainResult straight = train(config, world, {});
+  RunConfig first_part = config;
+  first_part.steps = 2;
+  TrainOptions checkpointing;
+  checkpointing.checkpoint_path = file.path;
+  checkpointing.checkpoint_every = 2;
+  ASSERT_EQ(train(first_part, world, checkpointing).checkpoints_written, 1);
+  TrainOptions restart;
+  restart.restart_path = file.path;
+  const TrainResult resumed = train(config, world, restart);
+  RunConfig without = config;
+  without.parallel.pp = 1;
+  const TrainResult resumed_without = train(without, world, restart);
+  ASSERT_EQ(resumed.steps.size(), 2u);
+  ASSERT_EQ(resumed_without.steps.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(resumed.steps[i].loss, straight.steps[2 + i].loss) << "step " << 2 + i;  // bit for bit
+    EXPECT_NEAR(resumed_without.steps[i].loss, straight.steps[2 + i].loss,
+                kRelative * straight.steps[2 + i].loss)
+        << "step " << 2 + i;
+  }
+}
+
+TEST(PipelineParallel, InvalidGridsAreRefusedNamingTheKey) {
+  const World world = World::of(MPI_COMM_WORLD);
+  const auto refusal = [&](const RunConfig& config) {
+    try {
+      train(config, world, {});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  // More stages than ranks; stages under the disaggregated placement; the encoder as its own stage.
+  EXPECT_NE(refusal(quickstart("static", 4 * world_size())).find("parallel.pp"), std::string::npos);
+  if (world_size() % 2 == 0) {
+    const std::string disagg = refusal(quickstart("disagg", 2));
+    EXPECT_NE(disagg.find("parallel.pp = 2: pipeline stages run with the colocated placement"),
+              std::string::npos)
+        << disagg;
+  }
+  RunConfig encoder_stage = quickstart("static", 1);
+  encoder_stage.parallel.encoder_stage = true;
+  EXPECT_NE(refusal(encoder_stage).find("parallel.encoder_stage"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace minimllm
