@@ -22,6 +22,7 @@
 #include "minimllm/parallel/rank_grid.hpp"
 #include "minimllm/step/pipeline_schedule.hpp"
 #include "mpi_world.hpp"
+#include "region_recorder.hpp"
 #include "whole_batch.hpp"
 
 namespace minimllm {
@@ -314,6 +315,16 @@ TEST(PipelineParallel, CheckpointsHoldTheWholeModel) {
                 kRelative * straight.steps[2 + i].loss)
         << "step " << 2 + i;
   }
+}
+
+// The wait on the neighbouring stages is a phase like the others: a Kokkos Tools region.
+TEST(PipelineParallel, WaitingOnTheStagesIsAKokkosToolsRegion) {
+  if (world_size() % 2 != 0) GTEST_SKIP() << "pp = 2 needs an even number of ranks";
+  testing_support::RegionRecorder regions;
+  RunConfig config = quickstart("static", 2);
+  config.steps = 1;
+  train(config, World::of(MPI_COMM_WORLD), {});
+  EXPECT_TRUE(regions.pushed("minimllm::pipeline"));
 }
 
 TEST(PipelineParallel, InvalidGridsAreRefusedNamingTheKey) {

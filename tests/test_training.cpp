@@ -178,6 +178,7 @@ TEST(Training, PhasesAreKokkosToolsRegions) {
   train(quickstart(2), World::of(MPI_COMM_WORLD), {});
   for (Phase phase : kPhases) {
     if (phase == Phase::kv_exchange) continue;  // only under context parallelism (tests/test_layouts.cpp)
+    if (phase == Phase::pipeline) continue;     // only under pipeline parallelism (test_pipeline_parallel)
     const std::string region = std::string("minimllm::") + phase_name(phase);
     EXPECT_TRUE(regions.pushed(region)) << region << " was never pushed";
   }

@@ -118,6 +118,12 @@ double Communicator::allreduce_sum(double value) {
   return sum;
 }
 
+double Communicator::allreduce_max(double value) {
+  double most = 0.0;
+  detail::check_mpi(MPI_Allreduce(&value, &most, 1, MPI_DOUBLE, MPI_MAX, host_comm()), "MPI_Allreduce");
+  return most;
+}
+
 int Communicator::allreduce_min(int value) {
   int least = 0;
   detail::check_mpi(MPI_Allreduce(&value, &least, 1, MPI_INT, MPI_MIN, host_comm()), "MPI_Allreduce");

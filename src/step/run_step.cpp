@@ -30,9 +30,15 @@ StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& p
     Communicator& stages = *stage.comm;
     outcome.flops = stages.allreduce_sum(outcome.flops) / stage.stages;
     outcome.loss_sum = stages.allreduce_sum(outcome.loss_sum);  // the last stage's
-    // The bubble as the unit's stages' mean (a data world sees one stage): their waits over their spans.
+    // The unit's bubble (a data world sees one stage): over the longest stage's 1F1B span, the share its
+    // stages idle on average. As 1F1B's ideal (p - 1) / (m + p - 1), it counts a stage's idle time at the
+    // start and the end of the schedule, where the stage's own span may not reach.
+    const double busy = outcome.pipeline_span_seconds - outcome.seconds[Phase::pipeline];
+    const double mean_busy = stages.allreduce_sum(busy) / stage.stages;
     outcome.seconds[Phase::pipeline] = stages.allreduce_sum(outcome.seconds[Phase::pipeline]) / stage.stages;
-    outcome.pipeline_span_seconds = stages.allreduce_sum(outcome.pipeline_span_seconds) / stage.stages;
+    outcome.pipeline_span_seconds = stages.allreduce_max(outcome.pipeline_span_seconds);
+    if (outcome.pipeline_span_seconds > 0.0)
+      outcome.pipeline_bubble = 1.0 - mean_busy / outcome.pipeline_span_seconds;
   }
   outcome.seconds += data;
   outcome.input_transfers = inputs.transfers;

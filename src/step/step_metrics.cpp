@@ -67,9 +67,7 @@ StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, cons
   s.comm_creation_seconds = pool.creation_seconds;
   s.planning_work_seconds = planned.planning_seconds;
   s.movement_seconds = outcome.movement_seconds;
-  s.pipeline_bubble = outcome.pipeline_span_seconds > 0.0
-                          ? outcome.seconds[Phase::pipeline] / outcome.pipeline_span_seconds
-                          : 0.0;
+  s.pipeline_bubble = outcome.pipeline_bubble;
   s.ideal_bubble = outcome.ideal_bubble;
   std::vector<double*> maxima = {&s.step_seconds,     &s.comm_creation_seconds, &s.planning_work_seconds,
                                  &s.movement_seconds, &s.pipeline_bubble,       &s.ideal_bubble};

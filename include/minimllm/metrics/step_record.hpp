@@ -32,9 +32,9 @@ struct StepRecord {
   // loaders, summed over ranks, and its seconds (part of data_seconds), max over ranks.
   std::int64_t movement_bytes = 0;
   double movement_seconds = 0.0;
-  // Pipeline parallelism (0 without): each unit's stages' mean wait on their neighbours over their mean
-  // 1F1B span, the largest over units; and (p - 1) / (m + p - 1), the ideal 1F1B bubble for the unit with
-  // the fewest micro-batches (the largest ideal).
+  // Pipeline parallelism (0 without): the share of its longest stage's 1F1B span that a unit's stages
+  // idle on average (StepOutcome::pipeline_bubble), the largest over units; and (p - 1) / (m + p - 1), the
+  // ideal 1F1B bubble, for the unit with the fewest micro-batches (the largest ideal).
   double pipeline_bubble = 0.0;
   double ideal_bubble = 0.0;
   int llm_groups = 0;          // LLM groups in the step's plan

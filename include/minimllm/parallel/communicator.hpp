@@ -87,6 +87,7 @@ class Communicator {
 
   // Host values, synchronous over the group (MPI on both backends; no device memory involved).
   double allreduce_sum(double value);  // the sum over the group of everyone's value
+  double allreduce_max(double value);  // the largest value over the group
   int allreduce_min(int value);        // the least value over the group
   std::int64_t allreduce_min(std::int64_t value);
   // send: `count` ints per group rank, in rank order, block r for rank r. Returns, in the same layout,

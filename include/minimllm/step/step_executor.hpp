@@ -30,11 +30,14 @@ struct StepOutcome {
   std::int64_t movement_bytes = 0;              // raw sample bytes this rank received from other loaders
   double movement_seconds = 0.0;                // of seconds[data]: generating and moving the raw samples
   std::int64_t llm_rows = 0, encoder_rows = 0;  // work assigned to this rank
-  // Pipeline parallelism: the wall time of this rank's 1F1B schedule (its first to its last operation,
-  // the final sends included), of which seconds[pipeline] waited on the neighbouring stages; and the
-  // ideal 1F1B bubble (p - 1) / (m + p - 1) for the m micro-batches it ran. 0 without pipeline stages.
+  // Pipeline parallelism (0 without stages): the wall time of this rank's 1F1B schedule (its first to its
+  // last operation, the final sends included), of which seconds[pipeline] waited on the neighbouring
+  // stages; the ideal 1F1B bubble (p - 1) / (m + p - 1) for the m micro-batches it ran. run_step makes
+  // them the unit's: the span the longest of its stages', the wait their mean, and pipeline_bubble the
+  // share of the span a stage idles on average, 1 - (mean busy time) / span.
   double pipeline_span_seconds = 0.0;
   double ideal_bubble = 0.0;
+  double pipeline_bubble = 0.0;
   // Host<->device copies of this rank (none on host backends). input_transfers: the step's inputs
   // (StepInputs), before any compute. transfers: everything after that, compute and communication; zero
   // on the device path with NCCL collectives for colocated plans, and the MPI backend's host staging
