@@ -111,6 +111,9 @@ Calibration sample_calibration() {
   c.all_gather = {true, {4.79e-6, 4.7e9}, {{1024, 16384}, {4.7e-6, 9.5e-6}, 0.07, 0.13}};
   c.all_reduce = {true, {7.1e-6, 3.2e9}, {{1024}, {6.8e-6}, 0.2, 0.3}};
   c.inter_all_to_all = {true, {2e-5, 1e9}, {{}, {}, 0.0, 0.0}};
+  c.point_to_point = {true, {1.3e-6, 9.1e9}, {{1024, 4194304}, {1.4e-6, 4.6e-4}, 0.01, 0.02}};
+  c.tensor_parallel_ranks = 2;
+  c.tensor_parallel_all_reduce = {true, {6.1e-6, 3.9e9}, {{1024}, {6.3e-6}, 0.1, 0.1}};
   return c;
 }
 
@@ -168,7 +171,17 @@ TEST(CalibrationFile, RoundTripsExactly) {
   expect_same(r.inter_all_gather, c.inter_all_gather);
   expect_same(r.inter_all_reduce, c.inter_all_reduce);
   expect_same(r.inter_all_to_all, c.inter_all_to_all);
+  expect_same(r.point_to_point, c.point_to_point);
+  expect_same(r.inter_point_to_point, c.inter_point_to_point);
+  EXPECT_EQ(r.tensor_parallel_ranks, c.tensor_parallel_ranks);
+  expect_same(r.tensor_parallel_all_reduce, c.tensor_parallel_all_reduce);
   EXPECT_EQ(calibration_to_yaml(r), text);  // and the text is stable
+  // Files from before the point-to-point and tensor-parallel links were measured have neither section.
+  const std::string old = text.substr(0, text.find("# One message between two ranks"));
+  ASSERT_LT(old.size(), text.size());
+  const Calibration before = parse_calibration(old, "old.yaml");
+  EXPECT_FALSE(before.point_to_point.measured);
+  EXPECT_FALSE(before.tensor_parallel_all_reduce.measured);
 }
 
 // Replaces the first occurrence of `from` in the sample file's text.
@@ -263,6 +276,15 @@ TEST(CalibrationFile, ApplySetsComputeStepTermsAndMeasuredLinksOnly) {
   EXPECT_EQ(cost.inter_node.bandwidth, base.inter_node.bandwidth);  // between nodes: not measured
   EXPECT_EQ(cost.step.grad_bytes, base.step.grad_bytes);            // the model's own gradient buffer
   EXPECT_EQ(cost.capacity_bytes, 0.0);                              // memory is not calibrated
+  // A message's link as measured; between nodes (not measured) the collectives' per-step link.
+  EXPECT_EQ(cost.point_to_point(false).latency, c.point_to_point.link.latency);
+  EXPECT_EQ(cost.point_to_point(false).bandwidth, c.point_to_point.link.bandwidth);
+  EXPECT_EQ(cost.point_to_point(true).bandwidth, cost.inter_node.bandwidth);
+  // The tensor-parallel all-reduce per message step on its 2 ranks; other group sizes: the gradient's.
+  EXPECT_EQ(cost.tp_allreduce(2).latency, c.tensor_parallel_all_reduce.link.latency / 2);
+  EXPECT_EQ(cost.tp_allreduce(2).bandwidth, c.tensor_parallel_all_reduce.link.bandwidth);
+  EXPECT_EQ(cost.tp_allreduce(4).bandwidth, cost.step.allreduce_intra.bandwidth);
+  EXPECT_EQ(base.point_to_point(false).bandwidth, base.intra_node.bandwidth);  // uncalibrated
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -71,9 +71,11 @@ TEST(ModelParallel, TensorAndPipelineParallelismDivideWorkAndMemory) {
   EXPECT_GT(traffic, 0.0);
   EXPECT_NEAR(unit.llm(2 * s) - unit.llm.c - (rank.llm(2 * s) - rank.llm.c) / 8.0, 2.0 * traffic,
               1e-9 * compute);
-  // 4 all-reduces of a fp32 row per layer and token, on the 4 ranks of a node: the ring's bus bytes.
+  // 4 all-reduces of a fp32 row per layer and token, on the 4 ranks of a node: the ring's bus bytes; and
+  // the row's activation and gradient between the stages, 32 ranks each: on the link between nodes.
   const double per_token =
-      4.0 * 32 / 2 * 2.0 * 3.0 / 4.0 * (4.0 * 4096) / rank.step.allreduce_intra.bandwidth;
+      4.0 * 32 / 2 * 2.0 * 3.0 / 4.0 * (4.0 * 4096) / rank.step.allreduce_intra.bandwidth +
+      2.0 * 4.0 * 4096 / rank.point_to_point(true).bandwidth;
   EXPECT_NEAR(traffic / s, per_token, 1e-9 * per_token);
   EXPECT_DOUBLE_EQ(unit.kv_row_bytes, rank.kv_row_bytes / 4);
   EXPECT_DOUBLE_EQ(unit.cp_layers, rank.cp_layers / 2);

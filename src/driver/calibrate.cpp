@@ -127,19 +127,44 @@ double time_collective(Op op, std::size_t bytes, MPI_Comm comm, int repeats) {
   return t;
 }
 
-// Latency and bandwidth of one collective on comm (every member calls), fitted over a few sizes.
-CollectiveCalibration measure_collective(Op op, MPI_Comm comm) {
+// Fastest of the repetitions of one message of `bytes` between ranks 0 and 1 of `pair` (a two-rank
+// communicator): half a ping-pong's round trip, rank 0's, shared with rank 1.
+double time_message(std::size_t bytes, MPI_Comm pair, int repeats) {
+  int rank = 0;
+  MPI_Comm_rank(pair, &rank);
+  const int count = static_cast<int>(std::max<std::size_t>(1, bytes / sizeof(float)));
+  std::vector<float> buffer(static_cast<std::size_t>(count), 1.0f);
+  std::vector<double> times;
+  for (int rep = -2; rep < repeats; ++rep) {  // two warm-ups
+    MPI_Barrier(pair);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (rank == 0) {
+      MPI_Send(buffer.data(), count, MPI_FLOAT, 1, 0, pair);
+      MPI_Recv(buffer.data(), count, MPI_FLOAT, 1, 0, pair, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(buffer.data(), count, MPI_FLOAT, 0, 0, pair, MPI_STATUS_IGNORE);
+      MPI_Send(buffer.data(), count, MPI_FLOAT, 0, 0, pair);
+    }
+    if (rep >= 0)
+      times.push_back(0.5 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  double t = *std::min_element(times.begin(), times.end());
+  MPI_Bcast(&t, 1, MPI_DOUBLE, 0, pair);
+  return t;
+}
+
+// Latency and bandwidth fitted over a few sizes (1 KiB to 4 MiB), each timed by `seconds(bytes, repeats)`
+// and moving bus_bytes(bytes) per rank.
+template <class Time, class BusBytes>
+CollectiveCalibration fit_link(Time seconds, BusBytes bus_bytes_of) {
   CollectiveCalibration c;
-  int n = 1;
-  MPI_Comm_size(comm, &n);
-  if (n < 2) return c;
   std::vector<std::vector<double>> rows;
   for (std::size_t bytes : {std::size_t(1) << 10, std::size_t(1) << 14, std::size_t(1) << 18,
                             std::size_t(1) << 20, std::size_t(1) << 22}) {
-    const double t = time_collective(op, bytes, comm, bytes >= (1u << 20) ? 7 : 15);
+    const double t = seconds(bytes, bytes >= (1u << 20) ? 7 : 15);
     c.points.sizes.push_back(static_cast<double>(bytes));
     c.points.seconds.push_back(t);
-    rows.push_back({1.0, bus_bytes(op, static_cast<double>(bytes), n)});
+    rows.push_back({1.0, bus_bytes_of(static_cast<double>(bytes))});
   }
   const LinearFit fit = fit_nonnegative(rows, c.points.seconds);
   c.measured = true;
@@ -147,6 +172,32 @@ CollectiveCalibration measure_collective(Op op, MPI_Comm comm) {
   c.link.bandwidth = fit.coefficients[1] > 0.0 ? 1.0 / fit.coefficients[1] : 1e15;  // not resolved: huge
   c.points.rms_relative_error = fit.rms_relative_error;
   c.points.max_relative_error = fit.max_relative_error;
+  return c;
+}
+
+// Latency and bandwidth of one collective on comm (every member calls).
+CollectiveCalibration measure_collective(Op op, MPI_Comm comm) {
+  int n = 1;
+  MPI_Comm_size(comm, &n);
+  if (n < 2) return {};
+  return fit_link([&](std::size_t bytes, int repeats) { return time_collective(op, bytes, comm, repeats); },
+                  [&](double bytes) { return bus_bytes(op, bytes, n); });
+}
+
+// One message between the first two ranks of comm (every member calls; the others wait).
+CollectiveCalibration measure_point_to_point(MPI_Comm comm) {
+  int n = 1, rank = 0;
+  MPI_Comm_size(comm, &n);
+  MPI_Comm_rank(comm, &rank);
+  CollectiveCalibration c;
+  MPI_Comm pair = MPI_COMM_NULL;
+  MPI_Comm_split(comm, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair);
+  if (pair != MPI_COMM_NULL) {
+    if (n >= 2)
+      c = fit_link([&](std::size_t bytes, int repeats) { return time_message(bytes, pair, repeats); },
+                   [](double bytes) { return bytes; });
+    MPI_Comm_free(&pair);
+  }
   return c;
 }
 
@@ -169,8 +220,10 @@ void broadcast(CollectiveCalibration& c, int root, MPI_Comm comm) {
 }
 
 // Collectives within a node (on each node's ranks, all nodes at once; world rank 0's node reported) and
-// across nodes (one rank per node), each "not measured" when there is only one rank to do it with.
-void measure_collectives(const World& world, Calibration& c) {
+// across nodes (one rank per node), each "not measured" when there is only one rank to do it with; one
+// message between two ranks of a node and between two nodes; the all-reduce of the deck's tensor-parallel
+// groups (tp consecutive ranks, every group at once) when tp > 1 and divides the ranks of a node.
+void measure_collectives(const World& world, int tp, Calibration& c) {
   MPI_Comm node;
   MPI_Comm_split_type(world.comm, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node);
   int local = 0;
@@ -178,17 +231,30 @@ void measure_collectives(const World& world, Calibration& c) {
   c.all_gather = measure_collective(Op::all_gather, node);
   c.all_reduce = measure_collective(Op::all_reduce, node);
   c.all_to_all = measure_collective(Op::all_to_all, node);
+  c.point_to_point = measure_point_to_point(node);
   MPI_Comm leaders;
   MPI_Comm_split(world.comm, local == 0 ? 0 : MPI_UNDEFINED, world.rank, &leaders);
   if (leaders != MPI_COMM_NULL) {
     c.inter_all_gather = measure_collective(Op::all_gather, leaders);
     c.inter_all_reduce = measure_collective(Op::all_reduce, leaders);
     c.inter_all_to_all = measure_collective(Op::all_to_all, leaders);
+    c.inter_point_to_point = measure_point_to_point(leaders);
     MPI_Comm_free(&leaders);
   }
+  int node_ranks = 1;
+  MPI_Comm_size(node, &node_ranks);
+  MPI_Allreduce(MPI_IN_PLACE, &node_ranks, 1, MPI_INT, MPI_MIN, world.comm);
+  c.tensor_parallel_ranks = tp;
+  if (tp > 1 && node_ranks % tp == 0) {  // consecutive blocks of tp ranks lie inside nodes
+    MPI_Comm group = MPI_COMM_NULL;
+    MPI_Comm_split(world.comm, world.rank / tp, world.rank, &group);
+    c.tensor_parallel_all_reduce = measure_collective(Op::all_reduce, group);
+    MPI_Comm_free(&group);
+  }
   MPI_Comm_free(&node);
-  for (CollectiveCalibration* x : {&c.all_gather, &c.all_reduce, &c.all_to_all, &c.inter_all_gather,
-                                   &c.inter_all_reduce, &c.inter_all_to_all})
+  for (CollectiveCalibration* x :
+       {&c.all_gather, &c.all_reduce, &c.all_to_all, &c.inter_all_gather, &c.inter_all_reduce,
+        &c.inter_all_to_all, &c.point_to_point, &c.inter_point_to_point, &c.tensor_parallel_all_reduce})
     broadcast(*x, 0, world.comm);
 }
 
@@ -414,7 +480,7 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   cal.optimizer_seconds = fixed[0], cal.grad_sync_seconds = fixed[1];
   cal.parameters = static_cast<long long>(model.parameter_count());
 
-  measure_collectives(world, cal);
+  measure_collectives(world, config.parallel.tp, cal);
   measure_machine(config, world, cal);
   if (log) print_calibration(*log, cal);
   return cal;
@@ -459,13 +525,19 @@ void print_calibration(std::ostream& out, const Calibration& c) {
   link("all-gather (node)", c.all_gather);
   link("all-reduce (node)", c.all_reduce);
   link("all-to-all (node)", c.all_to_all);
+  link("message (node)", c.point_to_point);
   if (!c.inter_all_gather.measured && !c.inter_all_reduce.measured && !c.inter_all_to_all.measured) {
     out << fmt::format("{:<22} not measured (one node)\n", "between nodes");
   } else {
     link("all-gather (nodes)", c.inter_all_gather);
     link("all-reduce (nodes)", c.inter_all_reduce);
     link("all-to-all (nodes)", c.inter_all_to_all);
+    link("message (nodes)", c.inter_point_to_point);
   }
+  if (c.tensor_parallel_ranks <= 1)
+    out << fmt::format("{:<22} not measured (the deck's parallel.tp is 1)\n", "tensor-parallel all-red.");
+  else
+    link(fmt::format("all-reduce (tp {})", c.tensor_parallel_ranks), c.tensor_parallel_all_reduce);
 }
 
 CostModelChoice choose_cost_model(const RunConfig& config, const World& world, double gflops,

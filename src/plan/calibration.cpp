@@ -201,6 +201,13 @@ std::string calibration_to_yaml(const Calibration& c) {
   write_collective(o, "all_gather", c.inter_all_gather);
   write_collective(o, "all_reduce", c.inter_all_reduce);
   write_collective(o, "all_to_all", c.inter_all_to_all);
+  o << "# One message between two ranks (ping-pong): seconds = latency + bytes / bandwidth.\n";
+  o << "point_to_point:\n";
+  write_collective(o, "intra_node", c.point_to_point);
+  write_collective(o, "inter_node", c.inter_point_to_point);
+  o << "# The all-reduce of the tensor-parallel groups (parallel.tp consecutive ranks of a node).\n";
+  o << fmt::format("tensor_parallel:\n  ranks: {}\n", c.tensor_parallel_ranks);
+  write_collective(o, "all_reduce", c.tensor_parallel_all_reduce);
   if (!c.machine.empty()) {
     o << "# The machine as far as it was measured here; `minimllm simulate --machine <this file>` reads "
          "it.\n";
@@ -310,31 +317,34 @@ bool not_measured(const Section& s, const std::string& key) {
   return value.IsScalar() && value.Scalar() == "not measured";
 }
 
-// Collectives: `not measured` or {latency, bandwidth > 0, fit error, bytes, seconds}.
-void read_links(const Section& top, const std::string& name,
-                const std::array<CollectiveCalibration*, 3>& out) {
+// One link: absent, `not measured` or {latency, bandwidth > 0, fit error, bytes, seconds}.
+void read_link(const Section& links, const std::string& key, CollectiveCalibration& out) {
+  if (!links.has(key) || not_measured(links, key)) return;
+  const Section s = links.required_section(
+      key, {"latency", "bandwidth", "rms_relative_error", "max_relative_error", "bytes", "seconds"});
+  require_all(s, {"latency", "bandwidth"});
+  out.measured = true;
+  s.read_real("latency", out.link.latency, at_least(0.0));
+  s.read_real("bandwidth", out.link.bandwidth, above(0.0));
+  read_points(s, out.points, "bytes");
+}
+
+// A section of links (absent or `not measured`: none measured), one per key.
+void read_links(const Section& top, const std::string& name, const std::vector<std::string>& keys,
+                const std::vector<CollectiveCalibration*>& out) {
   if (!top.has(name) || not_measured(top, name)) return;
-  const std::vector<std::string> ops = {"all_gather", "all_reduce", "all_to_all"};
-  const Section links = top.required_section(name, ops);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (!links.has(ops[i]) || not_measured(links, ops[i])) continue;
-    const Section s = links.required_section(
-        ops[i], {"latency", "bandwidth", "rms_relative_error", "max_relative_error", "bytes", "seconds"});
-    require_all(s, {"latency", "bandwidth"});
-    out[i]->measured = true;
-    s.read_real("latency", out[i]->link.latency, at_least(0.0));
-    s.read_real("bandwidth", out[i]->link.bandwidth, above(0.0));
-    read_points(s, out[i]->points, "bytes");
-  }
+  const Section links = top.required_section(name, keys);
+  for (size_t i = 0; i < keys.size(); ++i) read_link(links, keys[i], *out[i]);
 }
 
 }  // namespace
 
 Calibration parse_calibration(const std::string& yaml_text, const std::string& origin) {
   const std::vector<YAML::Node> documents = load_yaml_documents(yaml_text, origin);
-  const std::vector<std::string> top_keys = {"format",      "provenance", "model",     "encoder",
-                                             "llm",         "data",       "optimizer", "grad_sync",
-                                             "collectives", "inter_node", "machine"};
+  const std::vector<std::string> top_keys = {"format",      "provenance", "model",          "encoder",
+                                             "llm",         "data",       "optimizer",      "grad_sync",
+                                             "collectives", "inter_node", "point_to_point", "tensor_parallel",
+                                             "machine"};
   if (documents.size() != 1 || !documents[0].IsMap())
     strict_yaml::fail(origin, "(top level)", documents.empty() ? "(empty)" : strict_yaml::show(documents[0]),
                       fmt::format("a calibration file is one YAML map with keys {} (see docs/INPUT.md)",
@@ -369,8 +379,17 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
         .read_real("seconds", c.grad_sync_seconds, at_least(0.0));
   }
 
-  read_links(top, "collectives", {&c.all_gather, &c.all_reduce, &c.all_to_all});
-  read_links(top, "inter_node", {&c.inter_all_gather, &c.inter_all_reduce, &c.inter_all_to_all});
+  const std::vector<std::string> ops = {"all_gather", "all_reduce", "all_to_all"};
+  read_links(top, "collectives", ops, {&c.all_gather, &c.all_reduce, &c.all_to_all});
+  read_links(top, "inter_node", ops, {&c.inter_all_gather, &c.inter_all_reduce, &c.inter_all_to_all});
+  // Files from before these were measured have neither section.
+  read_links(top, "point_to_point", {"intra_node", "inter_node"},
+             {&c.point_to_point, &c.inter_point_to_point});
+  if (top.has("tensor_parallel")) {
+    const Section tp = top.required_section("tensor_parallel", {"ranks", "all_reduce"});
+    tp.read_int("ranks", c.tensor_parallel_ranks, 1);
+    read_link(tp, "all_reduce", c.tensor_parallel_all_reduce);
+  }
   c.machine = read_machine(top.section("machine", machine_keys()));
   return c;
 }
@@ -429,6 +448,14 @@ CostModel apply_calibration(CostModel cost, const Calibration& c, const ModelCon
     cost.step.allreduce_intra = per_step(c.all_reduce.link, cost.algorithm, node_ranks, 2);
   if (c.inter_all_reduce.measured)
     cost.step.allreduce_inter = per_step(c.inter_all_reduce.link, cost.algorithm, nodes, 2);
+  // Pipeline stages' messages; the tensor-parallel groups' all-reduce where it was measured on their size.
+  if (c.point_to_point.measured) cost.step.point_to_point_intra = c.point_to_point.link;
+  if (c.inter_point_to_point.measured) cost.step.point_to_point_inter = c.inter_point_to_point.link;
+  if (c.tensor_parallel_all_reduce.measured) {
+    cost.step.tensor_parallel_ranks = c.tensor_parallel_ranks;
+    cost.step.tensor_parallel_allreduce =
+        per_step(c.tensor_parallel_all_reduce.link, cost.algorithm, c.tensor_parallel_ranks, 2);
+  }
   return cost;
 }
 

@@ -224,4 +224,13 @@ void apply_machine(CostModel& cost, const MachineConfig& machine) {
   if (domain > 0) cost.ranks_per_node = domain;
 }
 
+const LinkCost& CostModel::point_to_point(bool spans) const {
+  const LinkCost& measured = spans ? step.point_to_point_inter : step.point_to_point_intra;
+  return measured.bandwidth > 0.0 ? measured : link(spans);
+}
+
+const LinkCost& CostModel::tp_allreduce(int n) const {
+  return step.tensor_parallel_ranks == n ? step.tensor_parallel_allreduce : step.allreduce_intra;
+}
+
 }  // namespace minimllm

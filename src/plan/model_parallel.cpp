@@ -23,7 +23,7 @@ struct TensorParallelTraffic {
 TensorParallelTraffic tensor_parallel_traffic(const CostModel& cost, int n, double all_reduces,
                                               double row_bytes) {
   if (n <= 1) return {};
-  const LinkCost& link = cost.step.allreduce_intra;
+  const LinkCost& link = cost.tp_allreduce(n);
   const double latency = all_reduce_time(link, cost.algorithm, n, 0.0);
   return {all_reduces * (all_reduce_time(link, cost.algorithm, n, row_bytes) - latency),
           all_reduces * latency};
@@ -119,6 +119,15 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   // A unit's per_unit / encoder_tp encoder groups share its images: each group's traffic, spread.
   unit.encoder.a1 += encoder_tp.per_token * etp / per_unit;
   unit.encoder.c += encoder_tp.per_pass * etp / per_unit;
+  // Pipeline stages: per micro-batch each stage receives its rows' activations and sends their gradients
+  // back (width x 4 bytes a row each way, every tensor-parallel rank its own copy), on the link between
+  // stages: another node's once a stage's ranks fill a node. Per sample: an upper bound, as above.
+  if (pp > 1) {
+    const bool spans = ranks / pp >= rank.ranks_per_node;
+    const LinkCost& link = rank.point_to_point(spans);
+    unit.llm.a1 += 2.0 * 4.0 * model.llm.width / link.bandwidth;
+    unit.llm.c += 2.0 * link.latency;
+  }
   // Context parallelism: each rank's heads, its stage's layers; full recomputation gathers K|V again.
   unit.kv_row_bytes = rank.kv_row_bytes / tp;
   unit.cp_layers = rank.cp_layers * stage_share * (full ? 1.5 : 1.0);

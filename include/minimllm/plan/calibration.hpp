@@ -77,6 +77,13 @@ struct Calibration {
   // Within a node. Collectives spanning nodes are measured only when the ranks span nodes.
   CollectiveCalibration all_gather, all_reduce, all_to_all;
   CollectiveCalibration inter_all_gather, inter_all_reduce, inter_all_to_all;
+  // One message between two ranks (MPI_Send/MPI_Recv ping-pong, half the round trip): within a node and
+  // between two nodes (pipeline parallelism's activations and gradients between stages). Sizes: bytes.
+  CollectiveCalibration point_to_point, inter_point_to_point;
+  // The all-reduce on tensor_parallel_ranks consecutive ranks inside a node (the deck's parallel.tp: the
+  // tensor-parallel groups' collective), measured when that is above 1.
+  int tensor_parallel_ranks = 1;
+  CollectiveCalibration tensor_parallel_all_reduce;
   // The machine fields measured here (a `machine:` section usable by simulate --machine), and what was
   // and was not measured (written as comments above it; not read back).
   MachineConfig machine;

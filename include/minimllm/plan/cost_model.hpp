@@ -80,6 +80,12 @@ struct StepCost {
   double grad_bytes = 0.0;  // the gradient buffer, all-reduced over the world every step
   // The all-reduce's links (the machine's, or a calibration's all-reduce measurement).
   LinkCost allreduce_intra{5e-6, 10e9}, allreduce_inter{20e-6, 1e9};
+  // A calibration's measurements of pipeline stages' point-to-point messages and of the tensor-parallel
+  // groups' all-reduce (on tensor_parallel_ranks ranks, per message step); absent (latency and bandwidth
+  // 0, tensor_parallel_ranks 0), the model uses the collectives' links (point_to_point(), tp_allreduce()).
+  LinkCost point_to_point_intra{0.0, 0.0}, point_to_point_inter{0.0, 0.0};
+  int tensor_parallel_ranks = 0;
+  LinkCost tensor_parallel_allreduce{0.0, 0.0};
   // Creating one communicator on its members (MPI_Comm_create_group, or ncclCommInitRank with NCCL): a
   // step whose layout needs groups the pool does not hold pays it once (a step's groups are disjoint and
   // created concurrently). The machine's machine.comm_creation_ms, a calibration's measurement, or this
@@ -142,6 +148,12 @@ struct CostModel {
   double llm_comm(double s, int g, bool spans) const;
   double encoder_time(double patches) const { return encoder(patches); }  // one image
   const LinkCost& link(bool spans) const { return spans ? inter_node : intra_node; }
+  // One point-to-point message (pipeline stages): the calibration's measurement, else the collectives'
+  // link per message step (a ring's step is one such message).
+  const LinkCost& point_to_point(bool spans) const;
+  // The all-reduce of a tensor-parallel group of n ranks inside a node, per message step: the
+  // calibration's measurement on n ranks, else the gradient all-reduce's intra-node link.
+  const LinkCost& tp_allreduce(int n) const;
   int node_of(int rank) const { return rank / ranks_per_node; }
   bool spans_nodes(int first_rank, int g) const;
   // The span of g consecutive ranks from first_rank; of g ranks placed as planners place them (from a

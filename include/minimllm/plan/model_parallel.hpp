@@ -13,14 +13,18 @@
 //               repeats every block's forward, a third of its forward + backward FLOPs; selective the
 //               attention core's, the quadratic term);
 //   TP traffic  per LLM layer and token 4 all-reduces of a row (width x 4 bytes: forward after attention
-//               and after the MLP, the same backward; 6 with full recomputation) on the all-reduce's
-//               intra-node link (StepCost::allreduce_intra: calibrated or the machine's) among tp ranks,
-//               per stage; the encoder's among encoder_tp ranks, per patch;
+//               and after the MLP, the same backward; 6 with full recomputation) on the tensor-parallel
+//               all-reduce's link (CostModel::tp_allreduce: a calibration's measurement on tp ranks, else
+//               the gradient all-reduce's intra-node link) among tp ranks, per stage; the encoder's among
+//               encoder_tp ranks, per patch;
 //   CP traffic  each of a unit's ranks exchanges its heads' K|V (kv_row_bytes / tp) for its stage's
 //               layers (the fullest stage's); the collectives of a unit's tp ranks run side by side, each on
 //               its own link, so the links stay the per-rank ones;
 //   pipeline    the bubble: a group running m micro-batches through pp stages takes (m + pp - 1) / m
-//               of its work (1F1B; CostModel::pipeline_stages, applied by predict);
+//               of its work (1F1B; CostModel::pipeline_stages, applied by predict); per token, a row's
+//               activation forward and its gradient back (width x 4 bytes each) on the point-to-point
+//               link between stages (CostModel::point_to_point: calibrated, or the collectives' per-step
+//               link; between nodes once a stage's ranks fill a node), its latency twice per sample;
 //   memory      per rank, of the fullest stage: its ceil(layers / pp) blocks and the embedding or the head
 //               (both when pp = 1) / tp plus the encoder's / encoder_tp, 16 bytes each (fp32 parameters,
 //               gradients, AdamW m and v) or, with the distributed optimizer, about 8 + 12 / units (the
@@ -33,8 +37,8 @@
 //   step terms  the gradient all-reduce of a rank's parameters over the units (a reduce-scatter and an
 //               all-gather with the distributed optimizer: the same time in the alpha-beta model), the
 //               optimizer on a rank's parameters (/ units with the distributed optimizer).
-// Not modelled: the vocabulary-parallel loss's small all-reduces, point-to-point transfer time between
-// stages (inside the bubble's stage times), an uneven last stage beyond its parameters.
+// Not modelled: the vocabulary-parallel loss's small all-reduces, an uneven last stage beyond its
+// parameters.
 #pragma once
 
 #include <string>

@@ -1,0 +1,44 @@
+// `minimllm calibrate` on 2 ranks of one node measures one message between them (pipeline stages' link)
+// and the all-reduce of the deck's tensor-parallel groups, writes both to the file and the cost model uses
+// them; between nodes nothing can be measured here.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "minimllm/driver/calibrate.hpp"
+#include "minimllm/driver/cli.hpp"
+#include "minimllm/plan/calibration.hpp"
+#include "mpi_world.hpp"
+
+namespace minimllm {
+namespace {
+
+TEST(CalibrateLinks, MeasuresTheMessageAndTheTensorParallelAllReduce) {
+  const World world = World::of(MPI_COMM_WORLD);
+  if (world.size != 2) GTEST_SKIP() << "2 ranks of one node";
+  RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
+  config.parallel.tp = 2;
+  CalibrateOptions options;
+  options.sizes = 3, options.repeats = 1;
+  const Calibration c = calibrate(config, world, options);
+  ASSERT_TRUE(c.point_to_point.measured);
+  EXPECT_GT(c.point_to_point.link.bandwidth, 0.0);
+  EXPECT_EQ(c.point_to_point.points.sizes.size(), 5u);  // 1 KiB to 4 MiB
+  // A 4 MiB message takes longer than a 1 KiB one: the fit saw a link, not noise.
+  EXPECT_GT(c.point_to_point.points.seconds.back(), c.point_to_point.points.seconds.front());
+  EXPECT_FALSE(c.inter_point_to_point.measured);  // one node
+  EXPECT_EQ(c.tensor_parallel_ranks, 2);
+  ASSERT_TRUE(c.tensor_parallel_all_reduce.measured);
+  const Calibration back = parse_calibration(calibration_to_yaml(c), "links.yaml");
+  EXPECT_EQ(back.point_to_point.link.bandwidth, c.point_to_point.link.bandwidth);
+  EXPECT_EQ(back.tensor_parallel_all_reduce.link.latency, c.tensor_parallel_all_reduce.link.latency);
+  const CostModel cost = apply_calibration(default_cost_model(config, 100.0, 2), back, config.model, "x");
+  EXPECT_EQ(cost.point_to_point(false).bandwidth, c.point_to_point.link.bandwidth);
+  EXPECT_EQ(cost.tp_allreduce(2).bandwidth, c.tensor_parallel_all_reduce.link.bandwidth);
+  // Every rank holds the same calibration (rank 0's measurements, broadcast).
+  double bandwidth = c.point_to_point.link.bandwidth;
+  MPI_Bcast(&bandwidth, 1, MPI_DOUBLE, 0, world.comm);
+  EXPECT_EQ(bandwidth, c.point_to_point.link.bandwidth);
+}
+
+}  // namespace
+}  // namespace minimllm
