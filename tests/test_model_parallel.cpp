@@ -24,6 +24,11 @@ const std::filesystem::path kInputs = std::filesystem::path(__FILE__).parent_pat
 
 RunConfig preset(const std::string& name) { return load_run_config((kInputs / (name + ".yaml")).string()); }
 
+RunConfig without_encoder_stage(RunConfig config) {
+  config.parallel.encoder_stage = false;
+  return config;
+}
+
 CostModel rank_cost(const RunConfig& config, int ranks_per_node) {
   CostModel cost = default_cost_model(config, 1000.0, ranks_per_node);
   cost.memory = memory_model(config.model, GemmPrecision::fp32);
@@ -87,6 +92,27 @@ TEST(ModelParallel, TensorAndPipelineParallelismDivideWorkAndMemory) {
   EXPECT_DOUBLE_EQ(parameters_per_rank(config.model, grid), parameters);
   EXPECT_DOUBLE_EQ(unit.memory.state, 16.0 * parameters);
   EXPECT_NEAR(unit.step.grad_bytes, 4.0 * parameters, 1e-6 * unit.step.grad_bytes);
+}
+
+// The encoder's own stage (parallel.encoder_stage): its tp ranks encode a unit's images (not the unit's
+// every rank), one more hop per patch carries the rows to the LLM's first stage and back, and a rank holds
+// the larger of the two stages' parameters, never both.
+TEST(ModelParallel, TheEncodersOwnStageEncodesOnItsRanksAndHoldsItApart) {
+  const RunConfig config = preset("llm_7b_multimodal");
+  const CostModel rank = rank_cost(config, 8);
+  ModelParallel shared, own;
+  shared.tp = own.tp = 4, shared.pp = own.pp = 2, own.encoder_stage = true;
+  const CostModel with_llm = unit_cost_model(rank, config, shared, 64);  // 8 units of 8 ranks
+  const CostModel apart = unit_cost_model(rank, config, own, 96);        // 8 units of 12 ranks
+  EXPECT_DOUBLE_EQ(apart.encoder.a2, rank.encoder.a2 / 4);
+  EXPECT_DOUBLE_EQ(with_llm.encoder.a2, rank.encoder.a2 / 8);
+  const double hop = 2.0 * 4.0 * config.model.llm.width / rank.point_to_point(true).bandwidth;
+  EXPECT_NEAR(apart.encoder.a1 - with_llm.encoder.a1 * 2.0, hop, 1e-9 * hop);  // the compute doubles
+  EXPECT_DOUBLE_EQ(apart.llm.a2, with_llm.llm.a2);                             // the LLM's stages alike
+  const ParameterSplit split = parameter_split(config.model);
+  const double llm = (16 * split.llm_block + std::max(split.embedding, split.head)) / 4;
+  EXPECT_DOUBLE_EQ(parameters_per_rank(config.model, own), std::max(llm, split.encoder));
+  EXPECT_DOUBLE_EQ(parameters_per_rank(config.model, shared), llm + split.encoder);
 }
 
 TEST(ModelParallel, DistributedOptimizerShardsTheMomentsOverTheUnits) {
@@ -161,16 +187,19 @@ TEST(ModelParallel, InvalidGridsAreRejectedNamingTheKey) {
   grid.pp = 2, grid.encoder_tp = 8;  // more than a stage's tp ranks: its groups would span nodes
   EXPECT_NE(message(grid, 16, 8).find("parallel.encoder_tp = 8: must divide parallel.tp (= 4)"),
             std::string::npos);
+  // The encoder's own stage adds tp ranks to a unit: 4 x (2 + 1) does not divide 16, does divide 24.
   grid.encoder_tp = 1, grid.encoder_stage = true;
   EXPECT_NE(message(grid, 16, 8).find("parallel.encoder_stage"), std::string::npos);
+  EXPECT_EQ(message(grid, 24, 8), "");
+  EXPECT_EQ(grid.ranks_per_unit(), 12);
   grid.encoder_stage = false;
   EXPECT_EQ(message(grid, 16, 8), "");
   // Deck rules: heads split by tp, layers by pp.
   const std::string deck = embedded_quickstart_deck();
   EXPECT_THROW(parse_run_config(deck + "\nparallel: {tp: 3}\n", "deck"), InputError);
   EXPECT_THROW(parse_run_config(deck + "\nparallel: {pp: 64}\n", "deck"), InputError);
-  // Runs have tensor, pipeline, data and context parallelism; the encoder as its own stage is simulated
-  // only, and pipeline stages need the colocated placement.
+  // Runs have tensor, pipeline, data and context parallelism and the encoder's own stage; pipeline stages
+  // and the encoder's stage need the colocated placement.
   grid = ModelParallel{};
   grid.tp = 2, grid.encoder_tp = 2, grid.pp = 2;
   EXPECT_NO_THROW(require_runnable_grid(grid));
@@ -178,7 +207,8 @@ TEST(ModelParallel, InvalidGridsAreRejectedNamingTheKey) {
   grid.pp = 1;
   EXPECT_NO_THROW(require_runnable_grid(grid, true));
   grid.encoder_stage = true;
-  EXPECT_THROW(require_runnable_grid(grid), InputError);
+  EXPECT_NO_THROW(require_runnable_grid(grid));
+  EXPECT_THROW(require_runnable_grid(grid, true), InputError);
 }
 
 // The 7B-class preset does not fit an 80 GB rank without its grid (16 bytes per parameter), and fits with
@@ -200,6 +230,24 @@ TEST(ModelParallel, SevenBillionPresetFitsOnlyWithTheGrid) {
     EXPECT_LT(s.mfu, 1.0);
     EXPECT_GT(s.bubble_fraction, 0.0);
   }
+  // The encoder's own stage (12-rank units): a rank holds the LLM's stage or the encoder's, not both; on
+  // as many units (8) as the grid without it, each unit's images go to 4 encoder ranks instead of 8, and
+  // the stages run one after the other, each idle while the other works: a lower MFU.
+  RunConfig encoder_apart = config;
+  encoder_apart.parallel.encoder_stage = true;
+  encoder_apart.data.global_batch = config.data.global_batch / 4;
+  SimulateOptions eight_units = options;
+  eight_units.ranks = 64;
+  const std::vector<PolicySummary> shared = simulate(without_encoder_stage(encoder_apart), eight_units);
+  eight_units.ranks = 96;
+  const std::vector<PolicySummary> apart = simulate(encoder_apart, eight_units);
+  for (size_t i = 0; i < apart.size(); ++i) {
+    SCOPED_TRACE(apart[i].policy + " with the encoder's own stage");
+    EXPECT_TRUE(apart[i].fits);
+    EXPECT_GT(apart[i].mfu, 0.0);
+    EXPECT_LT(apart[i].mfu, shared[i].mfu);
+  }
+  options.ranks = 128;
   config.parallel.tp = config.parallel.pp = config.parallel.encoder_tp = 1;
   config.parallel.distributed_optimizer = false;
   try {

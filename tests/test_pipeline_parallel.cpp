@@ -1,7 +1,8 @@
 // Pipeline parallelism (parallel.pp, parallel.pp_layers) never changes the math: one pass of a model split
 // into stages gives the whole model's loss and, tensor by tensor, its gradients, and training under pp
 // (1F1B over micro-batches) gives the losses of training without it: PP 2, PP 4, TP 2 x PP 2, PP 2 x DP 2,
-// PP 2 x CP 2, dynamic groups under fixed PP 2, with and without the distributed optimizer and
+// PP 2 x CP 2, dynamic groups under fixed PP 2, the encoder as its own stage (parallel.encoder_stage) before
+// PP 1 or 3, with TP 2, with DP 2 and under dynamic groups, with and without the distributed optimizer and
 // recomputation. The 1F1B schedule itself, the stage split, and the grids runs refuse are checked too.
 //
 // Bound: relative 1e-5, as test_tensor_parallel (the stages hold disjoint tensors, so a pass is the whole
@@ -130,29 +131,45 @@ int expect_held_tensors_match(const Model& split, const Model& whole) {
   return static_cast<int>(split.tensor_ranges().size());
 }
 
-// One micro-batch through the stages by hand: the first stage encodes and runs its layers, each stage
-// sends its output on, the last computes the loss, and the gradients come back the same way.
+// One micro-batch through the stages by hand: the stage holding the encoder encodes (the encoder's own
+// stage sends the image rows to the LLM's first and gets their gradients back), each LLM stage sends its
+// output on, the last computes the loss, and the gradients come back the same way.
 double pipelined_pass(Model& model, const PackedBatch& batch, float scale) {
+  constexpr int kRows = 2, kGradients = 3;
   const PipelineStage& stage = model.sharding().pipeline;
-  const int width = model.config().llm.width;
+  Communicator& stages = *stage.comm;
+  const int width = model.config().llm.width, patches = batch.encoder.patches;
   const auto rows = static_cast<std::size_t>(batch.llm.tokens);
   model.zero_grads();
   EncoderActivations enc;
-  if (stage.first()) model.encoder_forward(batch.encoder, enc);
-  const t_mat d_emb("d_emb", stage.first() ? batch.encoder.patches : 0, width);
+  if (stage.holds_encoder()) model.encoder_forward(batch.encoder, enc);
+  const t_mat d_emb("d_emb", stage.holds_encoder() || stage.first() ? patches : 0, width);
+  if (stage.stage < 0) {  // the encoder's own stage
+    stages.isend(enc.embeddings.data(), enc.embeddings.size(), stage.group_rank(0), kRows)->wait();
+    stages.irecv(d_emb.data(), d_emb.size(), stage.group_rank(0), kGradients)->wait();
+    model.encoder_backward(batch.encoder, enc, d_emb);
+    return stages.allreduce_sum(0.0);
+  }
+  t_mat received = enc.embeddings;
+  if (stage.first() && !stage.holds_encoder()) {
+    received = t_mat("received", patches, width);
+    stages.irecv(received.data(), received.size(), stage.group_rank(-1), kRows)->wait();
+  }
   t_mat x_in("x_in", stage.first() ? 0 : rows, width), d_out("d_out", stage.last() ? 0 : rows, width);
   t_mat d_in("d_in", stage.first() ? 0 : rows, width);
-  if (!stage.first()) stage.comm->irecv(x_in.data(), x_in.size(), stage.stage - 1, 0)->wait();
+  if (!stage.first()) stages.irecv(x_in.data(), x_in.size(), stage.group_rank(stage.stage - 1), 0)->wait();
   LlmStageActivations acts;
-  model.llm_stage_forward(batch.llm, enc.embeddings, x_in, scale, nullptr, acts);
+  model.llm_stage_forward(batch.llm, received, x_in, scale, nullptr, acts);
   if (!stage.last()) {
-    stage.comm->isend(acts.x_out.data(), acts.x_out.size(), stage.stage + 1, 0)->wait();
-    stage.comm->irecv(d_out.data(), d_out.size(), stage.stage + 1, 1)->wait();
+    stages.isend(acts.x_out.data(), acts.x_out.size(), stage.group_rank(stage.stage + 1), 0)->wait();
+    stages.irecv(d_out.data(), d_out.size(), stage.group_rank(stage.stage + 1), 1)->wait();
   }
   model.llm_stage_backward(batch.llm, acts, d_out, d_in, d_emb, nullptr);
-  if (!stage.first()) stage.comm->isend(d_in.data(), d_in.size(), stage.stage - 1, 1)->wait();
-  if (stage.first()) model.encoder_backward(batch.encoder, enc, d_emb);
-  return stage.comm->allreduce_sum(acts.loss_sum);  // the last stage's
+  if (!stage.first()) stages.isend(d_in.data(), d_in.size(), stage.group_rank(stage.stage - 1), 1)->wait();
+  if (stage.holds_encoder()) model.encoder_backward(batch.encoder, enc, d_emb);
+  if (stage.first() && !stage.holds_encoder())
+    stages.isend(d_emb.data(), d_emb.size(), stage.group_rank(-1), kGradients)->wait();
+  return stages.allreduce_sum(acts.loss_sum);  // the last stage's
 }
 
 PackedBatch informative_batch(const Sampler& sampler) {
@@ -172,19 +189,23 @@ TEST(PipelineParallel, OnePassEqualsTheWholeModelStageByStage) {
   const Sampler sampler(config);
   const PackedBatch batch = informative_batch(sampler);
   const float scale = 1.0f / static_cast<float>(batch.loss_targets);
-  std::vector<ModelParallel> grids(1);
-  grids[0].pp = world.size;  // PP 2 or PP 4
+  std::vector<ModelParallel> grids(2);
+  grids[0].pp = world.size;                                     // PP 2 or PP 4
+  grids[1].pp = world.size - 1, grids[1].encoder_stage = true;  // the encoder's stage, then PP 1 or 3
   if (world.size == 4) {
     grids.emplace_back();
-    grids[1].tp = 2, grids[1].pp = 2, grids[1].encoder_tp = 2;  // TP 2 x PP 2
+    grids.back().tp = 2, grids.back().pp = 2, grids.back().encoder_tp = 2;  // TP 2 x PP 2
     grids.emplace_back();
-    grids[2].pp = 2, grids[2].tp = 2, grids[2].pp_layers = {3, 1};  // listed stages, shared encoder groups
+    grids.back().pp = 2, grids.back().tp = 2,
+    grids.back().pp_layers = {3, 1};  // listed, shared encoder groups
+    grids.emplace_back();
+    grids.back().tp = 2, grids.back().encoder_tp = 2, grids.back().encoder_stage = true;  // TP 2, own encoder
   }
   for (const ModelParallel& layout : grids) {
     const RankGrid grid(world, layout, config.model.llm.layers, create_mpi_communicator);
     for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
-      SCOPED_TRACE("tp " + std::to_string(layout.tp) + ", pp " + std::to_string(layout.pp) + ", recompute " +
-                   to_string(mode));
+      SCOPED_TRACE("tp " + std::to_string(layout.tp) + ", pp " + std::to_string(layout.pp) +
+                   (layout.encoder_stage ? " + encoder stage" : "") + ", recompute " + to_string(mode));
       Model whole(config.model, kModelSeed, GemmPrecision::fp32, mode);
       Model split(config.model, kModelSeed, GemmPrecision::fp32, mode, grid.sharding());
       const double expected = testing_support::run_step(whole, batch, scale);
@@ -192,7 +213,10 @@ TEST(PipelineParallel, OnePassEqualsTheWholeModelStageByStage) {
       const double loss = pipelined_pass(split, batch, scale);
       EXPECT_NEAR(loss, expected, kRelative * std::fabs(expected));
       EXPECT_GT(expect_held_tensors_match(split, whole), 0);
-      // Every tensor is held by exactly one stage (per tensor-parallel rank).
+      // Every tensor is held by exactly one stage (per tensor-parallel rank), the encoder's by the stage
+      // holding it only.
+      EXPECT_EQ(split.config().encoder.layers > 0 && !split.weights().encoder.empty(),
+                grid.sharding().pipeline.holds_encoder());
       const double held = static_cast<double>(split.tensor_ranges().size());
       EXPECT_EQ(grid.sharding().pipeline.comm->allreduce_sum(held),
                 static_cast<double>(whole.tensor_ranges().size()));
@@ -200,7 +224,7 @@ TEST(PipelineParallel, OnePassEqualsTheWholeModelStageByStage) {
   }
 }
 
-RunConfig quickstart(const std::string& policy, int pp, int tp = 1, int cp = 1) {
+RunConfig quickstart(const std::string& policy, int pp, int tp = 1, int cp = 1, bool encoder_stage = false) {
   RunConfig config = parse_run_config(embedded_quickstart_deck(), "<embedded quickstart deck>");
   config.model.llm.layers = 4;
   config.steps = policy == "dhp" ? 10 : 4;
@@ -212,6 +236,7 @@ RunConfig quickstart(const std::string& policy, int pp, int tp = 1, int cp = 1) 
   config.parallel.tp = tp;
   config.parallel.encoder_tp = tp;
   config.parallel.cp = cp;
+  config.parallel.encoder_stage = encoder_stage;
   return config;
 }
 
@@ -231,6 +256,7 @@ struct TrainingCase {
   int pp, tp, cp;
   bool zero;
   const char* recompute;
+  bool encoder_stage = false;
 };
 
 // Training under pp against training without model parallelism on the same ranks (the same data-parallel
@@ -242,10 +268,17 @@ TEST(PipelineParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
   const World world = World::of(MPI_COMM_WORLD);
   std::vector<TrainingCase> cases;
   if (world.size == 2)
-    cases = {{"static", 2, 1, 1, false, "none"},      {"static", 2, 1, 1, true, "none"},
-             {"static", 2, 1, 1, false, "selective"}, {"static", 2, 1, 1, true, "selective"},
-             {"static", 2, 1, 1, false, "full"},      {"static", 2, 1, 1, true, "full"},
-             {"dhp", 2, 1, 1, false, "none"}};
+    cases = {{"static", 2, 1, 1, false, "none"},
+             {"static", 2, 1, 1, true, "none"},
+             {"static", 2, 1, 1, false, "selective"},
+             {"static", 2, 1, 1, true, "selective"},
+             {"static", 2, 1, 1, false, "full"},
+             {"static", 2, 1, 1, true, "full"},
+             {"dhp", 2, 1, 1, false, "none"},
+             {"static", 1, 1, 1, false, "none", true},
+             {"static", 1, 1, 1, true, "selective", true},
+             {"static", 1, 1, 1, false, "full", true},
+             {"dhp", 1, 1, 1, true, "none", true}};
   if (world.size == 4)
     cases = {{"static", 4, 1, 1, false, "none"},     {"static", 4, 1, 1, true, "full"},
              {"static", 2, 2, 1, true, "selective"}, {"static", 2, 2, 1, false, "none"},
@@ -254,13 +287,16 @@ TEST(PipelineParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
   if (cases.empty()) GTEST_SKIP() << "2 or 4 ranks";
   std::map<std::string, TrainResult> references;  // by policy and cp
   for (const TrainingCase& c : cases) {
-    const int units = world.size / (c.pp * c.tp);
+    const int units = world.size / ((c.pp + (c.encoder_stage ? 1 : 0)) * c.tp);
     SCOPED_TRACE(std::string(c.policy) + ": PP " + std::to_string(c.pp) + " x TP " + std::to_string(c.tp) +
                  (c.cp > 1 ? " x CP " + std::to_string(c.cp) : " x DP " + std::to_string(units)) +
-                 (c.zero ? ", ZeRO-1" : "") + ", recompute " + c.recompute);
-    RunConfig config = quickstart(c.policy, c.pp, c.tp, c.cp);
+                 (c.encoder_stage ? " + encoder stage" : "") + (c.zero ? ", ZeRO-1" : "") + ", recompute " +
+                 c.recompute);
+    RunConfig config = quickstart(c.policy, c.pp, c.tp, c.cp, c.encoder_stage);
     config.parallel.distributed_optimizer = c.zero;
     config.runtime.recompute = c.recompute;
+    // The reference: the same deck without model parallelism (on all the ranks: the layout never changes
+    // the math).
     const std::string key = std::string(c.policy) + " cp " + std::to_string(c.cp);
     if (!references.count(key)) references[key] = train(quickstart(c.policy, 1, 1, c.cp), world, {});
     const TrainResult& reference = references[key];
@@ -272,9 +308,14 @@ TEST(PipelineParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
     // The bubble was measured, and the ideal one is (p - 1) / (m + p - 1) for a whole number m of
     // micro-batches (the planner's: static packs bins, parallel.micro_batches splits dynamic groups).
     for (const StepRecord& s : result.steps) {
+      EXPECT_GT(s.phase_seconds[Phase::pipeline], 0.0);  // the stages wait on each other
+      if (c.pp == 1) {  // the encoder's stage and one LLM stage: no 1F1B schedule
+        EXPECT_EQ(s.pipeline_bubble, 0.0);
+        EXPECT_EQ(s.ideal_bubble, 0.0);
+        continue;
+      }
       EXPECT_GT(s.pipeline_bubble, 0.0);
       EXPECT_LT(s.pipeline_bubble, 1.0);
-      EXPECT_GT(s.phase_seconds[Phase::pipeline], 0.0);
       ASSERT_GT(s.ideal_bubble, 0.0);
       const double micro_batches = (c.pp - 1) * (1.0 - s.ideal_bubble) / s.ideal_bubble;
       EXPECT_NEAR(micro_batches, std::round(micro_batches), 1e-9);
@@ -286,34 +327,38 @@ TEST(PipelineParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
   }
 }
 
-// Checkpoints under pp hold the whole model (the stages assembled): a pp run restarts from one bit for
-// bit, and a run without pipeline parallelism restarts from the same file and goes on with the same losses.
+// Checkpoints under pp (and with the encoder's own stage) hold the whole model (the stages assembled): such
+// a run restarts from one bit for bit, and a run without stages restarts from the same file and goes on
+// with the same losses.
 TEST(PipelineParallel, CheckpointsHoldTheWholeModel) {
   if (world_size() % 2 != 0) GTEST_SKIP() << "pp = 2 needs an even number of ranks";
   const World world = World::of(MPI_COMM_WORLD);
-  const RemoveAtEnd file{testing_support::shared_temp_path("minimllm_pp_", "pp.ckpt.h5")};
-  RunConfig config = quickstart("static", 2);
-  config.parallel.distributed_optimizer = true;
-  const TrainResult straight = train(config, world, {});
-  RunConfig first_part = config;
-  first_part.steps = 2;
-  TrainOptions checkpointing;
-  checkpointing.checkpoint_path = file.path;
-  checkpointing.checkpoint_every = 2;
-  ASSERT_EQ(train(first_part, world, checkpointing).checkpoints_written, 1);
-  TrainOptions restart;
-  restart.restart_path = file.path;
-  const TrainResult resumed = train(config, world, restart);
-  RunConfig without = config;
-  without.parallel.pp = 1;
-  const TrainResult resumed_without = train(without, world, restart);
-  ASSERT_EQ(resumed.steps.size(), 2u);
-  ASSERT_EQ(resumed_without.steps.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) {
-    EXPECT_EQ(resumed.steps[i].loss, straight.steps[2 + i].loss) << "step " << 2 + i;  // bit for bit
-    EXPECT_NEAR(resumed_without.steps[i].loss, straight.steps[2 + i].loss,
-                kRelative * straight.steps[2 + i].loss)
-        << "step " << 2 + i;
+  for (const bool encoder_stage : {false, true}) {
+    SCOPED_TRACE(encoder_stage ? "the encoder's own stage and PP 1" : "PP 2");
+    const RemoveAtEnd file{testing_support::shared_temp_path("minimllm_pp_", "pp.ckpt.h5")};
+    RunConfig config = encoder_stage ? quickstart("static", 1, 1, 1, true) : quickstart("static", 2);
+    config.parallel.distributed_optimizer = true;
+    const TrainResult straight = train(config, world, {});
+    RunConfig first_part = config;
+    first_part.steps = 2;
+    TrainOptions checkpointing;
+    checkpointing.checkpoint_path = file.path;
+    checkpointing.checkpoint_every = 2;
+    ASSERT_EQ(train(first_part, world, checkpointing).checkpoints_written, 1);
+    TrainOptions restart;
+    restart.restart_path = file.path;
+    const TrainResult resumed = train(config, world, restart);
+    RunConfig without = config;
+    without.parallel.pp = 1, without.parallel.encoder_stage = false;
+    const TrainResult resumed_without = train(without, world, restart);
+    ASSERT_EQ(resumed.steps.size(), 2u);
+    ASSERT_EQ(resumed_without.steps.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(resumed.steps[i].loss, straight.steps[2 + i].loss) << "step " << 2 + i;  // bit for bit
+      EXPECT_NEAR(resumed_without.steps[i].loss, straight.steps[2 + i].loss,
+                  kRelative * straight.steps[2 + i].loss)
+          << "step " << 2 + i;
+    }
   }
 }
 
@@ -337,7 +382,7 @@ TEST(PipelineParallel, InvalidGridsAreRefusedNamingTheKey) {
     }
     return std::string("(accepted)");
   };
-  // More stages than ranks; stages under the disaggregated placement; the encoder as its own stage.
+  // More stages than ranks; stages or the encoder's own stage under the disaggregated placement.
   EXPECT_NE(refusal(quickstart("static", 4 * world_size())).find("parallel.pp"), std::string::npos);
   if (world_size() % 2 == 0) {
     const std::string disagg = refusal(quickstart("disagg", 2));
@@ -345,9 +390,10 @@ TEST(PipelineParallel, InvalidGridsAreRefusedNamingTheKey) {
               std::string::npos)
         << disagg;
   }
-  RunConfig encoder_stage = quickstart("static", 1);
-  encoder_stage.parallel.encoder_stage = true;
-  EXPECT_NE(refusal(encoder_stage).find("parallel.encoder_stage"), std::string::npos);
+  const std::string encoder_stage = refusal(quickstart("disagg", 1, 1, 1, true));
+  EXPECT_NE(encoder_stage.find("parallel.encoder_stage = true: the disaggregated placement"),
+            std::string::npos)
+      << encoder_stage;
 }
 
 }  // namespace

@@ -59,14 +59,15 @@ void restore_moment(const std::vector<float>& whole, const AdamW& optimizer, con
   transfer(target, host);
 }
 
-// The ranks of a unit (tp x pp): the sharding of its rank u, u = stage x tp + tensor-parallel rank (world
-// rank order, RankGrid), i.e. its slices' and stage's layout.
+// The ranks of a unit (tp x its stages): the sharding of its rank u, u = stage x tp + tensor-parallel rank
+// (world rank order, RankGrid; the encoder's own stage first), i.e. its slices' and stage's layout.
 ModelSharding sharding_of(const ModelSharding& mine, int u, int llm_layers) {
   const int tp = mine.llm.size, t = u % tp;
   ModelSharding s;
   s.llm = {t, tp, nullptr};
   s.encoder = {t % mine.encoder.size, mine.encoder.size, nullptr};
-  s.pipeline = pipeline_stage(llm_layers, u / tp, mine.pipeline.stages, mine.pipeline.stage_layers);
+  s.pipeline = unit_stage(llm_layers, u / tp, mine.pipeline.stages, mine.pipeline.encoder_stage,
+                          mine.pipeline.stage_layers);
   return s;
 }
 
@@ -78,7 +79,7 @@ std::map<std::string, TensorRange> whole_tensors(const ModelConfig& config) {
 }
 
 bool sharded(const Model& model) {
-  return model.sharding().llm.size > 1 || model.sharding().pipeline.stages > 1;
+  return model.sharding().llm.size > 1 || model.sharding().pipeline.unit_stages() > 1;
 }
 
 // The whole model's buffer (parameters or a moment) from the slices of the unit `unit` (MPI, the first
@@ -214,7 +215,8 @@ void save_checkpoint(const std::string& path, const RunConfig& config, const Wor
   std::vector<float> second_moment = whole_moment(optimizer.second_moment(), optimizer, data);
   if (sharded(model)) {
     // The first unit's ranks, the data worlds' first ranks: the first tp ranks of every stage.
-    const int tp = model.sharding().llm.size, stage_ranks = world.size / model.sharding().pipeline.stages;
+    const int tp = model.sharding().llm.size,
+              stage_ranks = world.size / model.sharding().pipeline.unit_stages();
     MPI_Comm unit = MPI_COMM_NULL;
     MPI_Comm_split(world.comm, world.rank % stage_ranks < tp ? 0 : MPI_UNDEFINED, world.rank, &unit);
     if (unit != MPI_COMM_NULL) {

@@ -35,7 +35,8 @@ std::string optimizer_line(const RunConfig& config, const World& world) {
       sync.overlapped()
           ? fmt::format("all-reduce overlapped with the backward ({} MiB buckets)", sync.bucket_mb)
           : "one all-reduce after the backward";
-  const int units_ranks = config.parallel.tp * config.parallel.pp;  // a unit's
+  const int units_ranks =
+      config.parallel.tp * (config.parallel.pp + (config.parallel.encoder_stage ? 1 : 0));  // a unit's
   if (!config.parallel.distributed_optimizer)
     return "optimizer: AdamW, replicated (every rank holds every moment) | gradient sync: " + all_reduce;
   return fmt::format(
@@ -69,21 +70,25 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
       m.encoder.layers, m.encoder.width, m.encoder.heads, m.encoder.patch, m.llm.layers, m.llm.width,
       m.llm.heads, m.llm.vocab, model.parameter_count() / 1e6);
   const ParallelConfig& p = config.parallel;
+  const int unit_ranks = p.tp * (p.pp + (p.encoder_stage ? 1 : 0));
   if (p.tp > 1)
     log << fmt::format(
         "tensor parallelism: LLM over {} ranks, encoder over {} ({} encoder group{} per unit sharing its "
         "images); the planners regroup {} unit(s) of {} ranks; parameters above: one rank's slices\n",
-        p.tp, p.encoder_tp, p.tp / p.encoder_tp, p.tp / p.encoder_tp == 1 ? "" : "s",
-        world.size / (p.tp * p.pp), p.tp * p.pp);
-  if (p.pp > 1) {
+        p.tp, p.encoder_tp, p.tp / p.encoder_tp, p.tp / p.encoder_tp == 1 ? "" : "s", world.size / unit_ranks,
+        unit_ranks);
+  if (p.pp > 1 || p.encoder_stage) {
     const PipelineStage& stage = model.sharding().pipeline;
     std::string layers;
     for (int n : stage.stage_layers) layers += fmt::format("{}{}", layers.empty() ? "" : ", ", n);
     log << fmt::format(
-        "pipeline parallelism: the LLM's layers in {} stages of [{}] layers (the first also the encoder and "
-        "embedding, the last the head), 1F1B over each LLM group's micro-batches (parallel.micro_batches); "
-        "the planners regroup {} unit(s) of {} ranks; parameters above: rank 0's stage\n",
-        p.pp, layers, world.size / (p.tp * p.pp), p.tp * p.pp);
+        "pipeline parallelism: {}the LLM's layers in {} stage(s) of [{}] layers (the first also {}the "
+        "embedding, the last the head), 1F1B over each LLM group's micro-batches; the planners regroup {} "
+        "unit(s) of {} ranks; parameters above: rank 0's stage\n",
+        p.encoder_stage ? "the encoder's own stage (its image rows to the LLM's first stage and back), then "
+                        : "",
+        p.pp, layers.empty() ? std::to_string(m.llm.layers) : layers,
+        p.encoder_stage ? "" : "the encoder and ", world.size / unit_ranks, unit_ranks);
   }
   const std::string layout =
       p.policy != "deck"

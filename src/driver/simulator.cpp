@@ -329,10 +329,11 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
                  << machine.describe();
   if (options.log && !grid.trivial())
     *options.log << fmt::format(
-        "model-parallel grid: tp {} x pp {} (encoder tp {}), {} units of {} ranks regrouped by the planners; "
+        "model-parallel grid: tp {} x pp {}{} (encoder tp {}), {} units of {} ranks regrouped by the "
+        "planners; "
         "distributed optimizer {}, recompute {}; {:.2f} GiB of state per rank\n",
-        grid.tp, grid.pp, grid.encoder_tp, units, grid.ranks_per_unit(),
-        grid.distributed_optimizer ? "on" : "off", to_string(grid.recompute),
+        grid.tp, grid.pp, grid.encoder_stage ? " + the encoder's own stage" : "", grid.encoder_tp, units,
+        grid.ranks_per_unit(), grid.distributed_optimizer ? "on" : "off", to_string(grid.recompute),
         cost.memory.state / (1024.0 * 1024.0 * 1024.0));
   // A batch that no layout can hold (a sample longer than the whole world's memory holds) is invalid
   // input: exit 2 before anything is planned or written.
@@ -375,8 +376,10 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     out.set_run_attribute("virtual_ranks", static_cast<long long>(options.ranks));
     out.set_run_attribute(
         "model_parallel",
-        fmt::format("tp {}, pp {}, encoder_tp {}, units {}, distributed_optimizer {}, recompute {}", grid.tp,
-                    grid.pp, grid.encoder_tp, units, grid.distributed_optimizer, to_string(grid.recompute)));
+        fmt::format("tp {}, pp {}, encoder_tp {}, encoder_stage {}, units {}, distributed_optimizer {}, "
+                    "recompute {}",
+                    grid.tp, grid.pp, grid.encoder_tp, grid.encoder_stage, units, grid.distributed_optimizer,
+                    to_string(grid.recompute)));
     out.set_run_attribute("ranks_per_node", static_cast<long long>(per_node));
     out.set_run_attributes(machine.attributes());
     out.set_run_attribute("gflops_per_rank", gflops);

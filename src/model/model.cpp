@@ -114,8 +114,9 @@ BlockWeights bind_block(TensorBinder& b, const std::string& name, int width, int
 }
 
 // The one place that says which tensors the model has, in buffer order. Under pipeline parallelism a rank
-// holds its stage's: the first stage the encoder and the token embedding, the last the final norm and the
-// LM head, each its own LLM blocks (ModelTensors::llm: those only).
+// holds its stage's: the first stage the encoder (unless it has a stage of its own) and the token
+// embedding, the last the final norm and the LM head, each its own LLM blocks (ModelTensors::llm: those
+// only).
 ModelTensors bind_tensors(const ModelConfig& c, const ModelSharding& sharding, TensorBinder& b) {
   const EncoderConfig& e = c.encoder;
   const LlmConfig& l = c.llm;
@@ -124,19 +125,20 @@ ModelTensors bind_tensors(const ModelConfig& c, const ModelSharding& sharding, T
   const float std = c.init_std;
   ModelTensors t;
   b.use(sharding.encoder);
-  b.hold(stage.first());
+  b.hold(stage.holds_encoder());
   t.patch_embed = b.matrix("patch_embed", e.channels * e.patch * e.patch, e.width, std);
   // Residual-branch outputs are scaled down by depth (GPT-2) so the residual stream starts stable.
   const float enc_out_std = std / std::sqrt(2.0f * std::max(1, e.layers));
   for (int i = 0; i < e.layers; ++i) {
     const BlockWeights block =
         bind_block(b, "encoder." + std::to_string(i), e.width, e.mlp_ratio * e.width, std, enc_out_std);
-    if (stage.first()) t.encoder.push_back(block);
+    if (stage.holds_encoder()) t.encoder.push_back(block);
   }
   t.encoder_norm = b.vector("encoder_norm", e.width);
   t.projector_in = b.matrix("projector_in", e.width, l.width, std, Split::columns);
   t.projector_out = b.matrix("projector_out", l.width, l.width, std, Split::rows);
   b.use(sharding.llm);
+  b.hold(stage.first());
   t.token_embed = b.matrix("token_embed", l.vocab, l.width, std, Split::rows);  // vocabulary-parallel
   const float llm_out_std = std / std::sqrt(2.0f * l.layers);
   for (int i = 0; i < l.layers; ++i) {

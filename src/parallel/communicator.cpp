@@ -118,10 +118,10 @@ double Communicator::allreduce_sum(double value) {
   return sum;
 }
 
-double Communicator::allreduce_max(double value) {
-  double most = 0.0;
-  detail::check_mpi(MPI_Allreduce(&value, &most, 1, MPI_DOUBLE, MPI_MAX, host_comm()), "MPI_Allreduce");
-  return most;
+void Communicator::allreduce_max(std::vector<double>& values) {
+  detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
+                                  MPI_MAX, host_comm()),
+                    "MPI_Allreduce");
 }
 
 int Communicator::allreduce_min(int value) {

@@ -20,4 +20,18 @@ PipelineStage pipeline_stage(int layers, int stage, int stages, const std::vecto
   return p;
 }
 
+PipelineStage unit_stage(int layers, int index, int stages, bool encoder_stage,
+                         const std::vector<int>& listed) {
+  if (!encoder_stage) return pipeline_stage(layers, index, stages, listed);
+  PipelineStage p;
+  if (index > 0) {
+    p = pipeline_stage(layers, index - 1, stages, listed);
+  } else {
+    p.stage = -1, p.stages = stages, p.layers = 0;
+    p.stage_layers = stage_layer_counts(layers, stages, listed);
+  }
+  p.encoder_stage = true;
+  return p;
+}
+
 }  // namespace minimllm

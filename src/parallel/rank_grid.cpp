@@ -21,8 +21,8 @@ TensorParallel group_of(const World& world, int size, const CommunicatorFactory&
 RankGrid::RankGrid(const World& world, const ModelParallel& grid, int llm_layers,
                    const CommunicatorFactory& factory)
     : data_(world) {
-  const int tp = grid.tp, pp = grid.pp, encoder_tp = grid.encoder_tp;
-  const int stage_ranks = world.size / pp;  // tp x units
+  const int tp = grid.tp, encoder_tp = grid.encoder_tp, stages = grid.unit_stages();
+  const int stage_ranks = world.size / stages;  // tp x units
   const int stage = world.rank / stage_ranks, in_stage = world.rank % stage_ranks;
   sharding_.llm = group_of(world, tp, factory, llm_group_);
   sharding_.encoder = group_of(world, encoder_tp, factory, encoder_group_);
@@ -35,14 +35,14 @@ RankGrid::RankGrid(const World& world, const ModelParallel& grid, int llm_layers
     encoder_peers_ = factory(world.comm, peers);
     encoder_groups_.comm = encoder_peers_.get();
   }
-  sharding_.pipeline = pipeline_stage(llm_layers, stage, pp, grid.pp_layers);
-  if (pp > 1) {
-    std::vector<int> stages;
-    for (int s = 0; s < pp; ++s) stages.push_back(s * stage_ranks + in_stage);
-    pipeline_ = factory(world.comm, stages);
+  sharding_.pipeline = unit_stage(llm_layers, stage, grid.pp, grid.encoder_stage, grid.pp_layers);
+  if (stages > 1) {
+    std::vector<int> members;
+    for (int s = 0; s < stages; ++s) members.push_back(s * stage_ranks + in_stage);
+    pipeline_ = factory(world.comm, members);
     sharding_.pipeline.comm = pipeline_.get();
   }
-  if (tp * pp > 1) {
+  if (tp * stages > 1) {
     MPI_Comm data_comm = MPI_COMM_NULL;
     MPI_Comm_split(world.comm, stage * tp + sharding_.llm.rank, world.rank, &data_comm);
     data_ = World::of(data_comm);

@@ -18,12 +18,15 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // and the encoder's patches.
 struct RankBytes {
   std::vector<double> llm, encoder;
+  bool apart = false;  // MemoryModel::encoder_apart
+  double base = 0.0;   // state + fixed: what the encoder's own stage holds besides its patches
+  double peak(int r) const { return apart ? std::max(llm[r], base + encoder[r]) : llm[r] + encoder[r]; }
 };
 
 RankBytes rank_bytes(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world_size) {
   const MemoryModel& mem = cost.memory;
   RankBytes bytes{std::vector<double>(world_size, mem.state + mem.fixed),
-                  std::vector<double>(world_size, 0.0)};
+                  std::vector<double>(world_size, 0.0), mem.encoder_apart, mem.state + mem.fixed};
   for (const LlmGroup& group : plan.llm_groups) {
     const int g = static_cast<int>(group.ranks.size());
     double largest = 0.0;
@@ -42,8 +45,10 @@ RankBytes rank_bytes(const StepPlan& plan, const GlobalBatch& batch, const CostM
   return bytes;
 }
 
-// What a policy is told when it plans: the capacity less the encoder's share (memory_bound).
+// What a policy is told when it plans: the capacity less the encoder's share (memory_bound); none when the
+// encoder has its own stage.
 double encoder_reserve(const GlobalBatch& batch, const CostModel& cost, int world_size) {
+  if (cost.memory.encoder_apart) return 0.0;
   double patches = 0.0, largest = 0.0;
   for (const SampleMeta& sample : batch.samples)
     for (const ImageMeta& im : sample.images)
@@ -76,11 +81,11 @@ class MemoryBoundPlanner : public Planner {
     fit_images_to_memory(plan, batch, cost_, world_size);
     const RankBytes bytes = rank_bytes(plan, batch, cost_, world_size);
     for (int r = 0; r < world_size; ++r)
-      if (bytes.llm[r] + bytes.encoder[r] > cost_.capacity_bytes * (1.0 + 1e-12))
+      if (bytes.peak(r) > cost_.capacity_bytes * (1.0 + 1e-12))
         throw DoesNotFit(fmt::format(
             "{}: rank {} would hold {} at step {} ({} for its largest micro-batch with the model state, {} "
             "for the patches it encodes), more than {}",
-            policy_, r, bytes_text(bytes.llm[r] + bytes.encoder[r]), batch.step, bytes_text(bytes.llm[r]),
+            policy_, r, bytes_text(bytes.peak(r)), batch.step, bytes_text(bytes.llm[r]),
             bytes_text(bytes.encoder[r]), memory_summary(cost_)));
     return plan;
   }
@@ -109,9 +114,10 @@ std::string memory_summary(const CostModel& cost) {
 
 std::vector<double> rank_peak_bytes(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
                                     int world_size) {
-  RankBytes bytes = rank_bytes(plan, batch, cost, world_size);
-  for (int r = 0; r < world_size; ++r) bytes.llm[r] += bytes.encoder[r];
-  return bytes.llm;
+  const RankBytes bytes = rank_bytes(plan, batch, cost, world_size);
+  std::vector<double> peaks(world_size);
+  for (int r = 0; r < world_size; ++r) peaks[r] = bytes.peak(r);
+  return peaks;
 }
 
 void require_batch_fits(const GlobalBatch& batch, const CostModel& cost, int world_size) {
@@ -140,7 +146,7 @@ int fit_images_to_memory(StepPlan& plan, const GlobalBatch& batch, const CostMod
   std::vector<double> room(world_size);
   bool over = false;
   for (int r = 0; r < world_size; ++r) {
-    room[r] = cost.capacity_bytes - bytes.llm[r] - bytes.encoder[r];
+    room[r] = cost.capacity_bytes - bytes.peak(r);
     over |= room[r] < 0.0;
   }
   if (!over) return 0;

@@ -50,29 +50,27 @@ void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per
         "link",
         grid.tp, ranks_per_node));
   if (ranks % grid.ranks_per_unit() != 0)
-    throw InputError(fmt::format("parallel.tp x parallel.pp = {} x {} = {}: must divide the {} ranks",
-                                 grid.tp, grid.pp, grid.ranks_per_unit(), ranks));
+    throw InputError(fmt::format("parallel.tp x parallel.pp{} = {} x {}{} = {}: must divide the {} ranks",
+                                 grid.encoder_stage ? " (+ 1: parallel.encoder_stage)" : "", grid.tp, grid.pp,
+                                 grid.encoder_stage ? " + 1" : "", grid.ranks_per_unit(), ranks));
   if (grid.tp % grid.encoder_tp != 0)
     throw InputError(fmt::format(
         "parallel.encoder_tp = {}: must divide parallel.tp (= {}): the encoder's tensor-parallel groups lie "
         "inside a stage's tp ranks, on one node (a unit's pipeline stages are on different nodes)",
         grid.encoder_tp, grid.tp));
-  if (grid.encoder_stage)
-    throw InputError(
-        "parallel.encoder_stage: true is not modelled yet; the disaggregated placement (policy disagg, or "
-        "parallel.placement: disaggregated) puts the encoder on ranks of its own");
 }
 
 void require_runnable_grid(const ModelParallel& grid, bool disaggregated) {
-  if (grid.encoder_stage)
-    throw InputError(
-        "parallel.encoder_stage = true: runs have tensor, pipeline, data and context parallelism; `minimllm "
-        "simulate` models the encoder as its own stage (docs/PARALLELISM.md, \"The 4-D layout\")");
-  if (grid.pp > 1 && disaggregated)
+  if (!disaggregated) return;
+  if (grid.pp > 1)
     throw InputError(fmt::format(
         "parallel.pp = {}: pipeline stages run with the colocated placement only (every stage's ranks run "
         "the same plan); use a colocated policy (static, megatron_dcp, naive, orch, dhp, dhp_search, flexsp)",
         grid.pp));
+  if (grid.encoder_stage)
+    throw InputError(
+        "parallel.encoder_stage = true: the disaggregated placement (policy disagg, parallel.placement: "
+        "disaggregated) puts the encoder on ranks of its own already; use one or the other");
 }
 
 double parameters_per_rank(const ModelConfig& model, const ModelParallel& grid) {
@@ -80,7 +78,9 @@ double parameters_per_rank(const ModelConfig& model, const ModelParallel& grid) 
   const double layers = std::ceil(static_cast<double>(split.llm_layers) / grid.pp);
   // The first stage holds the embedding, the last the head: one stage holds both when pp = 1.
   const double ends = grid.pp == 1 ? split.embedding + split.head : std::max(split.embedding, split.head);
-  return (layers * split.llm_block + ends) / grid.tp + split.encoder / grid.encoder_tp;
+  const double llm = (layers * split.llm_block + ends) / grid.tp, encoder = split.encoder / grid.encoder_tp;
+  // The encoder's own stage holds it apart from the LLM's stages: the fuller of the two.
+  return grid.encoder_stage ? std::max(llm, encoder) : llm + encoder;
 }
 
 CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const ModelParallel& grid,
@@ -105,9 +105,12 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   unit.llm.a2 *= quadratic * stage_share / tp;
   unit.llm.a1 *= linear * stage_share / tp;
   unit.llm.c *= stage_share;
-  unit.encoder.a2 *= quadratic / per_unit;
-  unit.encoder.a1 *= linear / per_unit;
-  unit.encoder.c *= static_cast<double>(etp) / per_unit;
+  // The encoder's ranks: the unit's, or its own stage's tp ranks (parallel.encoder_stage: the encoder runs
+  // there before the LLM's stages, the LLM's ranks wait for it as it waits for their gradients).
+  const int encoder_ranks = grid.encoder_stage ? tp : per_unit;
+  unit.encoder.a2 *= quadratic / encoder_ranks;
+  unit.encoder.a1 *= linear / encoder_ranks;
+  unit.encoder.c *= static_cast<double>(etp) / encoder_ranks;
   // Tensor-parallel all-reduces: the LLM's per stage, the encoder's per patch.
   const double passes = full ? 6.0 : 4.0;
   const TensorParallelTraffic llm_tp =
@@ -117,16 +120,23 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   const TensorParallelTraffic encoder_tp =
       tensor_parallel_traffic(rank, etp, passes * model.encoder.layers, 4.0 * model.encoder.width);
   // A unit's per_unit / encoder_tp encoder groups share its images: each group's traffic, spread.
-  unit.encoder.a1 += encoder_tp.per_token * etp / per_unit;
-  unit.encoder.c += encoder_tp.per_pass * etp / per_unit;
+  unit.encoder.a1 += encoder_tp.per_token * etp / encoder_ranks;
+  unit.encoder.c += encoder_tp.per_pass * etp / encoder_ranks;
   // Pipeline stages: per micro-batch each stage receives its rows' activations and sends their gradients
   // back (width x 4 bytes a row each way, every tensor-parallel rank its own copy), on the link between
   // stages: another node's once a stage's ranks fill a node. Per sample: an upper bound, as above.
   if (pp > 1) {
-    const bool spans = ranks / pp >= rank.ranks_per_node;
+    const bool spans = ranks / grid.unit_stages() >= rank.ranks_per_node;
     const LinkCost& link = rank.point_to_point(spans);
     unit.llm.a1 += 2.0 * 4.0 * model.llm.width / link.bandwidth;
     unit.llm.c += 2.0 * link.latency;
+  }
+  // The encoder's own stage: the unit's image rows go to the LLM's first stage and their gradients come
+  // back, one more hop (per patch, every tensor-parallel rank its copy), before and after the LLM's work.
+  if (grid.encoder_stage) {
+    const bool spans = ranks / grid.unit_stages() >= rank.ranks_per_node;
+    unit.encoder.a1 += 2.0 * 4.0 * model.llm.width / rank.point_to_point(spans).bandwidth;
+    unit.encoder.c += 2.0 * rank.point_to_point(spans).latency;
   }
   // Context parallelism: each rank's heads, its stage's layers; full recomputation gathers K|V again.
   unit.kv_row_bytes = rank.kv_row_bytes / tp;
@@ -144,8 +154,9 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   // A unit's images spread over its encoder groups, an image's activations over its group's encoder_tp
   // ranks: per patch / (tp x pp) on average, and one largest image's worth more where there is more than
   // one group (an image is never split between groups, so their shares can be uneven by one image).
-  unit.memory.per_patch = rank.memory.per_patch / per_unit;
-  if (per_unit > etp) {
+  unit.memory.per_patch = rank.memory.per_patch / encoder_ranks;
+  unit.memory.encoder_apart = grid.encoder_stage;
+  if (encoder_ranks > etp) {
     const double side = static_cast<double>(config.data.images.max_side / model.encoder.patch);
     unit.memory.fixed += rank.memory.per_patch * side * side / etp;
   }

@@ -60,9 +60,9 @@ double gradient_norm(const Model& model, const SynchronisedGradient& gradient) {
                            : sum_of_squares(synchronised_part(model, gradient));
   if (gradient.shards) own = gradient.shards->allreduce_sum(own);
   if (tp.size > 1) own = tp.comm->allreduce_sum(own);
-  // Pipeline stages hold disjoint tensors: their sum is the whole model's.
+  // Pipeline stages (the encoder's own too) hold disjoint tensors: their sum is the whole model's.
   const PipelineStage& stage = model.sharding().pipeline;
-  return std::sqrt(stage.stages > 1 ? stage.comm->allreduce_sum(own) : own);
+  return std::sqrt(stage.comm ? stage.comm->allreduce_sum(own) : own);
 }
 
 void check_finite_step(const Model& model, int step, double loss, double grad_norm,

@@ -1,10 +1,45 @@
 #include "minimllm/step/run_step.hpp"
 
+#include <algorithm>
+#include <vector>
+
 #include "minimllm/step/gradient_sync.hpp"
 #include "minimllm/step/step_comms.hpp"
 #include "minimllm/step/step_inputs.hpp"
 
 namespace minimllm {
+namespace {
+
+// A unit whose ranks are at several stages (a data world sees one of them): every rank takes the unit's
+// view. FLOPs: its mean (as under tensor parallelism); the loss: the last stage's; each phase and the rows:
+// its slowest or fullest stage's, but the pipeline phase and the bubble over the LLM's stages (the
+// encoder's own stage runs no 1F1B schedule): over the longest stage's 1F1B span, the share its stages
+// idle on average. As 1F1B's ideal (p - 1) / (m + p - 1), that counts a stage's idle time at the start and
+// the end of the schedule, where the stage's own span may not reach.
+void unit_over_its_stages(const PipelineStage& stage, StepOutcome& outcome) {
+  Communicator& stages = *stage.comm;
+  outcome.flops = stages.allreduce_sum(outcome.flops) / stages.size();
+  outcome.loss_sum = stages.allreduce_sum(outcome.loss_sum);
+  const bool llm = stage.stage >= 0;
+  const double wait = llm ? outcome.seconds[Phase::pipeline] : 0.0;
+  const double busy = llm ? outcome.pipeline_span_seconds - wait : 0.0;
+  const double mean_busy = stages.allreduce_sum(busy) / stage.stages;
+  const double mean_wait = stages.allreduce_sum(wait) / stage.stages;
+  std::vector<double> most(outcome.seconds.seconds.begin(), outcome.seconds.seconds.end());
+  most.insert(most.end(), {outcome.pipeline_span_seconds, static_cast<double>(outcome.llm_rows),
+                           static_cast<double>(outcome.encoder_rows), outcome.ideal_bubble});
+  stages.allreduce_max(most);
+  std::copy_n(most.begin(), kPhaseCount, outcome.seconds.seconds.begin());
+  outcome.pipeline_span_seconds = most[kPhaseCount];
+  outcome.llm_rows = static_cast<std::int64_t>(most[kPhaseCount + 1]);
+  outcome.encoder_rows = static_cast<std::int64_t>(most[kPhaseCount + 2]);
+  outcome.ideal_bubble = most[kPhaseCount + 3];
+  outcome.seconds[Phase::pipeline] = mean_wait;
+  outcome.pipeline_bubble =
+      outcome.pipeline_span_seconds > 0.0 ? 1.0 - mean_busy / outcome.pipeline_span_seconds : 0.0;
+}
+
+}  // namespace
 
 StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& pool,
                      const PlannedStep& planned) {
@@ -25,26 +60,12 @@ StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& p
   // the whole world's (reduce_step_metrics).
   const TensorParallel& tp = model.sharding().llm;
   if (tp.size > 1) outcome.flops = tp.comm->allreduce_sum(outcome.flops) / tp.size;
-  const PipelineStage& stage = model.sharding().pipeline;
-  if (stage.stages > 1) {
-    Communicator& stages = *stage.comm;
-    outcome.flops = stages.allreduce_sum(outcome.flops) / stage.stages;
-    outcome.loss_sum = stages.allreduce_sum(outcome.loss_sum);  // the last stage's
-    // The unit's bubble (a data world sees one stage): over the longest stage's 1F1B span, the share its
-    // stages idle on average. As 1F1B's ideal (p - 1) / (m + p - 1), it counts a stage's idle time at the
-    // start and the end of the schedule, where the stage's own span may not reach.
-    const double busy = outcome.pipeline_span_seconds - outcome.seconds[Phase::pipeline];
-    const double mean_busy = stages.allreduce_sum(busy) / stage.stages;
-    outcome.seconds[Phase::pipeline] = stages.allreduce_sum(outcome.seconds[Phase::pipeline]) / stage.stages;
-    outcome.pipeline_span_seconds = stages.allreduce_max(outcome.pipeline_span_seconds);
-    if (outcome.pipeline_span_seconds > 0.0)
-      outcome.pipeline_bubble = 1.0 - mean_busy / outcome.pipeline_span_seconds;
-  }
   outcome.seconds += data;
   outcome.input_transfers = inputs.transfers;
   outcome.movement_bytes = inputs.movement_bytes;
   outcome.movement_seconds = inputs.movement_seconds;
   outcome.transfers = transfer_counts() - inputs_up;
+  if (model.sharding().pipeline.comm) unit_over_its_stages(model.sharding().pipeline, outcome);
   return outcome;
 }
 

@@ -120,21 +120,24 @@ void StepExecutor::run_one_f_one_b(StepInputs& inputs, const t_mat& received, co
     KvExchange* kv = inputs.kv[m].get();
     const auto rows = static_cast<std::size_t>(llm.tokens);
     if (op.forward) {
-      const t_mat x_in = stage.first() ? t_mat() : receive(rows, stage.stage - 1, kForwardTag);
+      const t_mat x_in =
+          stage.first() ? t_mat() : receive(rows, stage.group_rank(stage.stage - 1), kForwardTag);
       model_.llm_stage_forward(llm, received, x_in, inputs.grad_scale, kv, acts[m]);
       out.loss_sum += acts[m].loss_sum;  // the last stage's
       if (!stage.last())
-        forward_sends[m] =
-            stages.isend(acts[m].x_out.data(), acts[m].x_out.size(), stage.stage + 1, kForwardTag);
+        forward_sends[m] = stages.isend(acts[m].x_out.data(), acts[m].x_out.size(),
+                                        stage.group_rank(stage.stage + 1), kForwardTag);
       continue;
     }
-    const t_mat d_out = stage.last() ? t_mat() : receive(rows, stage.stage + 1, kBackwardTag);
+    const t_mat d_out =
+        stage.last() ? t_mat() : receive(rows, stage.group_rank(stage.stage + 1), kBackwardTag);
     if (!stage.first())
       d_in[m] =
           t_mat(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("pipeline::d_in")), rows, width);
     model_.llm_stage_backward(llm, acts[m], d_out, d_in[m], d_received, kv, listener_for(m, count));
     if (!stage.first())
-      backward_sends.push_back(stages.isend(d_in[m].data(), d_in[m].size(), stage.stage - 1, kBackwardTag));
+      backward_sends.push_back(
+          stages.isend(d_in[m].data(), d_in[m].size(), stage.group_rank(stage.stage - 1), kBackwardTag));
     // The next stage has received x_out (its gradient came back), but the send must finish before the
     // buffer goes.
     if (forward_sends[m]) forward_sends[m]->wait();
@@ -153,48 +156,90 @@ void StepExecutor::run_one_f_one_b(StepInputs& inputs, const t_mat& received, co
   out.ideal_bubble = ideal_bubble(stage.stages, static_cast<int>(count));
 }
 
+// The encoder's own stage and the LLM's first: the unit's image rows (what the boundary exchange delivered
+// to it) go from one to the other and their gradients come back, on tags the 1F1B messages do not use.
+constexpr int kImageRowsTag = 2, kImageGradientsTag = 3;
+
 // Colocated plans: encoder forward | boundary all-to-all | LLM micro-batches | all-to-all back | encoder
-// backward, each phase on every rank. Under pipeline parallelism only the first stage holds the encoder
-// and the boundary exchange (every rank of a data world is at the same stage).
+// backward, each phase on every rank. Under pipeline parallelism only the stage holding the encoder runs
+// the encoder and the boundary exchange (every rank of a data world is at the same stage); with the encoder
+// as its own stage (run_encoder_stage) the LLM's first stage receives the image rows from it.
 void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutcome& out) {
   const int width = model_.config().llm.width;
-  if (!model_.sharding().pipeline.first()) {
+  const PipelineStage& stage = model_.sharding().pipeline;
+  if (stage.stage < 0) return run_encoder_stage(work, inputs, out);
+  if (!stage.holds_encoder()) {
     PhaseClock clock(out.seconds, Phase::llm);
-    const t_mat none("boundary::received", 0, width);
-    return run_llm(inputs, none, none, out, clock);
+    if (!stage.first()) {
+      const t_mat none("boundary::received", 0, width);
+      return run_llm(inputs, none, none, out, clock);
+    }
+    Communicator& stages = *stage.comm;
+    const int encoder = stage.group_rank(-1);
+    clock.enter(Phase::pipeline);
+    t_mat received("boundary::received", work.received_rows, width);
+    stages.irecv(received.data(), received.size(), encoder, kImageRowsTag)->wait();
+    clock.enter(Phase::llm);
+    t_mat d_received("boundary::d_received", work.received_rows, width);
+    run_llm(inputs, received, d_received, out, clock);
+    clock.enter(Phase::pipeline);
+    stages.isend(d_received.data(), d_received.size(), encoder, kImageGradientsTag)->wait();
+    return;
   }
-  const EncoderInput& encoder_input = inputs.encoder.at(0);
-  BoundaryExchange& boundary = *inputs.boundary.at(0);
   PhaseClock clock(out.seconds, Phase::encoder);
-  EncoderActivations enc_acts;
-  model_.encoder_forward(encoder_input, enc_acts);
-
-  clock.enter(Phase::boundary);
-  out.encoder_forward_seconds = out.seconds[Phase::encoder];
-  t_mat received("boundary::received", work.received_rows, width);
-  const t_mat embeddings = unit_embeddings(inputs, 0, enc_acts.embeddings);
-  {
-    const WorkspaceScope exchange_scope(exchange_workspace_);
-    boundary.forward(embeddings, received);
-  }
-
+  EncodedImages images = encode(work, inputs, out, clock);
   clock.enter(Phase::llm);
   t_mat d_received("boundary::d_received", work.received_rows, width);
-  run_llm(inputs, received, d_received, out, clock);
+  run_llm(inputs, images.received, d_received, out, clock);
+  encoder_backward_from(inputs, images, d_received, out, clock);
+}
 
+StepExecutor::EncodedImages StepExecutor::encode(const RankWork& work, StepInputs& inputs, StepOutcome& out,
+                                                 PhaseClock& clock) {
+  EncodedImages images;
+  model_.encoder_forward(inputs.encoder.at(0), images.acts);
   clock.enter(Phase::boundary);
-  t_mat d_embeddings("boundary::d_embeddings", embeddings.extent(0), width);
+  out.encoder_forward_seconds = out.seconds[Phase::encoder];
+  images.received = t_mat("boundary::received", work.received_rows, model_.config().llm.width);
+  images.embeddings = unit_embeddings(inputs, 0, images.acts.embeddings);
+  const WorkspaceScope exchange_scope(exchange_workspace_);
+  inputs.boundary.at(0)->forward(images.embeddings, images.received);
+  return images;
+}
+
+void StepExecutor::encoder_backward_from(StepInputs& inputs, const EncodedImages& images,
+                                         const t_mat& d_received, StepOutcome& out, PhaseClock& clock) {
+  clock.enter(Phase::boundary);
+  BoundaryExchange& boundary = *inputs.boundary.at(0);
+  t_mat d_embeddings("boundary::d_embeddings", images.embeddings.extent(0), model_.config().llm.width);
   {
     const WorkspaceScope exchange_scope(exchange_workspace_);
     boundary.backward(d_received, d_embeddings);
   }
-
   clock.enter(Phase::encoder);
-  encoder_backward(inputs, 0, enc_acts, d_embeddings, true, sync_.listener());
+  const EncoderInput& encoder_input = inputs.encoder.at(0);
+  encoder_backward(inputs, 0, images.acts, d_embeddings, true, sync_.listener());
   out.flops += model_.encoder_flops(encoder_input);
   out.encoder_rows = encoder_input.patches;
   clock.stop();
   out.boundary_bytes = 2 * boundary.bytes_sent();
+}
+
+// The encoder's own stage (parallel.encoder_stage): the encoder and the boundary exchange as in run_phases,
+// the unit's image rows to the LLM's first stage, its wait for their gradients, the encoder's backward.
+void StepExecutor::run_encoder_stage(const RankWork& work, StepInputs& inputs, StepOutcome& out) {
+  const PipelineStage& stage = model_.sharding().pipeline;
+  Communicator& stages = *stage.comm;
+  PhaseClock clock(out.seconds, Phase::encoder);
+  const EncodedImages images = encode(work, inputs, out, clock);
+  clock.enter(Phase::pipeline);
+  const int llm = stage.group_rank(0);
+  t_mat d_received("boundary::d_received", work.received_rows, model_.config().llm.width);
+  const std::unique_ptr<CommRequest> gradients =
+      stages.irecv(d_received.data(), d_received.size(), llm, kImageGradientsTag);
+  stages.isend(images.received.data(), images.received.size(), llm, kImageRowsTag)->wait();
+  gradients->wait();
+  encoder_backward_from(inputs, images, d_received, out, clock);
 }
 
 // Disaggregated plans (DistTrain): a dataflow pipeline over stages (pipeline_stage in rank_work.hpp), with

@@ -136,8 +136,8 @@ struct ParallelConfig {
   // The fixed model-parallel grid around the planners' regrouping (plan/model_parallel.hpp): tensor
   // parallelism of the LLM (parallel.tp; heads % tp == 0) and of the encoder (parallel.encoder_tp),
   // pipeline stages of the LLM (parallel.pp <= its layers; parallel.pp_layers: each stage's layers,
-  // pp of them summing to the LLM's, empty: an even split), the encoder as its own stage(s)
-  // (parallel.encoder_stage, which only `minimllm simulate` models so far).
+  // pp of them summing to the LLM's, empty: an even split), the encoder as its own stage before the LLM's
+  // (parallel.encoder_stage: tp more ranks per unit).
   int tp = 1, pp = 1, encoder_tp = 1;
   std::vector<int> pp_layers;
   bool encoder_stage = false;

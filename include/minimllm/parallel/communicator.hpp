@@ -86,9 +86,9 @@ class Communicator {
   int max_tag() const;  // the largest tag isend and irecv accept (MPI_TAG_UB, at least 32767)
 
   // Host values, synchronous over the group (MPI on both backends; no device memory involved).
-  double allreduce_sum(double value);  // the sum over the group of everyone's value
-  double allreduce_max(double value);  // the largest value over the group
-  int allreduce_min(int value);        // the least value over the group
+  double allreduce_sum(double value);               // the sum over the group of everyone's value
+  void allreduce_max(std::vector<double>& values);  // each the largest over the group, in place
+  int allreduce_min(int value);                     // the least value over the group
   std::int64_t allreduce_min(std::int64_t value);
   // send: `count` ints per group rank, in rank order, block r for rank r. Returns, in the same layout,
   // the block each rank sent to this one.

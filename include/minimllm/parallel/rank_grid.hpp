@@ -2,13 +2,14 @@
 // Megatron-LM's order, tensor parallelism innermost and pipeline stages outermost:
 //   world rank = stage x (tp x units) + unit x tp + tensor-parallel rank
 // A unit is one model replica: parallel.tp consecutive ranks (inside a node) at each of parallel.pp
-// stages. The unit's ranks at one stage split its blocks Megatron-style (parallel/tensor_parallel.hpp); the
-// encoder's groups are consecutive blocks of parallel.encoder_tp ranks inside them. Its ranks at one
-// tensor-parallel position form its pipeline (parallel/pipeline_parallel.hpp). The ranks at one stage and
-// tensor-parallel position, one per unit, form a data world: the planners plan over its ranks (the units)
-// exactly as over a world without model parallelism, and every data world runs the same plan on its own
-// stage's slices of the weights, so context-parallel K|V exchanges, the boundary exchange (first stage)
-// and the gradient all-reduce stay among ranks holding the same slices.
+// stages, and of the encoder's own stage before them with parallel.encoder_stage. The unit's ranks at one
+// stage split its blocks Megatron-style (parallel/tensor_parallel.hpp); the encoder's groups are consecutive
+// blocks of parallel.encoder_tp ranks inside them. Its ranks at one tensor-parallel position form its
+// pipeline (parallel/pipeline_parallel.hpp). The ranks at one stage and tensor-parallel position, one per
+// unit, form a data world: the planners plan over its ranks (the units) exactly as over a world without model
+// parallelism, and every data world runs the same plan on its own stage's slices of the weights, so
+// context-parallel K|V exchanges, the boundary exchange (the stage holding the encoder) and the gradient
+// all-reduce stay among ranks holding the same slices.
 #pragma once
 
 #include <memory>
@@ -41,8 +42,7 @@ class RankGrid {
   // group among them (rank: the group's index), with the ranks at its encoder position in every group.
   const TensorParallel& encoder_groups() const { return encoder_groups_; }
   int tp() const { return sharding_.llm.size; }
-  int pp() const { return sharding_.pipeline.stages; }
-  int ranks_per_unit() const { return tp() * pp(); }
+  int ranks_per_unit() const { return tp() * sharding_.pipeline.unit_stages(); }
 
  private:
   World data_;

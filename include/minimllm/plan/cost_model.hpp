@@ -108,6 +108,10 @@ struct MemoryModel {
   double per_key_row = 0.0;    // per gathered key row under context parallelism (every row of the batch)
   double per_patch = 0.0;      // per encoder patch this rank encodes (held until the encoder's backward)
   double linear_weight = 0.0;  // a token's GEMM work in causal attention pairs (chunk balancing)
+  // The encoder's own stage (parallel.encoder_stage, plan/model_parallel.hpp): a unit's encoder ranks are
+  // not its LLM ranks, so a rank's peak is the larger of state + fixed + its micro-batch and state + fixed +
+  // its patches, not their sum (state: the fuller stage's, an upper bound for the other).
+  bool encoder_apart = false;
 };
 
 // Bytes per rank of a model's training state with AdamW's moments over `optimizer_shards` ranks (1:

@@ -56,7 +56,9 @@ struct ModelParallel {
   bool encoder_stage = false;
   bool distributed_optimizer = false;
   Recompute recompute = Recompute::none;
-  int ranks_per_unit() const { return tp * pp; }
+  // The unit's stages: the LLM's, and the encoder's own before them (parallel.encoder_stage).
+  int unit_stages() const { return pp + (encoder_stage ? 1 : 0); }
+  int ranks_per_unit() const { return tp * unit_stages(); }
   bool trivial() const {
     return tp == 1 && pp == 1 && encoder_tp == 1 && !encoder_stage && !distributed_optimizer &&
            recompute == Recompute::none;
@@ -66,15 +68,15 @@ struct ModelParallel {
 ModelParallel model_parallel_of(const RunConfig& config);
 
 // Throws InputError naming the key when the grid does not fit `ranks` ranks of `ranks_per_node` per node:
-// tp divides the ranks per node (tensor parallelism stays on the intra-node link), tp x pp divides the
-// ranks, encoder_tp divides tp (the encoder's groups lie inside a stage's tp ranks, on one node).
-// encoder_stage is not modelled yet.
+// tp divides the ranks per node (tensor parallelism stays on the intra-node link), tp x the unit's stages
+// (pp, and the encoder's with encoder_stage) divides the ranks, encoder_tp divides tp (the encoder's
+// groups lie inside a stage's tp ranks, on one node).
 void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per_node);
 
-// Runs (minimllm run) have tensor, pipeline, data and context parallelism: an InputError naming the key
-// when the deck asks for the encoder as its own stage, which only `minimllm simulate` models so far, or for
-// pipeline stages under the disaggregated placement (`disaggregated`: policy disagg or
-// parallel.placement: disaggregated), whose encoder ranks hold no LLM stage.
+// Runs (minimllm run) have tensor, pipeline, data and context parallelism and the encoder as its own
+// stage: an InputError naming the key when the deck asks for pipeline stages or an encoder stage under the
+// disaggregated placement (`disaggregated`: policy disagg or parallel.placement: disaggregated), which
+// places the encoder on ranks of its own already.
 void require_runnable_grid(const ModelParallel& grid, bool disaggregated = false);
 
 // The cost model of a unit (above) from the per-rank one, whose memory model is the run's

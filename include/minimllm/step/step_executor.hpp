@@ -67,6 +67,17 @@ class StepExecutor {
  private:
   void run_phases(const RankWork& work, StepInputs& inputs, StepOutcome& out);
   void run_pipeline(const RankWork& work, StepInputs& inputs, StepOutcome& out);
+  void run_encoder_stage(const RankWork& work, StepInputs& inputs, StepOutcome& out);
+  // The encoder's forward and the boundary exchange (colocated plans): the unit's image rows in
+  // `received` (clock: in Phase::encoder, left in Phase::boundary); and back, from their gradients, to the
+  // encoder's backward (the boundary exchange's bytes, the encoder's FLOPs and rows into out).
+  struct EncodedImages {
+    EncoderActivations acts;
+    t_mat embeddings, received;
+  };
+  EncodedImages encode(const RankWork& work, StepInputs& inputs, StepOutcome& out, PhaseClock& clock);
+  void encoder_backward_from(StepInputs& inputs, const EncodedImages& images, const t_mat& d_received,
+                             StepOutcome& out, PhaseClock& clock);
   // One micro-batch's LLM forward and backward, its K/V exchange freed after it.
   // ready: the gradient listener, for the step's last micro-batch only.
   void run_micro_batch(StepInputs& inputs, size_t m, const t_mat& received, const t_mat& d_received,
