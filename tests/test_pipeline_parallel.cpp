@@ -22,6 +22,7 @@
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/rank_grid.hpp"
 #include "minimllm/step/pipeline_schedule.hpp"
+#include "model_parallel_support.hpp"
 #include "mpi_world.hpp"
 #include "region_recorder.hpp"
 #include "whole_batch.hpp"
@@ -29,12 +30,13 @@
 namespace minimllm {
 namespace {
 
-using testing_support::pack_whole_samples;
+using testing_support::expect_held_tensors_match;
+using testing_support::expect_same_losses;
+using testing_support::informative_batch;
 using testing_support::PackedBatch;
-using testing_support::RemoveAtEnd;
 using testing_support::world_size;
 
-constexpr double kRelative = 1e-5;
+constexpr double kRelative = testing_support::kLayoutBound;
 constexpr std::uint64_t kModelSeed = 7;
 
 TEST(PipelineParallel, OneFOneBRunsEveryMicroBatchOnceWithAtMostTheStagesLeftInFlight) {
@@ -87,49 +89,8 @@ TEST(PipelineParallel, StagesSplitTheLayersEvenlyOrAsListed) {
   EXPECT_NE(refusal("{pp: 2, pp_layers: [2, 0]}").find("parallel.pp_layers"), std::string::npos);
 }
 
-// Four heads, four LLM layers (pp up to 4), a vocabulary of 13 (uneven slices under tp).
-RunConfig tiny_config() {
-  const std::string deck =
-      "name: pipeline_parallel\n"
-      "seed: 5\n"
-      "model:\n"
-      "  init_std: 0.1\n"
-      "  encoder: {width: 16, heads: 4, layers: 1, mlp_ratio: 2, patch: 2, channels: 1}\n"
-      "  llm: {width: 16, heads: 4, layers: 4, mlp_ratio: 2, vocab: 13}\n"
-      "data:\n"
-      "  global_batch: 4\n"
-      "  text: {median: 8, sigma: 0.5, min: 3, max: 14}\n"
-      "  images: {mean_per_sample: 1.5, max_per_sample: 2, min_side: 2, max_side: 6, classes: 3}\n"
-      "  incoherence: 0.0\n"
-      "  noise: 0.1\n";
-  return parse_run_config(deck, "<test_pipeline_parallel>");
-}
-
-std::vector<float> host_copy(const t_vec& v) {
-  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  return std::vector<float>(host.data(), host.data() + host.extent(0));
-}
-
-// Each tensor this rank holds against the same elements of the whole model's, found by name: the
-// parameters exactly, the gradients within the bound. Returns how many tensors it compared.
-int expect_held_tensors_match(const Model& split, const Model& whole) {
-  const std::vector<float> params = host_copy(split.params()), whole_params = host_copy(whole.params());
-  const std::vector<float> grads = host_copy(split.grads()), whole_grads = host_copy(whole.grads());
-  std::map<std::string, TensorRange> all;
-  for (const TensorRange& t : whole.tensor_ranges()) all.emplace(t.name, t);
-  for (const TensorRange& slice : split.tensor_ranges()) {
-    const TensorRange& tensor = all.at(slice.name);
-    double largest = 0.0, worst = 0.0;
-    for (std::size_t i = 0; i < slice.count; ++i) {
-      const std::size_t at = tensor.offset + whole_tensor_index(slice, i);
-      EXPECT_EQ(params[slice.offset + i], whole_params[at]) << slice.name << " element " << i;
-      largest = std::max(largest, std::fabs(static_cast<double>(whole_grads[at])));
-      worst = std::max(worst, std::fabs(static_cast<double>(grads[slice.offset + i]) - whole_grads[at]));
-    }
-    EXPECT_LE(worst, kRelative * largest) << slice.name;
-  }
-  return static_cast<int>(split.tensor_ranges().size());
-}
+// Four LLM layers: pp up to 4.
+RunConfig tiny_config() { return testing_support::tiny_model_parallel_config("pipeline_parallel", 4); }
 
 // One micro-batch through the stages by hand: the stage holding the encoder encodes (the encoder's own
 // stage sends the image rows to the LLM's first and gets their gradients back), each LLM stage sends its
@@ -170,16 +131,6 @@ double pipelined_pass(Model& model, const PackedBatch& batch, float scale) {
   if (stage.first() && !stage.holds_encoder())
     stages.isend(d_emb.data(), d_emb.size(), stage.group_rank(-1), kGradients)->wait();
   return stages.allreduce_sum(acts.loss_sum);  // the last stage's
-}
-
-PackedBatch informative_batch(const Sampler& sampler) {
-  for (int step = 0; step < 20; ++step) {
-    const GlobalBatch batch = sampler.batch(step);
-    if (batch.image_tokens() > 0 && batch.text_tokens() > 8)
-      return pack_whole_samples(sampler, step, batch.samples);
-  }
-  ADD_FAILURE() << "no batch with images in 20 steps";
-  return pack_whole_samples(sampler, 0, sampler.batch(0).samples);
 }
 
 TEST(PipelineParallel, OnePassEqualsTheWholeModelStageByStage) {
@@ -238,17 +189,6 @@ RunConfig quickstart(const std::string& policy, int pp, int tp = 1, int cp = 1, 
   config.parallel.cp = cp;
   config.parallel.encoder_stage = encoder_stage;
   return config;
-}
-
-void expect_same_losses(const TrainResult& result, const TrainResult& reference) {
-  ASSERT_EQ(result.steps.size(), reference.steps.size());
-  for (size_t i = 0; i < result.steps.size(); ++i) {
-    EXPECT_NEAR(result.steps[i].loss, reference.steps[i].loss, kRelative * reference.steps[i].loss)
-        << "step " << i;
-    EXPECT_NEAR(result.steps[i].grad_norm, reference.steps[i].grad_norm,
-                kRelative * reference.steps[i].grad_norm)
-        << "step " << i;
-  }
 }
 
 struct TrainingCase {
@@ -332,33 +272,13 @@ TEST(PipelineParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
 // with the same losses.
 TEST(PipelineParallel, CheckpointsHoldTheWholeModel) {
   if (world_size() % 2 != 0) GTEST_SKIP() << "pp = 2 needs an even number of ranks";
-  const World world = World::of(MPI_COMM_WORLD);
   for (const bool encoder_stage : {false, true}) {
     SCOPED_TRACE(encoder_stage ? "the encoder's own stage and PP 1" : "PP 2");
-    const RemoveAtEnd file{testing_support::shared_temp_path("minimllm_pp_", "pp.ckpt.h5")};
     RunConfig config = encoder_stage ? quickstart("static", 1, 1, 1, true) : quickstart("static", 2);
     config.parallel.distributed_optimizer = true;
-    const TrainResult straight = train(config, world, {});
-    RunConfig first_part = config;
-    first_part.steps = 2;
-    TrainOptions checkpointing;
-    checkpointing.checkpoint_path = file.path;
-    checkpointing.checkpoint_every = 2;
-    ASSERT_EQ(train(first_part, world, checkpointing).checkpoints_written, 1);
-    TrainOptions restart;
-    restart.restart_path = file.path;
-    const TrainResult resumed = train(config, world, restart);
     RunConfig without = config;
     without.parallel.pp = 1, without.parallel.encoder_stage = false;
-    const TrainResult resumed_without = train(without, world, restart);
-    ASSERT_EQ(resumed.steps.size(), 2u);
-    ASSERT_EQ(resumed_without.steps.size(), 2u);
-    for (size_t i = 0; i < 2; ++i) {
-      EXPECT_EQ(resumed.steps[i].loss, straight.steps[2 + i].loss) << "step " << 2 + i;  // bit for bit
-      EXPECT_NEAR(resumed_without.steps[i].loss, straight.steps[2 + i].loss,
-                  kRelative * straight.steps[2 + i].loss)
-          << "step " << 2 + i;
-    }
+    testing_support::expect_checkpoints_hold_the_whole_model(config, without, "minimllm_pp_");
   }
 }
 
@@ -373,15 +293,7 @@ TEST(PipelineParallel, WaitingOnTheStagesIsAKokkosToolsRegion) {
 }
 
 TEST(PipelineParallel, InvalidGridsAreRefusedNamingTheKey) {
-  const World world = World::of(MPI_COMM_WORLD);
-  const auto refusal = [&](const RunConfig& config) {
-    try {
-      train(config, world, {});
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(accepted)");
-  };
+  const auto refusal = testing_support::training_refusal;
   // More stages than ranks; stages or the encoder's own stage under the disaggregated placement.
   EXPECT_NE(refusal(quickstart("static", 4 * world_size())).find("parallel.pp"), std::string::npos);
   if (world_size() % 2 == 0) {

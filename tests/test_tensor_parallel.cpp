@@ -22,73 +22,27 @@
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/rank_grid.hpp"
 #include "minimllm/step/packing.hpp"
+#include "model_parallel_support.hpp"
 #include "mpi_world.hpp"
 #include "whole_batch.hpp"
 
 namespace minimllm {
 namespace {
 
-using testing_support::pack_whole_samples;
+using testing_support::expect_same_losses;
+using testing_support::informative_batch;
 using testing_support::PackedBatch;
-using testing_support::RemoveAtEnd;
 using testing_support::world_size;
 
-constexpr double kRelative = 1e-5;
+constexpr double kRelative = testing_support::kLayoutBound;
 constexpr std::uint64_t kModelSeed = 7;
 
-// Four heads in both stacks (tp and encoder_tp up to 4); a vocabulary of 13, which no group size > 1
-// divides, so the vocabulary slices are uneven.
-RunConfig tiny_config() {
-  const std::string deck =
-      "name: tensor_parallel\n"
-      "seed: 5\n"
-      "model:\n"
-      "  init_std: 0.1\n"
-      "  encoder: {width: 16, heads: 4, layers: 1, mlp_ratio: 2, patch: 2, channels: 1}\n"
-      "  llm: {width: 16, heads: 4, layers: 2, mlp_ratio: 2, vocab: 13}\n"
-      "data:\n"
-      "  global_batch: 4\n"
-      "  text: {median: 8, sigma: 0.5, min: 3, max: 14}\n"
-      "  images: {mean_per_sample: 1.5, max_per_sample: 2, min_side: 2, max_side: 6, classes: 3}\n"
-      "  incoherence: 0.0\n"
-      "  noise: 0.1\n";
-  return parse_run_config(deck, "<test_tensor_parallel>");
-}
+RunConfig tiny_config() { return testing_support::tiny_model_parallel_config("tensor_parallel", 2); }
 
-std::vector<float> host_copy(const t_vec& v) {
-  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  return std::vector<float>(host.data(), host.data() + host.extent(0));
-}
-
-// Each of the split model's tensors against the same elements of the whole model's: the parameters
-// exactly (a slice starts as the whole model's values), the gradients within the bound.
+// Every tensor is in the split model (a slice of it) and matches the whole model's elements.
 void expect_slices_match(const Model& split, const Model& whole) {
-  const std::vector<float> params = host_copy(split.params()), whole_params = host_copy(whole.params());
-  const std::vector<float> grads = host_copy(split.grads()), whole_grads = host_copy(whole.grads());
-  ASSERT_EQ(split.tensor_ranges().size(), whole.tensor_ranges().size());
-  for (size_t t = 0; t < split.tensor_ranges().size(); ++t) {
-    const TensorRange &slice = split.tensor_ranges()[t], &all = whole.tensor_ranges()[t];
-    ASSERT_EQ(slice.name, all.name);
-    double largest = 0.0, worst = 0.0;
-    for (std::size_t i = 0; i < slice.count; ++i) {
-      const std::size_t at = all.offset + whole_tensor_index(slice, i);
-      ASSERT_EQ(params[slice.offset + i], whole_params[at]) << slice.name << " element " << i;
-      largest = std::max(largest, std::fabs(static_cast<double>(whole_grads[at])));
-      worst = std::max(worst, std::fabs(static_cast<double>(grads[slice.offset + i]) - whole_grads[at]));
-    }
-    EXPECT_LE(worst, kRelative * largest) << slice.name;
-  }
-}
-
-// One forward and backward of whole samples with images (every rank the same batch).
-PackedBatch informative_batch(const Sampler& sampler) {
-  for (int step = 0; step < 20; ++step) {
-    const GlobalBatch batch = sampler.batch(step);
-    if (batch.image_tokens() > 0 && batch.text_tokens() > 8)
-      return pack_whole_samples(sampler, step, batch.samples);
-  }
-  ADD_FAILURE() << "no batch with images in 20 steps";
-  return pack_whole_samples(sampler, 0, sampler.batch(0).samples);
+  EXPECT_EQ(testing_support::expect_held_tensors_match(split, whole),
+            static_cast<int>(whole.tensor_ranges().size()));
 }
 
 TEST(TensorParallel, OnePassEqualsTheWholeModelSliceBySlice) {
@@ -162,17 +116,6 @@ RunConfig quickstart(const std::string& policy, int tp, int cp = 1) {
   return config;
 }
 
-void expect_same_losses(const TrainResult& result, const TrainResult& reference) {
-  ASSERT_EQ(result.steps.size(), reference.steps.size());
-  for (size_t i = 0; i < result.steps.size(); ++i) {
-    EXPECT_NEAR(result.steps[i].loss, reference.steps[i].loss, kRelative * reference.steps[i].loss)
-        << "step " << i;
-    EXPECT_NEAR(result.steps[i].grad_norm, reference.steps[i].grad_norm,
-                kRelative * reference.steps[i].grad_norm)
-        << "step " << i;
-  }
-}
-
 struct TrainingCase {
   bool zero;
   const char* recompute;
@@ -222,43 +165,15 @@ TEST(TensorParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
 // (within the bound: the layouts differ).
 TEST(TensorParallel, CheckpointsHoldTheWholeModel) {
   if (world_size() % 2 != 0) GTEST_SKIP() << "tp = 2 needs an even number of ranks";
-  const World world = World::of(MPI_COMM_WORLD);
-  const RemoveAtEnd file{testing_support::shared_temp_path("minimllm_tp_", "tp.ckpt.h5")};
   RunConfig config = quickstart("static", 2);
   config.parallel.distributed_optimizer = true;
-  const TrainResult straight = train(config, world, {});
-  RunConfig first_part = config;
-  first_part.steps = 2;
-  TrainOptions checkpointing;
-  checkpointing.checkpoint_path = file.path;
-  checkpointing.checkpoint_every = 2;
-  ASSERT_EQ(train(first_part, world, checkpointing).checkpoints_written, 1);
-  TrainOptions restart;
-  restart.restart_path = file.path;
-  const TrainResult resumed = train(config, world, restart);
   RunConfig without = config;
   without.parallel.tp = 1;
-  const TrainResult resumed_without = train(without, world, restart);
-  ASSERT_EQ(resumed.steps.size(), 2u);
-  ASSERT_EQ(resumed_without.steps.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) {
-    EXPECT_EQ(resumed.steps[i].loss, straight.steps[2 + i].loss) << "step " << 2 + i;  // bit for bit
-    EXPECT_NEAR(resumed_without.steps[i].loss, straight.steps[2 + i].loss,
-                kRelative * straight.steps[2 + i].loss)
-        << "step " << 2 + i;
-  }
+  testing_support::expect_checkpoints_hold_the_whole_model(config, without, "minimllm_tp_");
 }
 
 TEST(TensorParallel, InvalidGridsAreRefusedNamingTheKey) {
-  const World world = World::of(MPI_COMM_WORLD);
-  const auto refusal = [&](const RunConfig& config) {
-    try {
-      train(config, world, {});
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(accepted)");
-  };
+  const auto refusal = testing_support::training_refusal;
   // More tensor-parallel ranks than a node holds (and than the world has).
   RunConfig wide = quickstart("static", 2 * world_size());
   EXPECT_NE(refusal(wide).find("parallel.tp"), std::string::npos) << refusal(wide);
