@@ -1,10 +1,10 @@
 // Pipeline parallelism's bubble (issue 15): a text-only model of 4 LLM blocks (width 256, 4 heads) trained
 // for a few steps on one unit of 2 stages (parallel.pp = 2, 2 ranks), each step m equal samples of 256
 // tokens packed one per micro-batch (static, parallel.tokens_per_rank = 256), m = 1, 2, 4, 8. Counters:
-// the measured bubble (/steps pipeline_bubble: the stages' mean wait on each other over their mean 1F1B
-// span), the ideal 1F1B bubble (p - 1) / (m + p - 1) beside it, and the step time (median after the
-// warm-up step). The measured bubble also holds the transfers and the stages' imbalance (the first stage
-// embeds, the last runs the LM head and the loss). Run with mpiexec -n 2.
+// the measured bubble (/steps pipeline_bubble: 1 - the stages' mean busy time in their 1F1B schedules
+// over the longest stage's span), the ideal 1F1B bubble (p - 1) / (m + p - 1) beside it, and the step time
+// (median after the warm-up step). The measured bubble also holds the transfers and the stages' imbalance
+// (the first stage embeds, the last runs the LM head and the loss). Run with mpiexec -n 2.
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 

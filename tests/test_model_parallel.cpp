@@ -94,10 +94,11 @@ TEST(ModelParallel, TensorAndPipelineParallelismDivideWorkAndMemory) {
   EXPECT_NEAR(unit.step.grad_bytes, 4.0 * parameters, 1e-6 * unit.step.grad_bytes);
 }
 
-// The encoder's own stage (parallel.encoder_stage): its tp ranks encode a unit's images (not the unit's
-// every rank), one more hop per patch carries the rows to the LLM's first stage and back, and a rank holds
-// the larger of the two stages' parameters, never both.
-TEST(ModelParallel, TheEncodersOwnStageEncodesOnItsRanksAndHoldsItApart) {
+// The encoder runs on one stage's tp ranks, the LLM's first or its own (parallel.encoder_stage), as runs
+// place it; its own stage adds one point-to-point hop per patch (the rows to the LLM's first stage and
+// back), and a rank then holds the larger of the two stages' parameters, never both. A listed stage split
+// (parallel.pp_layers) sets the pace and the memory by its fullest stage.
+TEST(ModelParallel, TheEncodersStageAndTheListedStagesSetWorkAndMemory) {
   const RunConfig config = preset("llm_7b_multimodal");
   const CostModel rank = rank_cost(config, 8);
   ModelParallel shared, own;
@@ -105,14 +106,23 @@ TEST(ModelParallel, TheEncodersOwnStageEncodesOnItsRanksAndHoldsItApart) {
   const CostModel with_llm = unit_cost_model(rank, config, shared, 64);  // 8 units of 8 ranks
   const CostModel apart = unit_cost_model(rank, config, own, 96);        // 8 units of 12 ranks
   EXPECT_DOUBLE_EQ(apart.encoder.a2, rank.encoder.a2 / 4);
-  EXPECT_DOUBLE_EQ(with_llm.encoder.a2, rank.encoder.a2 / 8);
+  EXPECT_DOUBLE_EQ(with_llm.encoder.a2, rank.encoder.a2 / 4);
   const double hop = 2.0 * 4.0 * config.model.llm.width / rank.point_to_point(true).bandwidth;
-  EXPECT_NEAR(apart.encoder.a1 - with_llm.encoder.a1 * 2.0, hop, 1e-9 * hop);  // the compute doubles
-  EXPECT_DOUBLE_EQ(apart.llm.a2, with_llm.llm.a2);                             // the LLM's stages alike
+  EXPECT_NEAR(apart.encoder.a1 - with_llm.encoder.a1, hop, 1e-9 * hop);
+  EXPECT_DOUBLE_EQ(apart.llm.a2, with_llm.llm.a2);  // the LLM's stages alike
+  EXPECT_FALSE(with_llm.memory.encoder_apart);
+  EXPECT_TRUE(apart.memory.encoder_apart);
   const ParameterSplit split = parameter_split(config.model);
   const double llm = (16 * split.llm_block + std::max(split.embedding, split.head)) / 4;
   EXPECT_DOUBLE_EQ(parameters_per_rank(config.model, own), std::max(llm, split.encoder));
   EXPECT_DOUBLE_EQ(parameters_per_rank(config.model, shared), llm + split.encoder);
+  // 32 layers as [8, 24]: the second stage, 24 layers and the head, sets both.
+  ModelParallel listed = shared;
+  listed.pp_layers = {8, 24};
+  const CostModel uneven = unit_cost_model(rank, config, listed, 64);
+  EXPECT_DOUBLE_EQ(uneven.llm.a2, with_llm.llm.a2 * 24.0 / 16.0);
+  EXPECT_DOUBLE_EQ(parameters_per_rank(config.model, listed),
+                   (24 * split.llm_block + split.head) / 4 + split.encoder);
 }
 
 TEST(ModelParallel, DistributedOptimizerShardsTheMomentsOverTheUnits) {

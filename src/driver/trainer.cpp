@@ -134,8 +134,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   cost.model.capacity_source = machine.memory_source;
   resolve_links(machine, cost.model, cost.intra_measured, cost.inter_measured, cost.source,
                 cost.creation_measured);
-  // The distributed optimizer's (and recomputation's) terms (plan/model_parallel.hpp; a run's grid has
-  // tp = pp = 1, checked above).
+  // The grid's terms: the units' compute and traffic under tensor and pipeline parallelism, the
+  // distributed optimizer's and recomputation's (plan/model_parallel.hpp).
   if (!grid.trivial()) cost.model = unit_cost_model(cost.model, config, grid, world.size);
   cost.model.memory.state += staging;  // NCCL's scratch for the distributed optimizer (0 otherwise)
   const LayoutSource layouts(config, data.size, cost.model);

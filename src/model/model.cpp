@@ -866,12 +866,33 @@ double Model::llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows) const
   return minimllm::llm_pass_bytes(config_, precision_, recompute_, llm_rows, key_rows);
 }
 
+namespace {
+
+ModelConfig with_llm_layers(ModelConfig config, int layers) {
+  config.llm.layers = layers;
+  return config;
+}
+
+}  // namespace
+
 double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) const {
-  return minimllm::activation_bytes(config_, precision_, recompute_, llm_rows, patches, key_rows);
+  const PipelineStage& stage = sharding_.pipeline;
+  if (!stage.comm)
+    return minimllm::activation_bytes(config_, precision_, recompute_, llm_rows, patches, key_rows);
+  // 1F1B keeps at most p - s micro-batches of the stage's layers (the encoder's own stage: none), the
+  // encoder's patches only where the encoder is.
+  const int kept_layers = stage.stage < 0 ? 0 : (stage.stages - stage.stage) * stage_layers_;
+  return minimllm::activation_bytes(with_llm_layers(config_, std::max(1, kept_layers)), precision_,
+                                    recompute_, stage.stage < 0 ? 0 : llm_rows,
+                                    stage.holds_encoder() ? patches : 0, stage.stage < 0 ? 0 : key_rows);
 }
 
 void Model::reserve_workspace(std::int64_t llm_rows, std::int64_t key_rows) {
-  workspace_.reserve(static_cast<std::size_t>(llm_pass_bytes(llm_rows, key_rows)));
+  // Under pipeline parallelism the kept activations are allocated apart (several micro-batches in
+  // flight): the arena holds a pass's temporaries, about one layer's.
+  const ModelConfig pass = sharding_.pipeline.comm ? with_llm_layers(config_, 1) : config_;
+  workspace_.reserve(
+      static_cast<std::size_t>(minimllm::llm_pass_bytes(pass, precision_, recompute_, llm_rows, key_rows)));
 }
 
 }  // namespace minimllm

@@ -2,15 +2,6 @@
 
 namespace minimllm {
 
-std::vector<int> stage_layer_counts(int layers, int stages, const std::vector<int>& listed) {
-  if (!listed.empty()) return listed;
-  std::vector<int> counts;
-  for (int s = 0; s < stages; ++s)
-    counts.push_back(static_cast<int>((static_cast<long long>(layers) * (s + 1)) / stages -
-                                      (static_cast<long long>(layers) * s) / stages));
-  return counts;
-}
-
 PipelineStage pipeline_stage(int layers, int stage, int stages, const std::vector<int>& listed) {
   PipelineStage p;
   p.stage = stage, p.stages = stages;

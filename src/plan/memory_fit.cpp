@@ -146,7 +146,8 @@ int fit_images_to_memory(StepPlan& plan, const GlobalBatch& batch, const CostMod
   std::vector<double> room(world_size);
   bool over = false;
   for (int r = 0; r < world_size; ++r) {
-    room[r] = cost.capacity_bytes - bytes.peak(r);
+    // With the encoder's own stage only the encoder's part of a rank can make room for images.
+    room[r] = cost.capacity_bytes - (bytes.apart ? bytes.base + bytes.encoder[r] : bytes.peak(r));
     over |= room[r] < 0.0;
   }
   if (!over) return 0;

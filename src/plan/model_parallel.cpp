@@ -73,12 +73,24 @@ void require_runnable_grid(const ModelParallel& grid, bool disaggregated) {
         "disaggregated) puts the encoder on ranks of its own already; use one or the other");
 }
 
+std::vector<int> stage_layer_counts(int layers, int stages, const std::vector<int>& listed) {
+  if (!listed.empty()) return listed;
+  std::vector<int> counts;
+  for (int s = 0; s < stages; ++s)
+    counts.push_back(static_cast<int>((static_cast<long long>(layers) * (s + 1)) / stages -
+                                      (static_cast<long long>(layers) * s) / stages));
+  return counts;
+}
+
 double parameters_per_rank(const ModelConfig& model, const ModelParallel& grid) {
   const ParameterSplit split = parameter_split(model);
-  const double layers = std::ceil(static_cast<double>(split.llm_layers) / grid.pp);
-  // The first stage holds the embedding, the last the head: one stage holds both when pp = 1.
-  const double ends = grid.pp == 1 ? split.embedding + split.head : std::max(split.embedding, split.head);
-  const double llm = (layers * split.llm_block + ends) / grid.tp, encoder = split.encoder / grid.encoder_tp;
+  // The fullest LLM stage: the first holds the embedding, the last the head (one stage both when pp = 1).
+  const std::vector<int> layers = stage_layer_counts(split.llm_layers, grid.pp, grid.pp_layers);
+  double fullest = 0.0;
+  for (int s = 0; s < grid.pp; ++s)
+    fullest = std::max(fullest, layers[s] * split.llm_block + (s == 0 ? split.embedding : 0.0) +
+                                    (s + 1 == grid.pp ? split.head : 0.0));
+  const double llm = fullest / grid.tp, encoder = split.encoder / grid.encoder_tp;
   // The encoder's own stage holds it apart from the LLM's stages: the fuller of the two.
   return grid.encoder_stage ? std::max(llm, encoder) : llm + encoder;
 }
@@ -94,20 +106,21 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   unit.pipeline_stages = pp;
 
   // The fullest stage's layers set the pipeline's pace.
-  const double stage_layers = std::ceil(static_cast<double>(model.llm.layers) / pp);
+  const std::vector<int> layers = stage_layer_counts(model.llm.layers, pp, grid.pp_layers);
+  const double stage_layers = *std::max_element(layers.begin(), layers.end());
   const double stage_share = stage_layers / model.llm.layers;
   // Compute: the recomputed forward, then the work spread over the stage's tp ranks (the LLM) or over the
-  // unit's ranks (the encoder's groups share its images); a sample's fixed overhead (launches) per stage,
-  // not shared by tp, an image's on its group.
+  // tp ranks of the stage holding the encoder (its groups share the unit's images); a sample's fixed
+  // overhead (launches) per stage, not shared by tp, an image's on its group.
   const bool full = grid.recompute == Recompute::full;
   const double linear = full ? 1.0 + kForwardShare : 1.0;
   const double quadratic = grid.recompute == Recompute::none ? 1.0 : 1.0 + kForwardShare;
   unit.llm.a2 *= quadratic * stage_share / tp;
   unit.llm.a1 *= linear * stage_share / tp;
   unit.llm.c *= stage_share;
-  // The encoder's ranks: the unit's, or its own stage's tp ranks (parallel.encoder_stage: the encoder runs
-  // there before the LLM's stages, the LLM's ranks wait for it as it waits for their gradients).
-  const int encoder_ranks = grid.encoder_stage ? tp : per_unit;
+  // The encoder's ranks: the tp ranks of the LLM's first stage, or of its own stage (parallel.encoder_stage:
+  // the encoder runs there before the LLM's stages, which wait for it as it waits for their gradients).
+  const int encoder_ranks = tp;
   unit.encoder.a2 *= quadratic / encoder_ranks;
   unit.encoder.a1 *= linear / encoder_ranks;
   unit.encoder.c *= static_cast<double>(etp) / encoder_ranks;
@@ -119,7 +132,7 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   unit.llm.c += llm_tp.per_pass;  // per sample: an upper bound where a micro-batch packs several
   const TensorParallelTraffic encoder_tp =
       tensor_parallel_traffic(rank, etp, passes * model.encoder.layers, 4.0 * model.encoder.width);
-  // A unit's per_unit / encoder_tp encoder groups share its images: each group's traffic, spread.
+  // A unit's tp / encoder_tp encoder groups share its images: each group's traffic, spread.
   unit.encoder.a1 += encoder_tp.per_token * etp / encoder_ranks;
   unit.encoder.c += encoder_tp.per_pass * etp / encoder_ranks;
   // Pipeline stages: per micro-batch each stage receives its rows' activations and sends their gradients
@@ -152,7 +165,7 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   unit.memory.per_row = rank.memory.per_row / tp;
   unit.memory.per_key_row = rank.memory.per_key_row / tp;
   // A unit's images spread over its encoder groups, an image's activations over its group's encoder_tp
-  // ranks: per patch / (tp x pp) on average, and one largest image's worth more where there is more than
+  // ranks: per patch / tp on average, and one largest image's worth more where there is more than
   // one group (an image is never split between groups, so their shares can be uneven by one image).
   unit.memory.per_patch = rank.memory.per_patch / encoder_ranks;
   unit.memory.encoder_apart = grid.encoder_stage;

@@ -22,7 +22,7 @@ void unit_over_its_stages(const PipelineStage& stage, StepOutcome& outcome) {
   outcome.loss_sum = stages.allreduce_sum(outcome.loss_sum);
   const bool llm = stage.stage >= 0;
   const double wait = llm ? outcome.seconds[Phase::pipeline] : 0.0;
-  const double busy = llm ? outcome.pipeline_span_seconds - wait : 0.0;
+  const double busy = llm ? outcome.pipeline_busy_seconds : 0.0;
   const double mean_busy = stages.allreduce_sum(busy) / stage.stages;
   const double mean_wait = stages.allreduce_sum(wait) / stage.stages;
   std::vector<double> most(outcome.seconds.seconds.begin(), outcome.seconds.seconds.end());

@@ -113,7 +113,7 @@ void StepExecutor::run_one_f_one_b(StepInputs& inputs, const t_mat& received, co
     return rows_in;
   };
   Kokkos::fence();
-  const double start = host_seconds();
+  const double start = host_seconds(), waited_before = out.seconds[Phase::pipeline];
   for (const PipelineOp& op : one_f_one_b(stage.stage, stage.stages, static_cast<int>(count))) {
     const auto m = static_cast<size_t>(op.micro_batch);
     const LlmInput& llm = inputs.llm[m];
@@ -153,6 +153,7 @@ void StepExecutor::run_one_f_one_b(StepInputs& inputs, const t_mat& received, co
   for (const std::unique_ptr<CommRequest>& send : backward_sends) send->wait();
   clock.enter(Phase::llm);
   out.pipeline_span_seconds = host_seconds() - start;
+  out.pipeline_busy_seconds = out.pipeline_span_seconds - (out.seconds[Phase::pipeline] - waited_before);
   out.ideal_bubble = ideal_bubble(stage.stages, static_cast<int>(count));
 }
 

@@ -212,6 +212,7 @@ class Model {
   double linear_weight_in_attention_pairs() const;
   // Bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows
   // gathered key rows (context parallelism; 0 without) and `patches` encoder rows (memory estimate).
+  // Under pipeline parallelism: this rank's stage, with the micro-batches 1F1B keeps in flight on it.
   double activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows = 0) const;
   // The LLM pass's share of that (activations, backward scratch and bf16 rounded operands, from the
   // workspace).

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "minimllm/parallel/communicator.hpp"
+#include "minimllm/plan/model_parallel.hpp"  // stage_layer_counts
 
 namespace minimllm {
 
@@ -28,11 +29,6 @@ struct PipelineStage {
   int group_rank(int llm_stage) const { return llm_stage + (encoder_stage ? 1 : 0); }
   int layer_count(int all_layers) const { return layers < 0 ? all_layers : layers; }
 };
-
-// Layers of each of `stages` stages: `listed` (parallel.pp_layers) when not empty, else an even split of
-// `layers` (the later stages one more where it does not divide: the first stage also runs the encoder and
-// the embedding). The caller has checked the list (config/run_config.cpp).
-std::vector<int> stage_layer_counts(int layers, int stages, const std::vector<int>& listed);
 
 // LLM stage `stage` of `stages` over the LLM's layers as stage_layer_counts splits them (comm left null).
 PipelineStage pipeline_stage(int layers, int stage, int stages, const std::vector<int>& listed);

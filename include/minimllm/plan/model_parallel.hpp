@@ -5,11 +5,12 @@
 // A unit is one model replica's tp x pp ranks. The planners plan over the units exactly as over ranks:
 // every pipeline stage's rank set holds the same CP/DP groups, so a group of g units is g x tp ranks of
 // each stage. unit_cost_model turns the per-rank cost model into the per-unit one:
-//   compute     the LLM's work x the fullest stage's share of the layers, ceil(layers / pp) / layers, /
-//               tp (the stages work concurrently on different micro-batches: the fullest sets the pace);
-//               a sample's fixed overhead (launches) per stage, not shared by tp; the encoder's work /
-//               (tp x pp) (its tp x pp / encoder_tp groups share a unit's images), an image's fixed
-//               overhead on its group; times the recomputed forward (runtime.recompute: full
+//   compute     the LLM's work x the fullest stage's share of the layers (stage_layer_counts: even, or
+//               parallel.pp_layers) / tp (the stages work concurrently on different micro-batches: the
+//               fullest sets the pace); a sample's fixed overhead (launches) per stage, not shared by tp;
+//               the encoder's work / tp (the stage holding it, the LLM's first or its own: its
+//               tp / encoder_tp groups share a unit's images, as runs do), an image's fixed overhead on
+//               its group; times the recomputed forward (runtime.recompute: full
 //               repeats every block's forward, a third of its forward + backward FLOPs; selective the
 //               attention core's, the quadratic term);
 //   TP traffic  per LLM layer and token 4 all-reduces of a row (width x 4 bytes: forward after attention
@@ -31,7 +32,7 @@
 //               moments and the reduce-scattered gradient sharded over the data-parallel domain the planners
 //               regroup, training_state_bytes); activations per row and per key row / tp (sequence
 //               parallelism; 1F1B's first stage holds pp micro-batches of layers / pp: one micro-batch of
-//               every layer), per patch / (tp x pp) on average, plus one largest image's patches / encoder_tp
+//               every layer), per patch / tp on average, plus one largest image's patches / encoder_tp
 //               (data.images.max_side) where a unit has several encoder groups: an image is never split
 //               between groups, so their shares can differ by one image;
 //   step terms  the gradient all-reduce of a rank's parameters over the units (a reduce-scatter and an
@@ -66,6 +67,11 @@ struct ModelParallel {
 };
 
 ModelParallel model_parallel_of(const RunConfig& config);
+
+// Layers of each of `stages` stages: `listed` (parallel.pp_layers) when not empty, else an even split of
+// `layers` (the later stages one more where it does not divide: the first stage also runs the encoder and
+// the embedding). The caller has checked the list (config/run_config.cpp).
+std::vector<int> stage_layer_counts(int layers, int stages, const std::vector<int>& listed);
 
 // Throws InputError naming the key when the grid does not fit `ranks` ranks of `ranks_per_node` per node:
 // tp divides the ranks per node (tensor parallelism stays on the intra-node link), tp x the unit's stages

@@ -1,7 +1,8 @@
 // StepExecutor: the forward and backward pass of one rank's part of a step — encoder on the encoder
 // layout, boundary exchange, LLM (context parallel inside each group, micro-batch by micro-batch) on the
 // LLM layout, boundary exchange back, encoder backward. Under pipeline parallelism the encoder and the
-// boundary exchange run on the first stage, and the micro-batches go through the stages 1F1B. Colocated plans
+// boundary exchange run on the stage holding the encoder (the LLM's first, or the encoder's own before
+// it), and the micro-batches go through the LLM's stages 1F1B. Colocated plans
 // run these as phases on every rank; disaggregated plans as a pipeline over micro-batches between the encoder
 // ranks and the LLM ranks. Leaves this rank's gradient in the model; its GradientSync sums them over ranks,
 // started during the backward of the step's last micro-batch when overlapping (gradient_sync.hpp).
@@ -31,11 +32,13 @@ struct StepOutcome {
   double movement_seconds = 0.0;                // of seconds[data]: generating and moving the raw samples
   std::int64_t llm_rows = 0, encoder_rows = 0;  // work assigned to this rank
   // Pipeline parallelism (0 without stages): the wall time of this rank's 1F1B schedule (its first to its
-  // last operation, the final sends included), of which seconds[pipeline] waited on the neighbouring
-  // stages; the ideal 1F1B bubble (p - 1) / (m + p - 1) for the m micro-batches it ran. run_step makes
+  // last operation, the final sends included) and of it the time not waiting on the neighbouring stages
+  // (seconds[pipeline] also holds waits outside the schedule: the LLM's first stage's for the encoder's own
+  // stage); the ideal 1F1B bubble (p - 1) / (m + p - 1) for the m micro-batches it ran. run_step makes
   // them the unit's: the span the longest of its stages', the wait their mean, and pipeline_bubble the
   // share of the span a stage idles on average, 1 - (mean busy time) / span.
   double pipeline_span_seconds = 0.0;
+  double pipeline_busy_seconds = 0.0;
   double ideal_bubble = 0.0;
   double pipeline_bubble = 0.0;
   // Host<->device copies of this rank (none on host backends). input_transfers: the step's inputs
