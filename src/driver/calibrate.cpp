@@ -243,9 +243,11 @@ void measure_collectives(const World& world, int tp, Calibration& c) {
   }
   int node_ranks = 1;
   MPI_Comm_size(node, &node_ranks);
-  MPI_Allreduce(MPI_IN_PLACE, &node_ranks, 1, MPI_INT, MPI_MIN, world.comm);
+  int divides =
+      node_ranks % tp == 0 ? 1 : 0;  // on every node: blocks of tp consecutive ranks lie inside nodes
+  MPI_Allreduce(MPI_IN_PLACE, &divides, 1, MPI_INT, MPI_MIN, world.comm);
   c.tensor_parallel_ranks = tp;
-  if (tp > 1 && node_ranks % tp == 0) {  // consecutive blocks of tp ranks lie inside nodes
+  if (tp > 1 && divides) {
     MPI_Comm group = MPI_COMM_NULL;
     MPI_Comm_split(world.comm, world.rank / tp, world.rank, &group);
     c.tensor_parallel_all_reduce = measure_collective(Op::all_reduce, group);
