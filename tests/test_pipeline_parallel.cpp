@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -154,6 +155,12 @@ TEST(PipelineParallel, OnePassEqualsTheWholeModelStageByStage) {
   }
   for (const ModelParallel& layout : grids) {
     const RankGrid grid(world, layout, config.model.llm.layers, create_mpi_communicator);
+    // The fixed groups by name: the unit's stages (the encoder's own among them) and its tp ranks.
+    ASSERT_NE(grid.group("pp"), nullptr);
+    EXPECT_EQ(grid.group("pp")->size(), layout.unit_stages());
+    EXPECT_EQ(grid.group("tp") ? grid.group("tp")->size() : 1, layout.tp);
+    EXPECT_EQ(grid.ranks_per_unit(), layout.ranks_per_unit());
+    EXPECT_THROW(grid.group("dp"), std::invalid_argument);
     for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
       SCOPED_TRACE("tp " + std::to_string(layout.tp) + ", pp " + std::to_string(layout.pp) +
                    (layout.encoder_stage ? " + encoder stage" : "") + ", recompute " + to_string(mode));

@@ -1,5 +1,6 @@
 #include "minimllm/parallel/rank_grid.hpp"
 
+#include <stdexcept>
 #include <vector>
 
 namespace minimllm {
@@ -51,6 +52,16 @@ RankGrid::RankGrid(const World& world, const ModelParallel& grid, int llm_layers
 
 RankGrid::~RankGrid() {
   if (ranks_per_unit() > 1) MPI_Comm_free(&data_.comm);
+}
+
+Communicator* RankGrid::group(const std::string& dimension) const {
+  if (dimension == "tp") return sharding_.llm.comm;
+  if (dimension == "encoder_tp") return sharding_.encoder.comm;
+  if (dimension == "encoder_groups") return encoder_groups_.comm;
+  if (dimension == "pp") return sharding_.pipeline.comm;
+  throw std::invalid_argument("RankGrid::group: no dimension '" + dimension +
+                              "' (valid: tp, encoder_tp, encoder_groups, pp; data and context parallelism "
+                              "regroup every step, from the pool over data())");
 }
 
 }  // namespace minimllm

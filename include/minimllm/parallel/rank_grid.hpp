@@ -13,6 +13,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "minimllm/core/world.hpp"
 #include "minimllm/parallel/communicator.hpp"
@@ -43,6 +44,12 @@ class RankGrid {
   const TensorParallel& encoder_groups() const { return encoder_groups_; }
   int tp() const { return sharding_.llm.size; }
   int ranks_per_unit() const { return tp() * sharding_.pipeline.unit_stages(); }
+  // The fixed groups by dimension name, as Megatron-LM's HyperCommGrid looks them up: "tp" (the LLM's
+  // tensor-parallel group), "encoder_tp", "encoder_groups" (the unit's shared encoder groups at this
+  // rank's encoder position) and "pp" (the unit's stages); null where the dimension has one rank. The
+  // data and context dimensions are regrouped every step: their groups come from the pool over data().
+  // An unknown name throws std::invalid_argument naming the valid ones.
+  Communicator* group(const std::string& dimension) const;
 
  private:
   World data_;
