@@ -10,6 +10,7 @@
 #include "minimllm/core/device.hpp"
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/driver/provenance.hpp"
+#include "minimllm/plan/model_parallel.hpp"
 #include "minimllm/step/gradient_sync.hpp"
 
 #ifndef MINIMLLM_VERSION
@@ -35,8 +36,7 @@ std::string optimizer_line(const RunConfig& config, const World& world) {
       sync.overlapped()
           ? fmt::format("all-reduce overlapped with the backward ({} MiB buckets)", sync.bucket_mb)
           : "one all-reduce after the backward";
-  const int units_ranks =
-      config.parallel.tp * (config.parallel.pp + (config.parallel.encoder_stage ? 1 : 0));  // a unit's
+  const int units_ranks = model_parallel_of(config).ranks_per_unit();
   if (!config.parallel.distributed_optimizer)
     return "optimizer: AdamW, replicated (every rank holds every moment) | gradient sync: " + all_reduce;
   return fmt::format(
@@ -70,7 +70,7 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
       m.encoder.layers, m.encoder.width, m.encoder.heads, m.encoder.patch, m.llm.layers, m.llm.width,
       m.llm.heads, m.llm.vocab, model.parameter_count() / 1e6);
   const ParallelConfig& p = config.parallel;
-  const int unit_ranks = p.tp * (p.pp + (p.encoder_stage ? 1 : 0));
+  const int unit_ranks = model_parallel_of(config).ranks_per_unit();
   if (p.tp > 1)
     log << fmt::format(
         "tensor parallelism: LLM over {} ranks, encoder over {} ({} encoder group{} per unit sharing its "

@@ -71,12 +71,16 @@ void StepExecutor::run_micro_batch(StepInputs& inputs, size_t m, const t_mat& re
   // The loss sum comes back to the host: one counted 8-byte copy per micro-batch.
   out.loss_sum += model_.llm_forward_backward(llm, received, inputs.grad_scale, d_received,
                                               inputs.kv[m].get(), listener_for(m, inputs.llm.size()));
+  finish_micro_batch(inputs, m, out);
+}
+
+void StepExecutor::finish_micro_batch(StepInputs& inputs, size_t m, StepOutcome& out) {
   if (inputs.kv[m]) {
     out.seconds[Phase::kv_exchange] += inputs.kv[m]->seconds();
     inputs.kv[m].reset();  // frees its row lists before the next micro-batch
   }
-  out.flops += model_.llm_flops(llm);
-  out.llm_rows += llm.tokens;
+  out.flops += model_.llm_flops(inputs.llm[m]);
+  out.llm_rows += inputs.llm[m].tokens;
 }
 
 void StepExecutor::report_llm_done_if_idle(const StepInputs& inputs) {
@@ -142,12 +146,7 @@ void StepExecutor::run_one_f_one_b(StepInputs& inputs, const t_mat& received, co
     // buffer goes.
     if (forward_sends[m]) forward_sends[m]->wait();
     acts[m] = LlmStageActivations();
-    if (kv) {
-      out.seconds[Phase::kv_exchange] += kv->seconds();
-      inputs.kv[m].reset();
-    }
-    out.flops += model_.llm_flops(llm);
-    out.llm_rows += llm.tokens;
+    finish_micro_batch(inputs, m, out);
   }
   clock.enter(Phase::pipeline);
   for (const std::unique_ptr<CommRequest>& send : backward_sends) send->wait();

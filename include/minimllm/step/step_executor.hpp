@@ -85,6 +85,9 @@ class StepExecutor {
   // ready: the gradient listener, for the step's last micro-batch only.
   void run_micro_batch(StepInputs& inputs, size_t m, const t_mat& received, const t_mat& d_received,
                        StepOutcome& out);
+  // After micro-batch m's backward: its K/V exchange's time counted and the exchange freed, its FLOPs and
+  // rows counted.
+  void finish_micro_batch(StepInputs& inputs, size_t m, StepOutcome& out);
   // Every LLM micro-batch of the step: one after the other, or under pipeline parallelism this rank's
   // stage of them in the 1F1B order (step/pipeline_schedule.hpp), activations forward to the next stage and
   // their gradients back to the previous one, point to point. clock: the caller's, in Phase::llm.
