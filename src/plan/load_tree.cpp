@@ -96,14 +96,6 @@ NodeLoads::NodeLoads(const std::vector<int>& node_begin)
   if (blocks == 0) blocks_.set(0, kInf);  // no slots: nothing to choose
 }
 
-void NodeLoads::rescan(int block) {
-  int best = block_begin_[block];
-  for (int slot = best + 1; slot < block_begin_[block + 1]; ++slot)
-    if (load_[slot] < load_[best]) best = slot;  // strict: the lowest slot wins ties
-  block_argmin_[block] = best;
-  block_min_[block] = load_[best];
-}
-
 int NodeLoads::argmin() {
   assert(!block_min_.empty() && "NodeLoads::argmin with no slots");
   // The tree's least block holds a lower bound; once that bound is the block's real minimum, every other
@@ -114,19 +106,6 @@ int NodeLoads::argmin() {
     if (blocks_.load(block) == block_min_[block]) return block_argmin_[block];
     blocks_.set(block, block_min_[block]);
   }
-}
-
-int NodeLoads::argmin_in(int node) const {
-  int best = first_block_of_node_[node];
-  for (int b = best + 1; b < first_block_of_node_[node + 1]; ++b)
-    if (block_min_[b] < block_min_[best]) best = b;
-  return block_argmin_[best];
-}
-
-void NodeLoads::add(int slot, double amount) {
-  load_[slot] += amount;
-  const int block = block_of_[slot];
-  if (block_argmin_[block] == slot) rescan(block);  // else the block's minimum is elsewhere, unchanged
 }
 
 std::vector<int> order_by_decreasing(const std::vector<int>& key) {

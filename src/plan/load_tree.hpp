@@ -41,13 +41,35 @@ class NodeLoads {
   explicit NodeLoads(const std::vector<int>& node_begin);  // node n: slots [node_begin[n], node_begin[n+1])
   double load(int slot) const { return load_[slot]; }
   bool has_slots(int node) const { return node_begin_[node] < node_begin_[node + 1]; }
-  int argmin();                                                  // least-loaded slot of all
-  int argmin_in(int node) const;                                 // least-loaded slot of a node with slots
+  int argmin();  // least-loaded slot of all
+  // Least-loaded slot of a node with slots.
+  int argmin_in(int node) const {
+    int best = first_block_of_node_[node];
+    for (int b = best + 1; b < first_block_of_node_[node + 1]; ++b)
+      if (block_min_[b] < block_min_[best]) best = b;
+    return block_argmin_[best];
+  }
   double min_lower_bound() const { return blocks_.min_load(); }  // <= load(argmin())
-  void add(int slot, double amount);
+  void add(int slot, double amount) {
+    load_[slot] += amount;
+    const int block = block_of_[slot];
+    if (block_argmin_[block] == slot) rescan(block);  // else the block's minimum is elsewhere, unchanged
+  }
 
  private:
-  void rescan(int block);
+  void rescan(int block) {
+    // Branch-free selection (which slot wins is data-dependent); strict: the lowest slot wins ties.
+    int best = block_begin_[block];
+    double least = load_[best];
+    for (int slot = best + 1; slot < block_begin_[block + 1]; ++slot) {
+      const double load = load_[slot];
+      const bool less = load < least;
+      best = less ? slot : best;
+      least = less ? load : least;
+    }
+    block_argmin_[block] = best;
+    block_min_[block] = least;
+  }
   std::vector<int> node_begin_, block_begin_, block_of_, first_block_of_node_;
   std::vector<double> load_, block_min_;
   std::vector<int> block_argmin_;

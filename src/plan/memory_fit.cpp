@@ -23,7 +23,15 @@ struct RankBytes {
   double peak(int r) const { return apart ? std::max(llm[r], base + encoder[r]) : llm[r] + encoder[r]; }
 };
 
-RankBytes rank_bytes(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world_size) {
+// Each sample's length (SampleMeta::tokens walks its images: computed once per plan, not per use).
+std::vector<int> sample_tokens(const GlobalBatch& batch) {
+  std::vector<int> tokens(batch.samples.size());
+  for (size_t s = 0; s < tokens.size(); ++s) tokens[s] = batch.samples[s].tokens();
+  return tokens;
+}
+
+RankBytes rank_bytes(const StepPlan& plan, const GlobalBatch& batch, const std::vector<int>& sample_tokens,
+                     const CostModel& cost, int world_size) {
   const MemoryModel& mem = cost.memory;
   RankBytes bytes{std::vector<double>(world_size, mem.state + mem.fixed),
                   std::vector<double>(world_size, 0.0), mem.encoder_apart, mem.state + mem.fixed};
@@ -33,7 +41,7 @@ RankBytes rank_bytes(const StepPlan& plan, const GlobalBatch& batch, const CostM
     for (int m = 0; m < group.micro_batches; ++m) {
       double tokens = 0.0;
       for (int i = micro_batch_begin(group, m); i < micro_batch_begin(group, m + 1); ++i)
-        tokens += batch.samples[group.samples[i]].tokens();
+        tokens += sample_tokens[group.samples[i]];
       largest = std::max(largest, cost.micro_batch_bytes(tokens, g));
     }
     for (int r : group.ranks) bytes.llm[r] += largest;
@@ -43,6 +51,67 @@ RankBytes rank_bytes(const StepPlan& plan, const GlobalBatch& batch, const CostM
     for (const ImageMeta& im : sample.images)
       bytes.encoder[plan.image_owner[image++]] += mem.per_patch * im.patches;
   return bytes;
+}
+
+void require_tokens_fit(const GlobalBatch& batch, const std::vector<int>& sample_tokens,
+                        const CostModel& cost, int world_size) {
+  if (!cost.bounded()) return;
+  if (cost.memory.state + cost.memory.fixed >= cost.capacity_bytes)
+    throw InputError(
+        fmt::format("memory: the model's parameters, gradients and AdamW moments alone need {} per rank, but "
+                    "the capacity is {}; they are sized by model.llm.* and model.encoder.*",
+                    bytes_text(cost.memory.state + cost.memory.fixed), memory_summary(cost)));
+  const double most = cost.token_capacity(world_size);
+  for (size_t s = 0; s < sample_tokens.size(); ++s) {
+    const int tokens = sample_tokens[s];
+    if (tokens > most)
+      throw InputError(fmt::format(
+          "memory: sample {} of step {} has {} tokens, but even a context-parallel group of all {} ranks "
+          "holds at most {:.0f} tokens of one micro-batch (every member keeps the whole sequence's K|V of "
+          "every layer) at {}; shorten data.text.max or the images (data.images.max_per_sample, max_side), "
+          "or give more memory per rank (machine.memory_gib)",
+          s, batch.step, tokens, world_size, std::floor(most), memory_summary(cost)));
+  }
+}
+
+// fit_images_to_memory on bytes already counted, which it keeps up to date.
+int move_images_to_fit(StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, RankBytes& bytes) {
+  const int world_size = static_cast<int>(bytes.llm.size());
+  std::vector<double> room(world_size);
+  bool over = false;
+  for (int r = 0; r < world_size; ++r) {
+    // With the encoder's own stage only the encoder's part of a rank can make room for images.
+    room[r] = cost.capacity_bytes - (bytes.apart ? bytes.base + bytes.encoder[r] : bytes.peak(r));
+    over |= room[r] < 0.0;
+  }
+  if (!over) return 0;
+  // Images of every overflowing rank, largest first; receivers: the encoder rank with the most room.
+  std::vector<std::pair<int, int>> images;  // (-patches, image)
+  std::vector<int> patches;
+  for (const SampleMeta& sample : batch.samples)
+    for (const ImageMeta& im : sample.images) patches.push_back(im.patches);
+  for (size_t i = 0; i < patches.size(); ++i)
+    if (room[plan.image_owner[i]] < 0.0) images.emplace_back(-patches[i], static_cast<int>(i));
+  std::sort(images.begin(), images.end());
+  std::set<std::pair<double, int>> roomiest;  // (-room, rank)
+  for (int r : plan.encoder_ranks) roomiest.insert({-room[r], r});
+  int moved = 0;
+  for (const auto& [negative, i] : images) {
+    const int from = plan.image_owner[i];
+    if (room[from] >= 0.0) continue;
+    const double need = cost.memory.per_patch * -negative;
+    const auto [negative_room, to] = *roomiest.begin();
+    if (to == from || -negative_room < need) continue;
+    roomiest.erase({-room[from], from});
+    roomiest.erase({-room[to], to});
+    room[from] += need, room[to] -= need;
+    bytes.encoder[from] -= need, bytes.encoder[to] += need;
+    roomiest.insert({-room[from], from});
+    roomiest.insert({-room[to], to});
+    plan.image_owner[i] = to;
+    ++moved;
+  }
+  return moved;
 }
 
 // What a policy is told when it plans: the capacity less the encoder's share (memory_bound); none when the
@@ -70,16 +139,16 @@ class MemoryBoundPlanner : public Planner {
 
   StepPlan plan(const GlobalBatch& batch, int world_size) const override {
     if (unbounded_) return unbounded_->plan(batch, world_size);
-    require_batch_fits(batch, cost_, world_size);
+    const std::vector<int> tokens = sample_tokens(batch);
+    require_tokens_fit(batch, tokens, cost_, world_size);
     CostModel planning = cost_;
     planning.encoder_reserve_bytes = encoder_reserve(batch, cost_, world_size);
-    int longest = 0;
-    for (const SampleMeta& s : batch.samples) longest = std::max(longest, s.tokens());
+    const int longest = tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end());
     // A reserve that would leave the longest sample nowhere to go is left to the images' moves.
     if (planning.token_capacity(world_size) < longest) planning.encoder_reserve_bytes = 0.0;
     StepPlan plan = make_(planning)->plan(batch, world_size);
-    fit_images_to_memory(plan, batch, cost_, world_size);
-    const RankBytes bytes = rank_bytes(plan, batch, cost_, world_size);
+    RankBytes bytes = rank_bytes(plan, batch, tokens, cost_, world_size);
+    if (cost_.memory.per_patch > 0.0) move_images_to_fit(plan, batch, cost_, bytes);
     for (int r = 0; r < world_size; ++r)
       if (bytes.peak(r) > cost_.capacity_bytes * (1.0 + 1e-12))
         throw DoesNotFit(fmt::format(
@@ -114,69 +183,20 @@ std::string memory_summary(const CostModel& cost) {
 
 std::vector<double> rank_peak_bytes(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
                                     int world_size) {
-  const RankBytes bytes = rank_bytes(plan, batch, cost, world_size);
+  const RankBytes bytes = rank_bytes(plan, batch, sample_tokens(batch), cost, world_size);
   std::vector<double> peaks(world_size);
   for (int r = 0; r < world_size; ++r) peaks[r] = bytes.peak(r);
   return peaks;
 }
 
 void require_batch_fits(const GlobalBatch& batch, const CostModel& cost, int world_size) {
-  if (!cost.bounded()) return;
-  if (cost.memory.state + cost.memory.fixed >= cost.capacity_bytes)
-    throw InputError(
-        fmt::format("memory: the model's parameters, gradients and AdamW moments alone need {} per rank, but "
-                    "the capacity is {}; they are sized by model.llm.* and model.encoder.*",
-                    bytes_text(cost.memory.state + cost.memory.fixed), memory_summary(cost)));
-  const double most = cost.token_capacity(world_size);
-  for (size_t s = 0; s < batch.samples.size(); ++s) {
-    const int tokens = batch.samples[s].tokens();
-    if (tokens > most)
-      throw InputError(fmt::format(
-          "memory: sample {} of step {} has {} tokens, but even a context-parallel group of all {} ranks "
-          "holds at most {:.0f} tokens of one micro-batch (every member keeps the whole sequence's K|V of "
-          "every layer) at {}; shorten data.text.max or the images (data.images.max_per_sample, max_side), "
-          "or give more memory per rank (machine.memory_gib)",
-          s, batch.step, tokens, world_size, std::floor(most), memory_summary(cost)));
-  }
+  require_tokens_fit(batch, sample_tokens(batch), cost, world_size);
 }
 
 int fit_images_to_memory(StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world_size) {
   if (!cost.bounded() || cost.memory.per_patch <= 0.0) return 0;
-  const RankBytes bytes = rank_bytes(plan, batch, cost, world_size);
-  std::vector<double> room(world_size);
-  bool over = false;
-  for (int r = 0; r < world_size; ++r) {
-    // With the encoder's own stage only the encoder's part of a rank can make room for images.
-    room[r] = cost.capacity_bytes - (bytes.apart ? bytes.base + bytes.encoder[r] : bytes.peak(r));
-    over |= room[r] < 0.0;
-  }
-  if (!over) return 0;
-  // Images of every overflowing rank, largest first; receivers: the encoder rank with the most room.
-  std::vector<std::pair<int, int>> images;  // (-patches, image)
-  std::vector<int> patches;
-  for (const SampleMeta& sample : batch.samples)
-    for (const ImageMeta& im : sample.images) patches.push_back(im.patches);
-  for (size_t i = 0; i < patches.size(); ++i)
-    if (room[plan.image_owner[i]] < 0.0) images.emplace_back(-patches[i], static_cast<int>(i));
-  std::sort(images.begin(), images.end());
-  std::set<std::pair<double, int>> roomiest;  // (-room, rank)
-  for (int r : plan.encoder_ranks) roomiest.insert({-room[r], r});
-  int moved = 0;
-  for (const auto& [negative, i] : images) {
-    const int from = plan.image_owner[i];
-    if (room[from] >= 0.0) continue;
-    const double need = cost.memory.per_patch * -negative;
-    const auto [negative_room, to] = *roomiest.begin();
-    if (to == from || -negative_room < need) continue;
-    roomiest.erase({-room[from], from});
-    roomiest.erase({-room[to], to});
-    room[from] += need, room[to] -= need;
-    roomiest.insert({-room[from], from});
-    roomiest.insert({-room[to], to});
-    plan.image_owner[i] = to;
-    ++moved;
-  }
-  return moved;
+  RankBytes bytes = rank_bytes(plan, batch, sample_tokens(batch), cost, world_size);
+  return move_images_to_fit(plan, batch, cost, bytes);
 }
 
 std::unique_ptr<Planner> memory_bound(const std::string& policy, const CostModel& cost, PlannerFactory make) {

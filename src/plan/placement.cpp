@@ -118,7 +118,11 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
     }
   }
   std::vector<double> stage_total(stages, 0.0);
-  for (size_t i = 0; i < time.size(); ++i) stage_total[stage_of_image[i]] += time[i];
+  for (int m = 0; m < stages; ++m) {  // a sum in a register per stage, in image order
+    double total = 0.0;
+    for (size_t i = 0; i < time.size(); ++i) total += stage_of_image[i] == m ? time[i] : 0.0;
+    stage_total[m] = total;
+  }
 
   // Largest first, stage by stage (a stable bucketing of the decreasing order), each stage on fresh loads.
   std::vector<int> by_stage = order_by_decreasing(patches);  // the encoder time grows with patches
@@ -131,18 +135,27 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
     std::vector<int> fill(start.begin(), start.end() - 1);
     for (int i : order) by_stage[fill[stage_of_image[i]]++] = i;
   }
+  // The images in placement order with what the loop reads of them, so that it walks memory in order.
+  struct Item {
+    double time;
+    int node, image;
+  };
+  std::vector<Item> items(by_stage.size());
+  for (size_t next = 0; next < by_stage.size(); ++next) {
+    const int i = by_stage[next];
+    items[next] = {time[i], node_of_image[i], i};
+  }
   std::vector<int> owner(time.size());
   for (int m = 0; m < stages; ++m) {
     const double slack = tolerance * stage_total[m] / e;
     NodeLoads loads(node_begin);
     for (int next = start[m]; next < start[m + 1]; ++next) {
-      const int i = by_stage[next];
+      const Item& item = items[next];
       // The least-loaded position of the image's node, unless it is more than the slack above the least
       // loaded of all (when that is on the node, the two are the same position).
-      const int node = node_of_image[i];
       int pos;
-      if (node >= 0 && loads.has_slots(node)) {
-        pos = loads.argmin_in(node);
+      if (item.node >= 0 && loads.has_slots(item.node)) {
+        pos = loads.argmin_in(item.node);
         if (loads.load(pos) > loads.min_lower_bound() + slack) {  // else certainly within the slack
           const int least = loads.argmin();
           if (loads.load(pos) > loads.load(least) + slack) pos = least;
@@ -150,8 +163,8 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
       } else {
         pos = loads.argmin();
       }
-      loads.add(pos, time[i]);
-      owner[i] = encoder_ranks[pos];
+      loads.add(pos, item.time);
+      owner[item.image] = encoder_ranks[pos];
     }
   }
   return owner;

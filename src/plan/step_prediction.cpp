@@ -1,6 +1,7 @@
 #include "minimllm/plan/step_prediction.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "assignment.hpp"
@@ -16,21 +17,36 @@ struct GroupShape {
   int size = 1;
   bool spans = false;
   std::vector<int> nodes, members;  // the nodes the group's ranks are on (increasing), members on each
+  int first = 0, last = 0;          // its lowest and highest rank
+  bool contiguous = true;           // its ranks are first .. last (every planner's groups but the deck's)
+  double route_per_patch = 0.0;     // boundary bytes per patch per member
+
+  // Where rank `owner` on node `node` stands to the group: how many members are on its node, and whether
+  // it is one of them. O(1) for groups on one node of consecutive ranks (the common case: this runs once
+  // per image).
+  std::pair<int, bool> presence(const std::vector<int>& ranks, int node, int owner) const {
+    int on_node = 0;
+    if (nodes.size() == 1) {
+      on_node = node == nodes.front() ? members.front() : 0;
+    } else {
+      const auto it = std::lower_bound(nodes.begin(), nodes.end(), node);
+      on_node = it != nodes.end() && *it == node ? members[it - nodes.begin()] : 0;
+    }
+    const bool member = on_node > 0 && (contiguous ? owner >= first && owner <= last
+                                                   : std::binary_search(ranks.begin(), ranks.end(), owner));
+    return {on_node, member};
+  }
 };
 
 // Boundary exchange: each image's rows go from its encoder rank to the members of its sample's group
 // (rows / g each; the owner keeps its own share), paid per row at the link to each receiver's node. A
 // group's receive time is shared evenly by its members. Returns the sender's time (= the group's).
-double image_route_time(const CostModel& cost, const LlmGroup& group, const GroupShape& shape,
-                        const std::vector<int>& node_of_rank, int owner, double patches) {
-  const auto it = std::lower_bound(shape.nodes.begin(), shape.nodes.end(), node_of_rank[owner]);
-  const double on_node =
-      it != shape.nodes.end() && *it == node_of_rank[owner] ? shape.members[it - shape.nodes.begin()] : 0;
-  const bool owner_in_group =
-      on_node > 0 && std::binary_search(group.ranks.begin(), group.ranks.end(), owner);
-  const double local = on_node - owner_in_group, remote = shape.size - on_node;
-  return patches / shape.size * cost.boundary_bytes_per_patch *
-         (local / cost.intra_node.bandwidth + remote / cost.inter_node.bandwidth);
+// `seconds_per_byte`: 1 / bandwidth within and between nodes (no division per image).
+double image_route_time(const LlmGroup& group, const GroupShape& shape, const double (&seconds_per_byte)[2],
+                        int owner_node, int owner, double patches) {
+  const auto [on_node, member] = shape.presence(group.ranks, owner_node, owner);
+  const double local = on_node - member, remote = shape.size - on_node;
+  return patches * shape.route_per_patch * (local * seconds_per_byte[0] + remote * seconds_per_byte[1]);
 }
 
 // Latency of the boundary exchange, one direction, as a pairwise all-to-all (cost_model.hpp): a message
@@ -53,10 +69,8 @@ std::vector<double> route_latency(const CostModel& cost, const StepPlan& plan, c
         const int owner = plan.image_owner[i];
         if (stamp[owner] == route || (shape.size == 1 && owner == ranks.front())) continue;
         stamp[owner] = route;
-        const auto it = std::lower_bound(shape.nodes.begin(), shape.nodes.end(), node_of_rank[owner]);
-        const bool near = it != shape.nodes.end() && *it == node_of_rank[owner];
-        const int on_node = near ? shape.members[it - shape.nodes.begin()] : 0;
-        const bool member = near && std::binary_search(ranks.begin(), ranks.end(), owner);
+        const auto [on_node, member] = shape.presence(ranks, node_of_rank[owner], owner);
+        const bool near = on_node > 0;
         send[m * world_size + owner] +=
             (on_node - member) * cost.intra_node.latency + (shape.size - on_node) * cost.inter_node.latency;
         receive[route] += cost.link(!near).latency;
@@ -104,8 +118,12 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
         shape.nodes.push_back(node_of_rank[r]), shape.members.push_back(0);
       ++shape.members.back();
     }
+    shape.first = group.ranks.front(), shape.last = group.ranks.back();
+    shape.contiguous = shape.last - shape.first + 1 == shape.size;
+    shape.route_per_patch = cost.boundary_bytes_per_patch / shape.size;
     for (int s : group.samples) group_of_sample[s] = k;
   }
+  const double seconds_per_byte[2] = {1.0 / cost.intra_node.bandwidth, 1.0 / cost.inter_node.bandwidth};
   // Pipeline stages (disaggregated plans; pipeline_stage in rank_work.hpp); one stage otherwise.
   int stages = 1;
   const std::vector<int> stage_of_sample =
@@ -133,8 +151,8 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
       encoder[m * world_size + owner] += time;
       encoder_total += time, largest_image = std::max(largest_image, time);
       largest_own_image = std::max(largest_own_image, time);
-      const double route =
-          image_route_time(cost, plan.llm_groups[k], shapes[k], node_of_rank, owner, im.patches);
+      const double route = image_route_time(plan.llm_groups[k], shapes[k], seconds_per_byte,
+                                            node_of_rank[owner], owner, im.patches);
       send[m * world_size + owner] += route, group_receive[m * n_groups + k] += route;
       tokens += im.patches;
     }
