@@ -1,9 +1,9 @@
 // Planner tests on the decks in inputs/: the default cost model against the model's own FLOP and
 // parameter counts; every policy's plans valid, deterministic and no better than the lower bound on random
 // batches of several shapes and world sizes; the dynamic policies never predicted slower than the static
-// baseline; the targets at 256 and 4,096 ranks; DHP's non-power-of-two groups, FlexSP's powers of
-// two, orch's separate encoder layout, disagg's encoder ranks and pipeline reordering, and memory
-// capacity per micro-batch.
+// baseline (and their quick upper bound never below the prediction); the targets at 256 and 4,096
+// ranks; DHP's non-power-of-two groups, FlexSP's powers of two, orch's separate encoder layout, disagg's
+// encoder ranks and pipeline reordering, and memory capacity per micro-batch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,6 +51,7 @@ std::vector<Case> cases() {
     out.push_back({"quickstart/" + std::to_string(n), quickstart(n, 1234 + n)});
     out.push_back({"llm_heavy/" + std::to_string(n), deck("llm_heavy", n, 7 + n)});
   }
+  out.push_back({"many_images/64", deck("many_images", 64, 21)});  // ~24 images per sample
   return out;
 }
 
@@ -185,6 +186,13 @@ TEST(Planners, ValidDeterministicBoundedOnRandomBatches) {
           EXPECT_TRUE(same_plan(plan, planner->plan(batch, world)));
           const PlanPrediction p = predict(plan, batch, cost, world);
           EXPECT_GE(p.makespan, p.lower_bound * (1.0 - 1e-9));
+          // The cheap bound the dynamic policies check first never undercuts the prediction (and is it
+          // without images: only the boundary exchange is bounded).
+          const double bound = predict_upper_bound(plan, batch, cost, world).makespan;
+          EXPECT_GE(bound, p.makespan);
+          if (batch.image_tokens() == 0) {
+            EXPECT_DOUBLE_EQ(bound, p.makespan);
+          }
           EXPECT_GE(p.idle_fraction, -1e-9);
           EXPECT_LE(p.idle_fraction, 1.0);
           EXPECT_GE(p.comm_fraction, 0.0);

@@ -63,13 +63,15 @@ class PolicyBase : public Planner {
     if (costs.max_tokens > std::min(bin, cost_.token_capacity(cp))) return plan;  // static would not fit
     std::vector<LlmGroup> groups =
         planning::megatron_static_groups(batch, costs, cost_, world_size, cp, options_.tokens_per_rank);
-    const double planned = predict(plan, batch, cost_, world_size).makespan;
     // Most steps end here: the plan beats even a lower bound of static's step, so static's images need not
-    // be placed nor its step predicted (planning time on image-heavy batches).
+    // be placed nor its step predicted (planning time on image-heavy batches); and mostly its upper bound
+    // already does, so that it need not be predicted exactly either.
     constexpr double kRounding = 1.0 - 1e-9;  // the bound's sums associate differently from predict's
-    if (planned <= kRounding * planning::static_makespan_lower_bound(
-                                   groups, costs, planning::sample_encoder_times(batch, cost_)))
-      return plan;
+    const double static_bound = kRounding * planning::static_makespan_lower_bound(
+                                                groups, costs, planning::sample_encoder_times(batch, cost_));
+    if (predict_upper_bound(plan, batch, cost_, world_size).makespan <= static_bound) return plan;
+    const double planned = predict(plan, batch, cost_, world_size).makespan;
+    if (planned <= static_bound) return plan;
     StepPlan baseline = planning::static_plan_of(std::move(groups), batch, world_size);
     if (predict(baseline, batch, cost_, world_size).makespan >= planned) return plan;
     baseline.policy = plan.policy;

@@ -49,6 +49,18 @@ double image_route_time(const LlmGroup& group, const GroupShape& shape, const do
   return patches * shape.route_per_patch * (local * seconds_per_byte[0] + remote * seconds_per_byte[1]);
 }
 
+// Each rank's latency per stage: the larger of what it sends (send) and what its group hears (receive, per
+// stage and group).
+std::vector<double> rank_latency(const StepPlan& plan, std::vector<double> send,
+                                 const std::vector<double>& receive, int stages, int world_size) {
+  const int n_groups = static_cast<int>(plan.llm_groups.size());
+  for (int m = 0; m < stages; ++m)
+    for (int k = 0; k < n_groups; ++k)
+      for (int r : plan.llm_groups[k].ranks)
+        send[m * world_size + r] = std::max(send[m * world_size + r], receive[m * n_groups + k]);
+  return send;
+}
+
 // Latency of the boundary exchange, one direction, as a pairwise all-to-all (cost_model.hpp): a message
 // step per peer, at the link to that peer. A sender's peers are the members of the groups its images go
 // to; a group's members each hear from the images' owners. Distinct (stage, owner, group) routes are
@@ -77,12 +89,27 @@ std::vector<double> route_latency(const CostModel& cost, const StepPlan& plan, c
       }
     }
   }
-  std::vector<double> latency = send;
-  for (int m = 0; m < stages; ++m)
-    for (int k = 0; k < n_groups; ++k)
-      for (int r : plan.llm_groups[k].ranks)
-        latency[m * world_size + r] = std::max(latency[m * world_size + r], receive[m * n_groups + k]);
-  return latency;
+  return rank_latency(plan, std::move(send), receive, stages, world_size);
+}
+
+// An upper bound of route_latency without finding the distinct routes (predict_upper_bound): every image
+// counted as a route of its own, every message step at the slower link. O(images), no search per image.
+std::vector<double> route_latency_bound(const CostModel& cost, const StepPlan& plan, const GlobalBatch& batch,
+                                        int world_size) {
+  const int n_groups = static_cast<int>(plan.llm_groups.size());
+  const double slower = std::max(cost.intra_node.latency, cost.inter_node.latency);
+  const std::vector<int> first_image = first_image_of_samples(batch);
+  std::vector<double> send(world_size, 0.0), receive(n_groups, 0.0);
+  for (int k = 0; k < n_groups; ++k) {
+    const double peers = static_cast<double>(plan.llm_groups[k].ranks.size());
+    double images = 0.0;
+    for (int s : plan.llm_groups[k].samples) {
+      images += first_image[s + 1] - first_image[s];
+      for (int i = first_image[s]; i < first_image[s + 1]; ++i) send[plan.image_owner[i]] += peers * slower;
+    }
+    receive[k] = std::min(images, static_cast<double>(world_size)) * slower;
+  }
+  return rank_latency(plan, std::move(send), receive, 1, world_size);
 }
 
 }  // namespace
@@ -101,10 +128,18 @@ double route_check_time(const CostModel& cost, int world_size) {
   return all_to_all + net.all_reduce(span, sizeof(int));
 }
 
-PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
-                       int world_size) {
+namespace {
+
+// predict(), or with `exact` false (colocated plans only) predict_upper_bound(): the boundary exchange's
+// terms bounded instead of routed.
+PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
+                              int world_size, bool exact) {
   const int n_groups = static_cast<int>(plan.llm_groups.size());
   const bool pipelined = plan.placement == Placement::disaggregated;
+  exact = exact || pipelined;
+  // The bound's terms are raised by a relative 1e-9, above the rounding of sums taken in another order.
+  const double slower_per_byte =
+      (1.0 + 1e-9) * std::max(1.0 / cost.intra_node.bandwidth, 1.0 / cost.inter_node.bandwidth);
   std::vector<int> node_of_rank(world_size), group_of_sample(batch.samples.size(), 0);
   for (int r = 0; r < world_size; ++r) node_of_rank[r] = cost.node_of(r);
   std::vector<GroupShape> shapes(n_groups);
@@ -151,8 +186,10 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
       encoder[m * world_size + owner] += time;
       encoder_total += time, largest_image = std::max(largest_image, time);
       largest_own_image = std::max(largest_own_image, time);
-      const double route = image_route_time(plan.llm_groups[k], shapes[k], seconds_per_byte,
-                                            node_of_rank[owner], owner, im.patches);
+      // Bound: every receiver's rows at the slower link, the owner's own share included.
+      const double route = exact ? image_route_time(plan.llm_groups[k], shapes[k], seconds_per_byte,
+                                                    node_of_rank[owner], owner, im.patches)
+                                 : im.patches * cost.boundary_bytes_per_patch * slower_per_byte;
       send[m * world_size + owner] += route, group_receive[m * n_groups + k] += route;
       tokens += im.patches;
     }
@@ -204,8 +241,11 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
             std::max(boundary[m * world_size + r], group_receive[m * n_groups + k] / shapes[k].size);
       }
   // Each exchange (forward and backward) pays a message step per peer (route_latency).
-  const std::vector<double> latency =
-      route_latency(cost, plan, batch, shapes, node_of_rank, stage_of_sample, stages, world_size);
+  std::vector<double> latency =
+      exact ? route_latency(cost, plan, batch, shapes, node_of_rank, stage_of_sample, stages, world_size)
+            : route_latency_bound(cost, plan, batch, world_size);
+  if (!exact)
+    for (double& l : latency) l *= 1.0 + 1e-9;
   for (size_t i = 0; i < boundary.size(); ++i) boundary[i] += 2.0 * latency[i];
   const auto slowest = [&](const std::vector<double>& v, int m) {
     return *std::max_element(v.begin() + m * world_size, v.begin() + (m + 1) * world_size);
@@ -306,6 +346,18 @@ PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const Cos
     }
   }
   return p;
+}
+
+}  // namespace
+
+PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
+                       int world_size) {
+  return predict_phases(plan, batch, cost, world_size, true);
+}
+
+PlanPrediction predict_upper_bound(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
+                                   int world_size) {
+  return predict_phases(plan, batch, cost, world_size, false);
 }
 
 PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,

@@ -53,6 +53,13 @@ double route_check_time(const CostModel& cost, int world_size);
 // Predicted time of a plan's phases under the cost model (see PlanPrediction).
 PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world_size);
 
+// As predict(), cheaper, with a makespan at least predict()'s: the boundary exchange is bounded instead of
+// routed (every image's rows to every member of its group at the slower link, a message step per image and
+// member at the slower latency). Colocated plans; a disaggregated plan gets predict() itself. For a
+// planner's quick "certainly faster than X" before it needs the exact prediction.
+PlanPrediction predict_upper_bound(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
+                                   int world_size);
+
 // As predict(), with data, grad_sync and optimizer set and added to makespan (the predicted step) and to
 // lower_bound (the step terms of the lower bound: the gradient all-reduce, the optimizer, and the data
 // of the busiest rank if the inputs were spread evenly). comm_fraction counts the all-reduce as
