@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "baselines.hpp"
@@ -22,6 +23,7 @@
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/plan/step_prediction.hpp"
 #include "node_locality.hpp"
+#include "placement.hpp"
 #include "planner_inputs.hpp"
 #include "target_search.hpp"
 
@@ -504,6 +506,90 @@ TEST(NodeLoads, AnswersAsOneLoadTreeOverAllSlots) {
       ASSERT_EQ(loads.load(slot), reference.load(slot));
     }
   }
+}
+
+// balance_images as its contract reads, written plainly: images stage by stage, largest first (ties in
+// image order), each on the least-loaded encoder rank of its sample's LLM node unless that is more than
+// tolerance x the stage's mean load above the least loaded of all (ties to the lowest position).
+std::vector<int> plain_image_placement(const GlobalBatch& batch, const CostModel& cost,
+                                       const std::vector<int>& encoder_ranks,
+                                       const std::vector<int>& preferred, double tolerance,
+                                       const std::vector<int>& stage_of_sample) {
+  struct Image {
+    int stage, patches, index, node;
+    double time;
+  };
+  std::vector<Image> images;
+  int stages = 1;
+  for (size_t s = 0; s < batch.samples.size(); ++s)
+    for (const ImageMeta& im : batch.samples[s].images) {
+      images.push_back({stage_of_sample[s], im.patches, static_cast<int>(images.size()),
+                        preferred[s] >= 0 ? cost.node_of(preferred[s]) : -1, cost.encoder_time(im.patches)});
+      stages = std::max(stages, stage_of_sample[s] + 1);
+    }
+  std::vector<Image> order = images;
+  std::sort(order.begin(), order.end(), [](const Image& a, const Image& b) {
+    return std::tie(a.stage, b.patches, a.index) < std::tie(b.stage, a.patches, b.index);
+  });
+  const int e = static_cast<int>(encoder_ranks.size());
+  std::vector<int> owner(images.size());
+  for (int m = 0; m < stages; ++m) {
+    double total = 0.0;
+    for (const Image& im : images)
+      if (im.stage == m) total += im.time;
+    const double slack = tolerance * total / e;
+    std::vector<double> load(e, 0.0);
+    for (const Image& im : order) {
+      if (im.stage != m) continue;
+      const int least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+      int pos = -1;
+      for (int p = 0; p < e; ++p)
+        if (cost.node_of(encoder_ranks[p]) == im.node && (pos < 0 || load[p] < load[pos])) pos = p;
+      if (pos < 0 || load[pos] > load[least] + slack) pos = least;
+      load[pos] += im.time;
+      owner[im.index] = encoder_ranks[pos];
+    }
+  }
+  return owner;
+}
+
+// The same placements whichever sort orders the images: counting by (stage, patches), or comparing where
+// one image's patches make the counting range too wide; with and without pipeline stages, with encoder
+// ranks on some nodes only and samples whose node has none or that have no LLM rank.
+TEST(ImagePlacement, AnswersAsThePlainPlacement) {
+  std::mt19937 rng(3);
+  CostModel cost;
+  cost.ranks_per_node = 4;
+  cost.encoder = {1e-9, 1e-6, 1e-5};
+  const std::vector<int> encoder_ranks = {0, 1, 2, 3, 5, 6, 13, 14, 15};  // nodes 0, 1, 3; none on node 2
+  for (const bool huge_image : {false, true})
+    for (const int stages : {1, 3}) {
+      SCOPED_TRACE(std::string(huge_image ? "comparison sort" : "counting sort") + ", " +
+                   std::to_string(stages) + " stages");
+      GlobalBatch batch = batch_of_lengths(std::vector<int>(40, 16));
+      std::vector<int> preferred(batch.samples.size()), stage_of_sample(batch.samples.size());
+      for (size_t s = 0; s < batch.samples.size(); ++s) {
+        for (int i = static_cast<int>(rng() % 6); i > 0; --i) {
+          ImageMeta im;
+          im.patches = 1 + static_cast<int>(rng() % 8) * 4;  // repeated sizes: ties in the order
+          batch.samples[s].images.push_back(im);
+        }
+        preferred[s] = static_cast<int>(rng() % 17) - 1;  // -1: no LLM rank
+        stage_of_sample[s] = static_cast<int>(rng() % stages);
+      }
+      if (huge_image) {
+        ImageMeta im;
+        im.patches = 100000;
+        batch.samples[7].images.push_back(im);
+      }
+      for (const double tolerance : {0.0, 0.02, 0.5}) {
+        const std::vector<int> placed =
+            planning::balance_images(batch, cost, encoder_ranks, preferred, tolerance, stage_of_sample);
+        EXPECT_EQ(placed,
+                  plain_image_placement(batch, cost, encoder_ranks, preferred, tolerance, stage_of_sample))
+            << "tolerance " << tolerance;
+      }
+    }
 }
 
 TEST(PlanTraffic, LoadersHoldContiguousShards) {

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include "load_tree.hpp"
@@ -99,53 +100,65 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
     while (pos < e && node_of_position[pos] < node) ++pos;
     node_begin[node] = pos;
   }
-  std::vector<int> patches, node_of_image, stage_of_image;  // node of the image's LLM group, -1: none
-  std::vector<double> time;
-  std::size_t images = 0;
-  for (const SampleMeta& sample : batch.samples) images += sample.images.size();
-  patches.reserve(images), node_of_image.reserve(images), stage_of_image.reserve(images),
-      time.reserve(images);
-  int stages = 1;
+  // Placement order: stage by stage, largest first (the encoder time grows with patches), ties in image
+  // order. Two walks over the images: the first counts them by (stage, patches), the second writes each
+  // straight to its place (a counting sort; a comparison sort where patches range too widely).
+  int stages = 1, most_patches = 0, images = 0;
   for (size_t s = 0; s < batch.samples.size(); ++s) {
-    const int node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
-    const int stage = stage_of_sample.empty() ? 0 : stage_of_sample[s];
-    stages = std::max(stages, stage + 1);
-    for (const ImageMeta& image : batch.samples[s].images) {
-      patches.push_back(image.patches);
-      node_of_image.push_back(node < nodes ? node : -1);
-      stage_of_image.push_back(stage);
-      time.push_back(cost.encoder_time(image.patches));
+    if (!stage_of_sample.empty()) stages = std::max(stages, stage_of_sample[s] + 1);
+    for (const ImageMeta& image : batch.samples[s].images)
+      most_patches = std::max(most_patches, image.patches), ++images;
+  }
+  const auto stage_of = [&](size_t s) { return stage_of_sample.empty() ? 0 : stage_of_sample[s]; };
+  const long long keys = static_cast<long long>(stages) * (most_patches + 1);
+  const bool counting = keys <= 4LL * images + 4096;
+  std::vector<int> next_of_key;           // counting: the next place of each key, stage-major, largest first
+  std::vector<int> place_of_image;        // otherwise: each image's place
+  std::vector<int> start(stages + 1, 0);  // each stage's first place
+  if (counting) {
+    next_of_key.assign(keys + 1, 0);
+    for (size_t s = 0; s < batch.samples.size(); ++s) {
+      const long long base = static_cast<long long>(stage_of(s)) * (most_patches + 1) + most_patches;
+      for (const ImageMeta& image : batch.samples[s].images) ++next_of_key[base - image.patches + 1];
     }
+    for (long long k = 1; k <= keys; ++k) next_of_key[k] += next_of_key[k - 1];
+    for (int m = 0; m <= stages; ++m) start[m] = next_of_key[static_cast<long long>(m) * (most_patches + 1)];
+  } else {
+    std::vector<std::tuple<int, int, int>> records;  // (stage, -patches, image)
+    records.reserve(images);
+    for (size_t s = 0, i = 0; s < batch.samples.size(); ++s)
+      for (const ImageMeta& image : batch.samples[s].images)
+        records.emplace_back(stage_of(s), -image.patches, static_cast<int>(i++));
+    std::sort(records.begin(), records.end());
+    place_of_image.resize(images);
+    for (int next = 0; next < images; ++next) {
+      place_of_image[std::get<2>(records[next])] = next;
+      ++start[std::get<0>(records[next]) + 1];
+    }
+    for (int m = 0; m < stages; ++m) start[m + 1] += start[m];
   }
-  std::vector<double> stage_total(stages, 0.0);
-  for (int m = 0; m < stages; ++m) {  // a sum in a register per stage, in image order
-    double total = 0.0;
-    for (size_t i = 0; i < time.size(); ++i) total += stage_of_image[i] == m ? time[i] : 0.0;
-    stage_total[m] = total;
-  }
-
-  // Largest first, stage by stage (a stable bucketing of the decreasing order), each stage on fresh loads.
-  std::vector<int> by_stage = order_by_decreasing(patches);  // the encoder time grows with patches
-  std::vector<int> start(stages + 1, 0);
-  for (int i : by_stage) ++start[stage_of_image[i] + 1];
-  for (int m = 0; m < stages; ++m) start[m + 1] += start[m];
-  if (stages > 1) {
-    const std::vector<int> order = std::move(by_stage);
-    by_stage.assign(order.size(), 0);
-    std::vector<int> fill(start.begin(), start.end() - 1);
-    for (int i : order) by_stage[fill[stage_of_image[i]]++] = i;
-  }
-  // The images in placement order with what the loop reads of them, so that it walks memory in order.
+  // The images in placement order with what the loop reads of them, so that it walks memory in order;
+  // each stage's encoder time summed in image order.
   struct Item {
     double time;
-    int node, image;
+    int node, image;  // node of the image's LLM group, -1: none
   };
-  std::vector<Item> items(by_stage.size());
-  for (size_t next = 0; next < by_stage.size(); ++next) {
-    const int i = by_stage[next];
-    items[next] = {time[i], node_of_image[i], i};
+  std::vector<Item> items(images);
+  std::vector<double> stage_total(stages, 0.0);
+  for (size_t s = 0, i = 0; s < batch.samples.size(); ++s) {
+    const int node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
+    const int stage = stage_of(s);
+    const long long base = static_cast<long long>(stage) * (most_patches + 1) + most_patches;
+    double total = stage_total[stage];  // in a register through the sample's images: the same sums
+    for (const ImageMeta& image : batch.samples[s].images) {
+      const double time = cost.encoder_time(image.patches);
+      total += time;
+      const int next = counting ? next_of_key[base - image.patches]++ : place_of_image[i];
+      items[next] = {time, node < nodes ? node : -1, static_cast<int>(i++)};
+    }
+    stage_total[stage] = total;
   }
-  std::vector<int> owner(time.size());
+  std::vector<int> owner(images);
   for (int m = 0; m < stages; ++m) {
     const double slack = tolerance * stage_total[m] / e;
     NodeLoads loads(node_begin);
