@@ -683,8 +683,7 @@ TEST(Baselines, StaticLowerBoundNeverExceedsStaticsPredictedStep) {
         const GlobalBatch batch = Sampler(config).batch(0);
         const planning::BatchCosts costs = planning::batch_costs(batch, cost);
         std::vector<LlmGroup> groups = planning::megatron_static_groups(batch, costs, cost, world, cp, 0);
-        const double bound =
-            planning::static_makespan_lower_bound(groups, costs, planning::sample_encoder_times(batch, cost));
+        const double bound = planning::static_makespan_lower_bound(groups, costs, costs.encoder);
         const double step =
             predict(planning::static_plan_of(std::move(groups), batch, world), batch, cost, world).makespan;
         EXPECT_LE(bound, step * (1.0 + 1e-12));

@@ -17,8 +17,11 @@ BatchCosts batch_costs(const GlobalBatch& batch, const CostModel& cost) {
   std::vector<int> tokens(n);
   costs.tokens.resize(n);
   costs.llm.resize(n);
-  for (size_t s = 0; s < n; ++s) {
-    tokens[s] = batch.samples[s].tokens();
+  costs.encoder.assign(n, 0.0);
+  for (size_t s = 0; s < n; ++s) {  // one walk over the images for both
+    tokens[s] = batch.samples[s].text_len;
+    for (const ImageMeta& image : batch.samples[s].images)
+      tokens[s] += image.patches, costs.encoder[s] += cost.encoder_time(image.patches);
     costs.max_tokens = std::max(costs.max_tokens, tokens[s]);
     costs.tokens[s] = tokens[s];
     costs.llm[s] = cost.llm(costs.tokens[s]);
@@ -34,13 +37,6 @@ double llm_lower_bound(double total_llm, double largest_tokens, const CostModel&
   for (int g = 1; g <= ranks; ++g)
     best = std::min(best, cost.llm_time_spanning(largest_tokens, g, g > cost.ranks_per_node));
   return std::max(total_llm / ranks, best);
-}
-
-std::vector<double> sample_encoder_times(const GlobalBatch& batch, const CostModel& cost) {
-  std::vector<double> times(batch.samples.size(), 0.0);
-  for (size_t s = 0; s < batch.samples.size(); ++s)
-    for (const ImageMeta& image : batch.samples[s].images) times[s] += cost.encoder_time(image.patches);
-  return times;
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -19,14 +19,12 @@ struct RankRange {
 struct BatchCosts {
   std::vector<double> tokens;  // fused LLM sequence length
   int max_tokens = 0;
-  std::vector<double> llm;  // LLM compute on one rank (the key planners sort by)
-  std::vector<int> by_llm;  // samples by decreasing LLM cost (= decreasing tokens)
+  std::vector<double> llm;      // LLM compute on one rank (the key planners sort by)
+  std::vector<double> encoder;  // encoder time (the sum over its images)
+  std::vector<int> by_llm;      // samples by decreasing LLM cost (= decreasing tokens)
   double total_llm = 0.0;
 };
 BatchCosts batch_costs(const GlobalBatch& batch, const CostModel& cost);
-
-// Encoder time of every sample (the sum over its images).
-std::vector<double> sample_encoder_times(const GlobalBatch& batch, const CostModel& cost);
 
 // Lower bound of the LLM phase on `ranks` ranks: max(total one-rank compute / ranks, the largest
 // sample's best time on any group of at most `ranks` ranks; memory ignored, so it bounds every plan).

@@ -23,11 +23,25 @@ struct RankBytes {
   double peak(int r) const { return apart ? std::max(llm[r], base + encoder[r]) : llm[r] + encoder[r]; }
 };
 
-// Each sample's length (SampleMeta::tokens walks its images: computed once per plan, not per use).
-std::vector<int> sample_tokens(const GlobalBatch& batch) {
-  std::vector<int> tokens(batch.samples.size());
-  for (size_t s = 0; s < tokens.size(); ++s) tokens[s] = batch.samples[s].tokens();
-  return tokens;
+// Each sample's length, the step's patches and its largest image, in one walk over the images (once per
+// plan: SampleMeta::tokens walks a sample's images each time it is asked).
+struct BatchSizes {
+  std::vector<int> tokens;
+  double patches = 0.0, largest_image = 0.0;
+};
+
+BatchSizes batch_sizes(const GlobalBatch& batch) {
+  BatchSizes sizes;
+  sizes.tokens.resize(batch.samples.size());
+  for (size_t s = 0; s < batch.samples.size(); ++s) {
+    int tokens = batch.samples[s].text_len;
+    for (const ImageMeta& im : batch.samples[s].images) {
+      tokens += im.patches;
+      sizes.patches += im.patches, sizes.largest_image = std::max<double>(sizes.largest_image, im.patches);
+    }
+    sizes.tokens[s] = tokens;
+  }
+  return sizes;
 }
 
 RankBytes rank_bytes(const StepPlan& plan, const GlobalBatch& batch, const std::vector<int>& sample_tokens,
@@ -116,13 +130,9 @@ int move_images_to_fit(StepPlan& plan, const GlobalBatch& batch, const CostModel
 
 // What a policy is told when it plans: the capacity less the encoder's share (memory_bound); none when the
 // encoder has its own stage.
-double encoder_reserve(const GlobalBatch& batch, const CostModel& cost, int world_size) {
+double encoder_reserve(const BatchSizes& sizes, const CostModel& cost, int world_size) {
   if (cost.memory.encoder_apart) return 0.0;
-  double patches = 0.0, largest = 0.0;
-  for (const SampleMeta& sample : batch.samples)
-    for (const ImageMeta& im : sample.images)
-      patches += im.patches, largest = std::max<double>(largest, im.patches);
-  return cost.memory.per_patch * (std::ceil(patches / world_size) + largest);
+  return cost.memory.per_patch * (std::ceil(sizes.patches / world_size) + sizes.largest_image);
 }
 
 class MemoryBoundPlanner : public Planner {
@@ -139,10 +149,11 @@ class MemoryBoundPlanner : public Planner {
 
   StepPlan plan(const GlobalBatch& batch, int world_size) const override {
     if (unbounded_) return unbounded_->plan(batch, world_size);
-    const std::vector<int> tokens = sample_tokens(batch);
+    const BatchSizes sizes = batch_sizes(batch);
+    const std::vector<int>& tokens = sizes.tokens;
     require_tokens_fit(batch, tokens, cost_, world_size);
     CostModel planning = cost_;
-    planning.encoder_reserve_bytes = encoder_reserve(batch, cost_, world_size);
+    planning.encoder_reserve_bytes = encoder_reserve(sizes, cost_, world_size);
     const int longest = tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end());
     // A reserve that would leave the longest sample nowhere to go is left to the images' moves.
     if (planning.token_capacity(world_size) < longest) planning.encoder_reserve_bytes = 0.0;
@@ -183,19 +194,19 @@ std::string memory_summary(const CostModel& cost) {
 
 std::vector<double> rank_peak_bytes(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
                                     int world_size) {
-  const RankBytes bytes = rank_bytes(plan, batch, sample_tokens(batch), cost, world_size);
+  const RankBytes bytes = rank_bytes(plan, batch, batch_sizes(batch).tokens, cost, world_size);
   std::vector<double> peaks(world_size);
   for (int r = 0; r < world_size; ++r) peaks[r] = bytes.peak(r);
   return peaks;
 }
 
 void require_batch_fits(const GlobalBatch& batch, const CostModel& cost, int world_size) {
-  require_tokens_fit(batch, sample_tokens(batch), cost, world_size);
+  require_tokens_fit(batch, batch_sizes(batch).tokens, cost, world_size);
 }
 
 int fit_images_to_memory(StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world_size) {
   if (!cost.bounded() || cost.memory.per_patch <= 0.0) return 0;
-  RankBytes bytes = rank_bytes(plan, batch, sample_tokens(batch), cost, world_size);
+  RankBytes bytes = rank_bytes(plan, batch, batch_sizes(batch).tokens, cost, world_size);
   return move_images_to_fit(plan, batch, cost, bytes);
 }
 

@@ -67,8 +67,8 @@ class PolicyBase : public Planner {
     // be placed nor its step predicted (planning time on image-heavy batches); and mostly its upper bound
     // already does, so that it need not be predicted exactly either.
     constexpr double kRounding = 1.0 - 1e-9;  // the bound's sums associate differently from predict's
-    const double static_bound = kRounding * planning::static_makespan_lower_bound(
-                                                groups, costs, planning::sample_encoder_times(batch, cost_));
+    const double static_bound =
+        kRounding * planning::static_makespan_lower_bound(groups, costs, costs.encoder);
     if (predict_upper_bound(plan, batch, cost_, world_size).makespan <= static_bound) return plan;
     const double planned = predict(plan, batch, cost_, world_size).makespan;
     if (planned <= static_bound) return plan;
@@ -268,7 +268,7 @@ class DisaggPlanner : public PolicyBase {
     if (options_.encoder_ranks >= world_size)
       throw InputError(fmt::format("disagg planner: {} encoder ranks on {} ranks; valid: 1..{} (0 = choose)",
                                    options_.encoder_ranks, world_size, world_size - 1));
-    const std::vector<double> encoder_time = planning::sample_encoder_times(batch, cost_);
+    const std::vector<double>& encoder_time = costs.encoder;
     double encoder_total = 0.0;
     for (double t : encoder_time) encoder_total += t;
     std::vector<int> candidates;

@@ -92,26 +92,6 @@ std::vector<double> route_latency(const CostModel& cost, const StepPlan& plan, c
   return rank_latency(plan, std::move(send), receive, stages, world_size);
 }
 
-// An upper bound of route_latency without finding the distinct routes (predict_upper_bound): every image
-// counted as a route of its own, every message step at the slower link. O(images), no search per image.
-std::vector<double> route_latency_bound(const CostModel& cost, const StepPlan& plan, const GlobalBatch& batch,
-                                        int world_size) {
-  const int n_groups = static_cast<int>(plan.llm_groups.size());
-  const double slower = std::max(cost.intra_node.latency, cost.inter_node.latency);
-  const std::vector<int> first_image = first_image_of_samples(batch);
-  std::vector<double> send(world_size, 0.0), receive(n_groups, 0.0);
-  for (int k = 0; k < n_groups; ++k) {
-    const double peers = static_cast<double>(plan.llm_groups[k].ranks.size());
-    double images = 0.0;
-    for (int s : plan.llm_groups[k].samples) {
-      images += first_image[s + 1] - first_image[s];
-      for (int i = first_image[s]; i < first_image[s + 1]; ++i) send[plan.image_owner[i]] += peers * slower;
-    }
-    receive[k] = std::min(images, static_cast<double>(world_size)) * slower;
-  }
-  return rank_latency(plan, std::move(send), receive, 1, world_size);
-}
-
 }  // namespace
 
 double route_check_time(const CostModel& cost, int world_size) {
@@ -140,6 +120,7 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
   // The bound's terms are raised by a relative 1e-9, above the rounding of sums taken in another order.
   const double slower_per_byte =
       (1.0 + 1e-9) * std::max(1.0 / cost.intra_node.bandwidth, 1.0 / cost.inter_node.bandwidth);
+  const double slower_latency = (1.0 + 1e-9) * std::max(cost.intra_node.latency, cost.inter_node.latency);
   std::vector<int> node_of_rank(world_size), group_of_sample(batch.samples.size(), 0);
   for (int r = 0; r < world_size; ++r) node_of_rank[r] = cost.node_of(r);
   std::vector<GroupShape> shapes(n_groups);
@@ -175,11 +156,15 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
   double images_of_largest = 0.0;            // encoder time of the longest sample's largest image
   std::vector<double> latency_of(n_groups);  // the K/V exchange's latency per micro-batch of each group
   for (int k = 0; k < n_groups; ++k) latency_of[k] = cost.llm_comm(0.0, shapes[k].size, shapes[k].spans);
+  // The bound of route_latency (inexact predictions): every image a route of its own, a message step per
+  // member of its group at the slower link; a group hears from at most one owner per image and rank.
+  std::vector<double> send_latency_bound(exact ? 0 : world_size, 0.0), images_of_group(n_groups, 0.0);
   int image = 0;
   for (size_t s = 0; s < batch.samples.size(); ++s) {
     const SampleMeta& sample = batch.samples[s];
     const int k = group_of_sample[s], m = stage_of_sample[s];
     double tokens = sample.text_len, largest_own_image = 0.0;
+    images_of_group[k] += sample.images.size();
     for (const ImageMeta& im : sample.images) {
       const int owner = plan.image_owner[image++];
       const double time = cost.encoder_time(im.patches);
@@ -191,6 +176,7 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
                                                     node_of_rank[owner], owner, im.patches)
                                  : im.patches * cost.boundary_bytes_per_patch * slower_per_byte;
       send[m * world_size + owner] += route, group_receive[m * n_groups + k] += route;
+      if (!exact) send_latency_bound[owner] += shapes[k].size * slower_latency;
       tokens += im.patches;
     }
     const double one_rank = cost.llm(tokens);
@@ -241,11 +227,15 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
             std::max(boundary[m * world_size + r], group_receive[m * n_groups + k] / shapes[k].size);
       }
   // Each exchange (forward and backward) pays a message step per peer (route_latency).
-  std::vector<double> latency =
-      exact ? route_latency(cost, plan, batch, shapes, node_of_rank, stage_of_sample, stages, world_size)
-            : route_latency_bound(cost, plan, batch, world_size);
-  if (!exact)
-    for (double& l : latency) l *= 1.0 + 1e-9;
+  std::vector<double> latency;
+  if (exact) {
+    latency = route_latency(cost, plan, batch, shapes, node_of_rank, stage_of_sample, stages, world_size);
+  } else {
+    std::vector<double> receive_latency_bound(n_groups);
+    for (int k = 0; k < n_groups; ++k)
+      receive_latency_bound[k] = std::min<double>(images_of_group[k], world_size) * slower_latency;
+    latency = rank_latency(plan, std::move(send_latency_bound), receive_latency_bound, 1, world_size);
+  }
   for (size_t i = 0; i < boundary.size(); ++i) boundary[i] += 2.0 * latency[i];
   const auto slowest = [&](const std::vector<double>& v, int m) {
     return *std::max_element(v.begin() + m * world_size, v.begin() + (m + 1) * world_size);
