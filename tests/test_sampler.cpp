@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/data/random.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/step/packing.hpp"
 
@@ -95,6 +96,16 @@ int image_tokens_before_text(const SampleMeta& s, int t) {
 
 // ---------------------------------------------------------------------------------------------------
 // Determinism
+
+// The sampler hashes a sample's (or an image's) leading coordinates once and extends them per draw: the
+// values must be those of the whole tuple hashed at once.
+TEST(Random, HashExtendContinuesATuple) {
+  for (std::uint64_t a : {0ULL, 1ULL, 42ULL, ~0ULL})
+    for (std::uint64_t b : {0ULL, 7ULL, 1ULL << 40}) {
+      EXPECT_EQ(hash_coords({a, b}), hash_extend(hash_coords({a}), b));
+      EXPECT_EQ(hash_coords({a, 3, b, 9}), hash_extend(hash_extend(hash_coords({a, 3}), b), 9));
+    }
+}
 
 TEST(Sampler, SameConfigGivesIdenticalBatchesTokensAndPixels) {
   const RunConfig config = make_config({});

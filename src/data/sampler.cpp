@@ -99,10 +99,9 @@ int Sampler::shift_of_class(int klass) const {
 }
 
 SampleMeta Sampler::sample_meta(int step, int id) const {
-  const auto draw = [&](std::uint64_t what) {
-    return hash_coords(
-        {seed_, kMeta, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(id), what});
-  };
+  const std::uint64_t sample_hash =
+      hash_coords({seed_, kMeta, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(id)});
+  const auto draw = [&](std::uint64_t what) { return hash_extend(sample_hash, what); };
   const TextConfig& text = data_.text;
   const ImageConfig& img = data_.images;
   SampleMeta s;
@@ -127,6 +126,7 @@ SampleMeta Sampler::sample_meta(int step, int id) const {
     n_images = std::min(img.max_per_sample, poisson(img.mean_per_sample, draw(4), draw(5)));
   }
   const int side_choices = (img.max_side - img.min_side) / patch_ + 1;
+  s.images.reserve(n_images);
   for (int i = 0; i < n_images; ++i) {
     ImageMeta im;
     const auto ui = static_cast<std::uint64_t>(i);
@@ -136,8 +136,14 @@ SampleMeta Sampler::sample_meta(int step, int id) const {
     im.text_pos = static_cast<int>(draw(102 + 3 * ui) % static_cast<std::uint64_t>(s.text_len + 1));
     s.images.push_back(im);
   }
-  std::stable_sort(s.images.begin(), s.images.end(),
-                   [](const ImageMeta& a, const ImageMeta& b) { return a.text_pos < b.text_pos; });
+  // In text order, ties in drawing order: a stable insertion sort (a few dozen images; std::stable_sort
+  // would allocate a buffer per sample).
+  for (size_t i = 1; i < s.images.size(); ++i) {
+    const ImageMeta im = s.images[i];
+    size_t j = i;
+    for (; j > 0 && s.images[j - 1].text_pos > im.text_pos; --j) s.images[j] = s.images[j - 1];
+    s.images[j] = im;
+  }
   return s;
 }
 
@@ -152,9 +158,10 @@ GlobalBatch Sampler::batch(int step) const {
 std::vector<int> Sampler::text_tokens(int step, const SampleMeta& sample) const {
   std::vector<int> tokens(sample.text_len);
   const int first_image_pos = sample.images.empty() ? sample.text_len + 1 : sample.images.front().text_pos;
+  const std::uint64_t sample_hash =
+      hash_coords({seed_, kText, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(sample.id)});
   const auto draw = [&](int t, std::uint64_t what) {
-    return hash_coords({seed_, kText, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(sample.id),
-                        static_cast<std::uint64_t>(t), what});
+    return hash_extend(hash_extend(sample_hash, static_cast<std::uint64_t>(t)), what);
   };
   int prev = 0;  // the rule's predecessor of the first token
   for (int t = 0; t < sample.text_len; ++t) {
@@ -178,16 +185,13 @@ void Sampler::append_image_patches(int step, const SampleMeta& sample, int image
   const float* proto = &class_prototype_[static_cast<size_t>(sample.klass) * pd];
   const size_t base = out.size();
   out.resize(base + static_cast<size_t>(im.patches) * pd);
+  const std::uint64_t image_hash =
+      hash_coords({seed_, std::uint64_t(kPixels), static_cast<std::uint64_t>(step),
+                   static_cast<std::uint64_t>(sample.id), static_cast<std::uint64_t>(image)});
   for (int p = 0; p < im.patches; ++p)
     for (int e = 0; e < pd; ++e) {
       const auto idx = static_cast<std::uint64_t>(p) * pd + e;
-      const auto c = {seed_,
-                      std::uint64_t(kPixels),
-                      static_cast<std::uint64_t>(step),
-                      static_cast<std::uint64_t>(sample.id),
-                      static_cast<std::uint64_t>(image),
-                      idx};
-      const double noise = 2.0 * uniform01(hash_coords(c)) - 1.0;
+      const double noise = 2.0 * uniform01(hash_extend(image_hash, idx)) - 1.0;
       out[base + idx] = proto[e] + kPixelNoise * static_cast<float>(noise);
     }
 }

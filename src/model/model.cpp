@@ -516,8 +516,9 @@ Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precis
   for (std::size_t t = 0; t < inits.size(); ++t) {
     const TensorRange& range = inits[t].range;
     const float std = inits[t].std;
+    const std::uint64_t tensor_hash = hash_coords({seed, kInitStream, inits[t].tensor});
     for (std::size_t i = 0; i < range.count; ++i) {
-      const std::uint64_t h = hash_coords({seed, kInitStream, inits[t].tensor, whole_tensor_index(range, i)});
+      const std::uint64_t h = hash_extend(tensor_hash, whole_tensor_index(range, i));
       host(range.offset + i) =
           std == 0.0f ? 1.0f : std * static_cast<float>(standard_normal(h, splitmix64(h)));
     }

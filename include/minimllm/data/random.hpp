@@ -15,10 +15,14 @@ inline std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The hash of a tuple extended by one coordinate: hash_coords({a, b, c}) == hash_extend(hash_coords({a, b}),
+// c), so draws that share leading coordinates (one sample's, one image's) hash them once.
+inline std::uint64_t hash_extend(std::uint64_t h, std::uint64_t c) { return splitmix64(h ^ splitmix64(c)); }
+
 // Hash of a coordinate tuple, e.g. (seed, stream, step, sample, index).
 inline std::uint64_t hash_coords(std::initializer_list<std::uint64_t> coords) {
   std::uint64_t h = 0x6a09e667f3bcc909ULL;
-  for (std::uint64_t c : coords) h = splitmix64(h ^ splitmix64(c));
+  for (std::uint64_t c : coords) h = hash_extend(h, c);
   return h;
 }
 
