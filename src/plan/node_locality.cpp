@@ -7,6 +7,7 @@
 
 #include "load_tree.hpp"
 #include "minimllm/plan/plan_traffic.hpp"
+#include "minimllm/plan/step_plan.hpp"
 #include "placement.hpp"
 
 namespace minimllm::planning {
@@ -70,13 +71,16 @@ void place_bundles_near_loaders(std::vector<std::vector<int>>& bundles, int firs
   const int nodes = (first_rank + count - 1) / ranks_per_node - first_node + 1;
   std::vector<int> node_room(nodes, 0), all(count);
   for (int i = 0; i < count; ++i) ++node_room[(first_rank + i) / ranks_per_node - first_node], all[i] = i;
-  const std::vector<int> node_of_bundle =
-      assign_greedily(bytes_by(bundles, all, bytes, loader, nodes,
-                               [&](int r) {
-                                 const int node = r / ranks_per_node - first_node;
-                                 return node >= 0 && node < nodes ? node : -1;
-                               }),
-                      count, node_room);
+  // Each loader rank's place among the nodes (-1: none of them), looked up once per item, not divided.
+  const int most = loader.empty() ? 0 : *std::max_element(loader.begin(), loader.end());
+  std::vector<int> place_of_rank(most + 1);
+  for (int r = 0; r <= most; ++r) {
+    const int node = r / ranks_per_node - first_node;
+    place_of_rank[r] = node >= 0 && node < nodes ? node : -1;
+  }
+  const std::vector<int> node_of_bundle = assign_greedily(
+      bytes_by(bundles, all, bytes, loader, nodes, [&](int r) { return r >= 0 ? place_of_rank[r] : -1; }),
+      count, node_room);
 
   std::vector<std::vector<int>> placed(count), on_node(nodes);
   for (int b = 0; b < count; ++b) on_node[node_of_bundle[b]].push_back(b);
@@ -168,28 +172,35 @@ NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& cos
   std::vector<int> llm_rank(n, 0);
   for (int r = 0; r < world; ++r)
     for (int s : out.samples[r]) llm_rank[s] = r;
-  std::vector<double> image_cost, image_bytes;
-  std::vector<int> image_home, image_near, patches;
-  for (int s = 0; s < n; ++s)
-    for (const ImageMeta& image : batch.samples[s].images) {
-      image_cost.push_back(cost.encoder_time(image.patches));
-      image_bytes.push_back((cost.input_bytes_per_patch + cost.boundary_bytes_per_patch) * image.patches);
-      image_home.push_back(cost.node_of(llm_rank[s]));
-      image_near.push_back(llm_rank[s]);
-      patches.push_back(image.patches);
+  const std::vector<int> first_image = first_image_of_samples(batch);
+  const int images_in_batch = first_image.back();
+  std::vector<double> image_cost(images_in_batch), image_bytes(images_in_batch);
+  std::vector<int> image_home(images_in_batch), image_near(images_in_batch), patches(images_in_batch);
+  for (int s = 0; s < n; ++s) {
+    const int home_node = cost.node_of(llm_rank[s]);
+    for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
+      const int p = batch.samples[s].images[i - first_image[s]].patches;
+      image_cost[i] = cost.encoder_time(p);
+      image_bytes[i] = (cost.input_bytes_per_patch + cost.boundary_bytes_per_patch) * p;
+      image_home[i] = home_node, image_near[i] = llm_rank[s], patches[i] = p;
     }
+  }
   // Images (whose bytes and work both grow with their patches) stay largest first.
   const std::vector<int> largest_first = order_by_decreasing(patches);
   const std::vector<int> node_of_image =
       balance_over_nodes(image_cost, image_home, ranks_of_node, largest_first);
   std::vector<LoadTree> rank_loads;
   for (int node = 0; node < nodes; ++node) rank_loads.emplace_back(ranks_of_node[node]);
-  std::vector<std::vector<int>> images(world);
+  std::vector<int> rank_of_image(images_in_batch), images_of_rank(world, 0);
   for (int i : largest_first) {  // the encoder time grows with patches
     const int node = node_of_image[i], slot = rank_loads[node].argmin();
     rank_loads[node].add(slot, image_cost[i]);
-    images[node * per_node + slot].push_back(i);
+    rank_of_image[i] = node * per_node + slot;
+    ++images_of_rank[rank_of_image[i]];
   }
+  std::vector<std::vector<int>> images(world);  // each rank's images, in placement order
+  for (int r = 0; r < world; ++r) images[r].reserve(images_of_rank[r]);
+  for (int i : largest_first) images[rank_of_image[i]].push_back(i);
   place_bundles_near_loaders(images, 0, image_near, image_bytes, per_node);
   out.image_owner.assign(image_cost.size(), 0);
   for (int r = 0; r < world; ++r)
