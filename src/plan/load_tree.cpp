@@ -113,7 +113,7 @@ std::vector<int> order_by_decreasing(const std::vector<int>& key) {
   std::vector<int> order(n);
   if (n == 0) return order;
   const auto [lo, hi] = std::minmax_element(key.begin(), key.end());
-  if (*lo >= 0 && *hi <= 4 * n + 4096) {
+  if (*lo >= 0 && counting_sort_fits(*hi + 1LL, n)) {
     // Counting sort: bucket starts in decreasing key order; stable, so ties keep increasing index.
     std::vector<int> start(*hi + 2, 0);
     for (int k : key) ++start[*hi - k + 1];

@@ -76,6 +76,10 @@ class NodeLoads {
   LoadTree blocks_;
 };
 
+// Whether n items with integer keys in [0, key_range) are sorted by counting (a bucket per key) rather than
+// by comparison: while the buckets are not many more than the items.
+inline bool counting_sort_fits(long long key_range, long long n) { return key_range <= 4 * n + 4097; }
+
 // Indices 0..n-1 sorted by decreasing key, ties by increasing index (a counting sort when the keys are
 // small non-negative integers, as tokens and patches are).
 std::vector<int> order_by_decreasing(const std::vector<int>& key);

@@ -111,7 +111,7 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
   }
   const auto stage_of = [&](size_t s) { return stage_of_sample.empty() ? 0 : stage_of_sample[s]; };
   const long long keys = static_cast<long long>(stages) * (most_patches + 1);
-  const bool counting = keys <= 4LL * images + 4096;
+  const bool counting = counting_sort_fits(keys, images);
   std::vector<int> next_of_key;           // counting: the next place of each key, stage-major, largest first
   std::vector<int> place_of_image;        // otherwise: each image's place
   std::vector<int> start(stages + 1, 0);  // each stage's first place
@@ -146,7 +146,8 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
   std::vector<Item> items(images);
   std::vector<double> stage_total(stages, 0.0);
   for (size_t s = 0, i = 0; s < batch.samples.size(); ++s) {
-    const int node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
+    const int preferred_node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
+    const int node = preferred_node < nodes ? preferred_node : -1;
     const int stage = stage_of(s);
     const long long base = static_cast<long long>(stage) * (most_patches + 1) + most_patches;
     double total = stage_total[stage];  // in a register through the sample's images: the same sums
@@ -154,7 +155,7 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
       const double time = cost.encoder_time(image.patches);
       total += time;
       const int next = counting ? next_of_key[base - image.patches]++ : place_of_image[i];
-      items[next] = {time, node < nodes ? node : -1, static_cast<int>(i++)};
+      items[next] = {time, node, static_cast<int>(i++)};
     }
     stage_total[stage] = total;
   }

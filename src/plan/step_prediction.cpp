@@ -158,13 +158,14 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
   for (int k = 0; k < n_groups; ++k) latency_of[k] = cost.llm_comm(0.0, shapes[k].size, shapes[k].spans);
   // The bound of route_latency (inexact predictions): every image a route of its own, a message step per
   // member of its group at the slower link; a group hears from at most one owner per image and rank.
-  std::vector<double> send_latency_bound(exact ? 0 : world_size, 0.0), images_of_group(n_groups, 0.0);
+  std::vector<double> send_latency_bound(exact ? 0 : world_size, 0.0),
+      images_of_group(exact ? 0 : n_groups, 0.0);
   int image = 0;
   for (size_t s = 0; s < batch.samples.size(); ++s) {
     const SampleMeta& sample = batch.samples[s];
     const int k = group_of_sample[s], m = stage_of_sample[s];
     double tokens = sample.text_len, largest_own_image = 0.0;
-    images_of_group[k] += sample.images.size();
+    if (!exact) images_of_group[k] += sample.images.size();
     for (const ImageMeta& im : sample.images) {
       const int owner = plan.image_owner[image++];
       const double time = cost.encoder_time(im.patches);
