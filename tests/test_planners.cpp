@@ -155,6 +155,37 @@ TEST(Predict, MatchesAHandComputation) {
   EXPECT_DOUBLE_EQ(p.comm_fraction, 4.0 / 22.0);
 }
 
+// The disaggregated pipeline's dataflow by hand: encoder ranks 0 and 1, one LLM rank (2), three stages (one
+// sample each), forwards in the order stage 2, 0, 1, backwards in stage order; rank 0 has no image in
+// stage 1 and rank 1 none in stages 0 and 2 (cells a prediction need not hold).
+TEST(Predict, DisaggregatedPipelineMatchesAHandComputation) {
+  CostModel cost;
+  cost.llm.a1 = 1.0;      // one second per token
+  cost.encoder.a1 = 1.0;  // one second per patch
+  cost.ranks_per_node = 1;
+  cost.boundary_bytes_per_patch = 0.0;  // transfers free: the dataflow alone
+  cost.step.encoder_forward_share = 0.5;
+  GlobalBatch batch = batch_of_lengths({2, 3, 1});
+  batch.samples[0].images.push_back({4, 4, 4, 0});
+  batch.samples[1].images.push_back({2, 2, 2, 0});
+  batch.samples[2].images.push_back({6, 6, 6, 0});
+  StepPlan plan;
+  plan.placement = Placement::disaggregated;
+  plan.llm_groups = {{{2}, {0, 1, 2}, 3, {1, 2, 3}}};
+  plan.encoder_ranks = {0, 1};
+  plan.image_owner = {0, 1, 0};
+  ASSERT_NO_THROW(validate_plan(plan, batch, 3));
+  const PlanPrediction p = predict(plan, batch, cost, 3);
+  // Forwards (half of 4, 2, 6): rank 0 ends stage 2 at 3, stage 0 at 5; rank 1 stage 1 at 1. The LLM rank
+  // runs stage 0 (6 tokens) from 5 to 11, stage 1 (5) to 16, stage 2 (7) to 23. Backwards: rank 0 stage 0
+  // from 11 to 13, stage 2 from 23 to 26; rank 1 stage 1 from 16 to 17.
+  EXPECT_DOUBLE_EQ(p.makespan, 26.0);
+  EXPECT_DOUBLE_EQ(p.encoder, 10.0);
+  EXPECT_DOUBLE_EQ(p.llm, 18.0);
+  EXPECT_DOUBLE_EQ(p.boundary, 0.0);
+  EXPECT_DOUBLE_EQ(p.idle_fraction, 1.0 - (10.0 + 2.0 + 18.0) / 3 / 26.0);
+}
+
 TEST(Planners, NamesAndUnknownPolicy) {
   EXPECT_EQ(planner_names(), (std::vector<std::string>{"static", "naive", "megatron_dcp", "orch", "dhp",
                                                        "dhp_search", "flexsp", "disagg"}));

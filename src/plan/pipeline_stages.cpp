@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "load_tree.hpp"
 #include "micro_batches.hpp"
 #include "minimllm/plan/rank_work.hpp"
 
@@ -33,7 +34,6 @@ void sort_by_encoder_share(std::vector<LlmGroup>& groups, const std::vector<doub
 void reorder_into_stages(std::vector<LlmGroup>& groups, int stages, const BatchCosts& costs,
                          const std::vector<double>& llm_time, const CostModel& cost) {
   std::vector<int> room, order;
-  std::vector<double> load;
   for (LlmGroup& group : groups) {
     const int n = static_cast<int>(group.samples.size());
     int parts = std::max(1, std::min(stages, n));
@@ -47,7 +47,6 @@ void reorder_into_stages(std::vector<LlmGroup>& groups, int stages, const BatchC
     if (parts == 1) continue;
     // Block m holds positions [micro_batch_begin(m), micro_batch_begin(m + 1)) of the group's list.
     room.assign(parts, 0);
-    load.assign(parts, 0.0);
     for (int m = 0; m < parts; ++m)
       room[m] = micro_batch_begin(n, m + 1, parts) - micro_batch_begin(n, m, parts);
     order.assign(n, -1);
@@ -59,12 +58,13 @@ void reorder_into_stages(std::vector<LlmGroup>& groups, int stages, const BatchC
     // The middle blocks: the rest by LPT on LLM time (longest first onto the least-loaded block with room).
     std::vector<int> rest(group.samples.begin() + next, group.samples.end());
     std::stable_sort(rest.begin(), rest.end(), [&](int a, int b) { return llm_time[a] > llm_time[b]; });
+    LoadTree middle(std::max(0, parts - 2));  // block m is slot m - 1; a full block carries kInf
+    for (int m = 1; m + 1 < parts; ++m)
+      if (room[m] == 0) middle.set(m - 1, kInf);
     for (int s : rest) {
-      int best = -1;
-      for (int m = 1; m + 1 < parts; ++m)
-        if (room[m] > 0 && (best < 0 || load[m] < load[best])) best = m;
+      const int best = middle.argmin() + 1;
       order[micro_batch_begin(n, best + 1, parts) - room[best]--] = s;
-      load[best] += llm_time[s];
+      middle.set(best - 1, room[best] > 0 ? middle.load(best - 1) + llm_time[s] : kInf);
     }
     group.samples = order;
     if (cost.capacity_bytes > 0.0) {

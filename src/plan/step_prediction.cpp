@@ -1,6 +1,7 @@
 #include "minimllm/plan/step_prediction.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,74 @@ struct GroupShape {
   }
 };
 
+// The (stage, rank) cells a prediction fills, numbered stage by stage. With one stage (colocated), every
+// rank: cell r. With the disaggregated pipeline's stages, only the ranks a stage touches (its images'
+// owners and its groups' members): such a plan can have thousands of stages of a few ranks each (4,096 x
+// 1,024 for disagg on a DGX-sized machine), where dense stage x rank tables took 330 ms a prediction. A
+// cell absent from a stage holds zero everywhere, so sums and maxima over the cells are those over the
+// dense table.
+class StageCells {
+ public:
+  StageCells(int world_size, const std::vector<int>& image_owner)
+      : begin_{0, world_size}, rank_(world_size), image_owner_(&image_owner) {
+    std::iota(rank_.begin(), rank_.end(), 0);
+  }
+  StageCells(const StepPlan& plan, const GlobalBatch& batch, const std::vector<int>& stage_of_sample,
+             int stages)
+      : begin_(stages + 1, 0), image_cell_(plan.image_owner.size()) {
+    // Each stage's (rank, image) pairs, image -1 for a group's member: counted, written, then sorted by
+    // rank within the stage, a cell per distinct rank.
+    const auto each_pair = [&](auto&& visit) {
+      int image = 0;
+      for (size_t s = 0; s < batch.samples.size(); ++s)
+        for (size_t i = 0; i < batch.samples[s].images.size(); ++i, ++image)
+          visit(stage_of_sample[s], plan.image_owner[image], image);
+      std::vector<int> stamp(stages, -1);  // the last group seen busy in each stage
+      for (size_t k = 0; k < plan.llm_groups.size(); ++k)
+        for (int s : plan.llm_groups[k].samples) {
+          const int m = stage_of_sample[s];
+          if (stamp[m] == static_cast<int>(k)) continue;
+          stamp[m] = static_cast<int>(k);
+          for (int r : plan.llm_groups[k].ranks) visit(m, r, -1);
+        }
+    };
+    std::vector<int> count(stages + 1, 0);
+    each_pair([&](int m, int, int) { ++count[m + 1]; });
+    for (int m = 0; m < stages; ++m) count[m + 1] += count[m];
+    std::vector<std::pair<int, int>> pairs(count[stages]);
+    std::vector<int> next(count.begin(), count.end() - 1);
+    each_pair([&](int m, int r, int image) { pairs[next[m]++] = {r, image}; });
+    for (int m = 0; m < stages; ++m) {
+      std::sort(pairs.begin() + count[m], pairs.begin() + count[m + 1]);
+      for (int i = count[m]; i < count[m + 1]; ++i) {
+        const auto [r, image] = pairs[i];
+        if (i == count[m] || r != pairs[i - 1].first) rank_.push_back(r);
+        if (image >= 0) image_cell_[image] = static_cast<int>(rank_.size()) - 1;
+      }
+      begin_[m + 1] = static_cast<int>(rank_.size());
+    }
+  }
+
+  int size() const { return static_cast<int>(rank_.size()); }
+  int stages() const { return static_cast<int>(begin_.size()) - 1; }
+  int begin(int m) const { return begin_[m]; }
+  int end(int m) const { return begin_[m + 1]; }
+  int rank(int cell) const { return rank_[cell]; }
+  // The cell of image i (in its sample's stage, on its owner).
+  int of_image(int i) const { return image_owner_ ? (*image_owner_)[i] : image_cell_[i]; }
+  // The cell of rank r in stage m, where r is a member of a group busy in m or an image's owner.
+  int cell(int m, int r) const {
+    if (image_owner_) return r;
+    return static_cast<int>(std::lower_bound(rank_.begin() + begin_[m], rank_.begin() + begin_[m + 1], r) -
+                            rank_.begin());
+  }
+
+ private:
+  std::vector<int> begin_, rank_;  // stage m's cells: [begin_[m], begin_[m + 1]); each cell's rank
+  std::vector<int> image_cell_;    // several stages: each image's cell
+  const std::vector<int>* image_owner_ = nullptr;  // one stage: the cell of an image is its owner
+};
+
 // Boundary exchange: each image's rows go from its encoder rank to the members of its sample's group
 // (rows / g each; the owner keeps its own share), paid per row at the link to each receiver's node. A
 // group's receive time is shared evenly by its members. Returns the sender's time (= the group's).
@@ -49,15 +118,20 @@ double image_route_time(const LlmGroup& group, const GroupShape& shape, const do
   return patches * shape.route_per_patch * (local * seconds_per_byte[0] + remote * seconds_per_byte[1]);
 }
 
-// Each rank's latency per stage: the larger of what it sends (send) and what its group hears (receive, per
-// stage and group).
+// Each rank's latency per stage (cell): the larger of what it sends (send) and what its group hears
+// (receive, per stage and group; a group that hears nothing in a stage may have no cells there).
 std::vector<double> rank_latency(const StepPlan& plan, std::vector<double> send,
-                                 const std::vector<double>& receive, int stages, int world_size) {
+                                 const std::vector<double>& receive, const StageCells& cells) {
   const int n_groups = static_cast<int>(plan.llm_groups.size());
-  for (int m = 0; m < stages; ++m)
-    for (int k = 0; k < n_groups; ++k)
-      for (int r : plan.llm_groups[k].ranks)
-        send[m * world_size + r] = std::max(send[m * world_size + r], receive[m * n_groups + k]);
+  for (int m = 0; m < cells.stages(); ++m)
+    for (int k = 0; k < n_groups; ++k) {
+      const double heard = receive[m * n_groups + k];
+      if (heard <= 0.0) continue;
+      for (int r : plan.llm_groups[k].ranks) {
+        double& latency = send[cells.cell(m, r)];
+        latency = std::max(latency, heard);
+      }
+    }
   return send;
 }
 
@@ -67,10 +141,11 @@ std::vector<double> rank_latency(const StepPlan& plan, std::vector<double> send,
 // found group by group: a group's samples come stage by stage, so a stamp per owner suffices. O(images).
 std::vector<double> route_latency(const CostModel& cost, const StepPlan& plan, const GlobalBatch& batch,
                                   const std::vector<GroupShape>& shapes, const std::vector<int>& node_of_rank,
-                                  const std::vector<int>& stage_of_sample, int stages, int world_size) {
+                                  const std::vector<int>& stage_of_sample, const StageCells& cells,
+                                  int world_size) {
   const int n_groups = static_cast<int>(shapes.size());
   const std::vector<int> first_image = first_image_of_samples(batch);
-  std::vector<double> send(stages * world_size, 0.0), receive(stages * n_groups, 0.0);
+  std::vector<double> send(cells.size(), 0.0), receive(cells.stages() * n_groups, 0.0);
   std::vector<int> stamp(world_size, -1);
   for (int k = 0; k < n_groups; ++k) {
     const GroupShape& shape = shapes[k];
@@ -83,13 +158,13 @@ std::vector<double> route_latency(const CostModel& cost, const StepPlan& plan, c
         stamp[owner] = route;
         const auto [on_node, member] = shape.presence(ranks, node_of_rank[owner], owner);
         const bool near = on_node > 0;
-        send[m * world_size + owner] +=
+        send[cells.cell(m, owner)] +=
             (on_node - member) * cost.intra_node.latency + (shape.size - on_node) * cost.inter_node.latency;
         receive[route] += cost.link(!near).latency;
       }
     }
   }
-  return rank_latency(plan, std::move(send), receive, stages, world_size);
+  return rank_latency(plan, std::move(send), receive, cells);
 }
 
 }  // namespace
@@ -145,11 +220,12 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
   const std::vector<int> stage_of_sample =
       pipelined ? planning::stage_of_samples(plan.llm_groups, static_cast<int>(batch.samples.size()), &stages)
                 : std::vector<int>(batch.samples.size(), 0);
+  const StageCells cells =
+      pipelined ? StageCells(plan, batch, stage_of_sample, stages) : StageCells(world_size, plan.image_owner);
 
   // Samples in index order (their metadata lies in that order): per-rank encoder and send times, per-group
-  // LLM compute, communication and receive times, each per stage ([stage * ranks + rank], [stage * groups
-  // + group]).
-  std::vector<double> encoder(stages * world_size, 0.0), send(stages * world_size, 0.0);
+  // LLM compute, communication and receive times, each per stage ([cell], [stage * groups + group]).
+  std::vector<double> encoder(cells.size(), 0.0), send(cells.size(), 0.0);
   std::vector<double> group_compute(stages * n_groups, 0.0), group_comm(stages * n_groups, 0.0),
       group_receive(stages * n_groups, 0.0);
   double llm_total = 0.0, largest_tokens = 0.0, encoder_total = 0.0, largest_image = 0.0;  // lower bound
@@ -167,16 +243,16 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
     double tokens = sample.text_len, largest_own_image = 0.0;
     if (!exact) images_of_group[k] += sample.images.size();
     for (const ImageMeta& im : sample.images) {
-      const int owner = plan.image_owner[image++];
+      const int owner = plan.image_owner[image], cell = cells.of_image(image++);
       const double time = cost.encoder_time(im.patches);
-      encoder[m * world_size + owner] += time;
+      encoder[cell] += time;
       encoder_total += time, largest_image = std::max(largest_image, time);
       largest_own_image = std::max(largest_own_image, time);
       // Bound: every receiver's rows at the slower link, the owner's own share included.
       const double route = exact ? image_route_time(plan.llm_groups[k], shapes[k], seconds_per_byte,
                                                     node_of_rank[owner], owner, im.patches)
                                  : im.patches * cost.boundary_bytes_per_patch * slower_per_byte;
-      send[m * world_size + owner] += route, group_receive[m * n_groups + k] += route;
+      send[cell] += route, group_receive[m * n_groups + k] += route;
       if (!exact) send_latency_bound[owner] += shapes[k].size * slower_latency;
       tokens += im.patches;
     }
@@ -217,43 +293,47 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
       longest_bubble = std::max(longest_bubble, bubble);
     }
   // Per stage and rank: LLM time (its group's) and boundary time (the larger of its sends and its share of
-  // its group's receives; both directions).
-  std::vector<double> llm(stages * world_size, 0.0), llm_comm(world_size, 0.0), boundary = send;
+  // its group's receives; both directions). A group idle in a stage (all three zero) may have no cells there.
+  std::vector<double> llm(cells.size(), 0.0), llm_comm(world_size, 0.0), boundary = send;
   for (int m = 0; m < stages; ++m)
-    for (int k = 0; k < n_groups; ++k)
+    for (int k = 0; k < n_groups; ++k) {
+      const int gk = m * n_groups + k;
+      if (group_compute[gk] == 0.0 && group_comm[gk] == 0.0 && group_receive[gk] == 0.0) continue;
       for (int r : plan.llm_groups[k].ranks) {
-        llm[m * world_size + r] = group_compute[m * n_groups + k] + group_comm[m * n_groups + k];
-        llm_comm[r] += group_comm[m * n_groups + k];
-        boundary[m * world_size + r] =
-            std::max(boundary[m * world_size + r], group_receive[m * n_groups + k] / shapes[k].size);
+        const int cell = cells.cell(m, r);
+        llm[cell] = group_compute[gk] + group_comm[gk];
+        llm_comm[r] += group_comm[gk];
+        boundary[cell] = std::max(boundary[cell], group_receive[gk] / shapes[k].size);
       }
+    }
   // Each exchange (forward and backward) pays a message step per peer (route_latency).
   std::vector<double> latency;
   if (exact) {
-    latency = route_latency(cost, plan, batch, shapes, node_of_rank, stage_of_sample, stages, world_size);
+    latency = route_latency(cost, plan, batch, shapes, node_of_rank, stage_of_sample, cells, world_size);
   } else {
     std::vector<double> receive_latency_bound(n_groups);
     for (int k = 0; k < n_groups; ++k)
       receive_latency_bound[k] = std::min<double>(images_of_group[k], world_size) * slower_latency;
-    latency = rank_latency(plan, std::move(send_latency_bound), receive_latency_bound, 1, world_size);
+    latency = rank_latency(plan, std::move(send_latency_bound), receive_latency_bound, cells);
   }
   for (size_t i = 0; i < boundary.size(); ++i) boundary[i] += 2.0 * latency[i];
-  const auto slowest = [&](const std::vector<double>& v, int m) {
-    return *std::max_element(v.begin() + m * world_size, v.begin() + (m + 1) * world_size);
+  const auto slowest = [&](const std::vector<double>& v, int m) {  // the values are >= 0
+    double most = 0.0;
+    for (int c = cells.begin(m); c < cells.end(m); ++c) most = std::max(most, v[c]);
+    return most;
   };
 
   PlanPrediction p;
   p.bubble = longest_bubble;
-  std::vector<double> busy(world_size, 0.0);
-  for (int m = 0; m < stages; ++m)
-    for (int r = 0; r < world_size; ++r)
-      busy[r] += encoder[m * world_size + r] + boundary[m * world_size + r] + llm[m * world_size + r];
-  for (int r = 0; r < world_size; ++r) {
-    double enc = 0.0, model = 0.0;
-    for (int m = 0; m < stages; ++m) enc += encoder[m * world_size + r], model += llm[m * world_size + r];
-    p.encoder = std::max(p.encoder, enc);
-    p.llm = std::max(p.llm, model);
+  // Per rank, summed over the stages in order.
+  std::vector<double> busy(world_size, 0.0), rank_encoder(world_size, 0.0), rank_llm(world_size, 0.0);
+  for (int c = 0; c < cells.size(); ++c) {
+    const int r = cells.rank(c);
+    busy[r] += encoder[c] + boundary[c] + llm[c];
+    rank_encoder[r] += encoder[c], rank_llm[r] += llm[c];
   }
+  for (int r = 0; r < world_size; ++r) p.encoder = std::max(p.encoder, rank_encoder[r]);
+  for (int r = 0; r < world_size; ++r) p.llm = std::max(p.llm, rank_llm[r]);
   if (!pipelined) {
     p.boundary = slowest(boundary, 0);
     p.makespan = p.encoder + p.boundary + p.llm;
@@ -262,14 +342,16 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
     // then the backward of every stage in order, each once the gradients of its rows have come back; each
     // LLM group runs its micro-batches in order, each once its image rows have arrived. A transfer takes
     // half of the stage's slowest boundary time (one direction, its latency included).
-    std::vector<double> transfer(stages), forward_done(stages * world_size, 0.0);
+    std::vector<double> transfer(stages), forward_done(cells.size(), 0.0);
     for (int m = 0; m < stages; ++m) transfer[m] = 0.5 * slowest(boundary, m);
-    for (int r : plan.encoder_ranks) {
-      double t = 0.0;
-      for (int position = 0; position < stages; ++position) {
-        const int m = forward_stage(position, stages);
-        forward_done[m * world_size + r] = t += cost.step.encoder_forward_share * encoder[m * world_size + r];
-      }
+    std::vector<char> is_encoder(world_size, 0);
+    for (int r : plan.encoder_ranks) is_encoder[r] = 1;
+    std::vector<double> encoder_clock(world_size, 0.0);  // each encoder rank's time so far
+    for (int position = 0; position < stages; ++position) {
+      const int m = forward_stage(position, stages);
+      for (int c = cells.begin(m); c < cells.end(m); ++c)
+        if (is_encoder[cells.rank(c)])
+          forward_done[c] = encoder_clock[cells.rank(c)] += cost.step.encoder_forward_share * encoder[c];
     }
     // Rows of stage m reach group k when the last of their encoder ranks has finished stage m's forward.
     const std::vector<int> first_image = first_image_of_samples(batch);
@@ -277,8 +359,8 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
     for (size_t s = 0; s < batch.samples.size(); ++s) {
       const int k = group_of_sample[s], m = stage_of_sample[s];
       for (int i = first_image[s]; i < first_image[s + 1]; ++i)
-        rows_ready[m * n_groups + k] = std::max(
-            rows_ready[m * n_groups + k], forward_done[m * world_size + plan.image_owner[i]] + transfer[m]);
+        rows_ready[m * n_groups + k] =
+            std::max(rows_ready[m * n_groups + k], forward_done[cells.of_image(i)] + transfer[m]);
     }
     double end = 0.0;
     for (int k = 0; k < n_groups; ++k) {
@@ -290,22 +372,22 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
       end = std::max(end, t);
     }
     // Gradients of stage m reach encoder rank r when the last group holding its rows has finished stage m.
-    std::vector<double> gradients_ready(stages * world_size, 0.0);
+    std::vector<double> gradients_ready(cells.size(), 0.0);
     for (size_t s = 0; s < batch.samples.size(); ++s) {
       const int k = group_of_sample[s], m = stage_of_sample[s];
       for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
-        double& ready = gradients_ready[m * world_size + plan.image_owner[i]];
+        double& ready = gradients_ready[cells.of_image(i)];
         ready = std::max(ready, group_end[m * n_groups + k] + transfer[m]);
       }
     }
-    for (int r : plan.encoder_ranks) {
-      double t = forward_done[forward_stage(stages - 1, stages) * world_size + r];
-      for (int m = 0; m < stages; ++m) {
-        const double work = (1.0 - cost.step.encoder_forward_share) * encoder[m * world_size + r];
-        if (work > 0.0) t = std::max(t, gradients_ready[m * world_size + r]) + work;
-      }
-      end = std::max(end, t);
+    // The backward of every stage in order, from the end of the forwards.
+    for (int c = 0; c < cells.size(); ++c) {
+      const int r = cells.rank(c);
+      const double work = (1.0 - cost.step.encoder_forward_share) * encoder[c];
+      if (is_encoder[r] && work > 0.0)
+        encoder_clock[r] = std::max(encoder_clock[r], gradients_ready[c]) + work;
     }
+    for (int r : plan.encoder_ranks) end = std::max(end, encoder_clock[r]);
     // On the critical path for certain: the first stage's rows and the last stage's gradients (the other
     // transfers overlap compute).
     p.boundary = transfer[forward_stage(0, stages)] + transfer[stages - 1];
@@ -316,11 +398,8 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
   if (p.makespan > 0.0) {
     p.idle_fraction = std::max(0.0, 1.0 - total_busy / world_size / p.makespan);
     double slowest_comm = 0.0, slowest_llm = -1.0;
-    for (int r = 0; r < world_size; ++r) {
-      double model = 0.0;
-      for (int m = 0; m < stages; ++m) model += llm[m * world_size + r];
-      if (model > slowest_llm) slowest_llm = model, slowest_comm = llm_comm[r];
-    }
+    for (int r = 0; r < world_size; ++r)
+      if (rank_llm[r] > slowest_llm) slowest_llm = rank_llm[r], slowest_comm = llm_comm[r];
     p.comm_fraction = (p.boundary + slowest_comm) / p.makespan;
   }
   if (!batch.samples.empty()) {
