@@ -353,6 +353,43 @@ TEST(Planners, DisaggPredictionFollowsTheEncoderForwardShare) {
   EXPECT_LE(flops_share.makespan, all_forward.makespan);
 }
 
+// Where the encoder's work dominates, the slack disagg gives its encoder side (1.15x the balancing count)
+// would leave one LLM rank for all the LLM work: the balance itself is tried too, and it wins.
+TEST(Planners, DisaggKeepsLlmRanksWhenTheEncoderDominates) {
+  const RunConfig config = modality_incoherent(1024, 5);
+  CostModel cost = default_cost_model(config, kGflops, kRanksPerNode);
+  cost.encoder.a2 *= 100.0, cost.encoder.a1 *= 100.0, cost.encoder.c *= 100.0;
+  const GlobalBatch batch = Sampler(config).batch(0);
+  const int world = 64;
+  const StepPlan plan = make_planner("disagg", cost, {})->plan(batch, world);
+  ASSERT_NO_THROW(validate_plan(plan, batch, world));
+  EXPECT_GT(plan.llm_groups.size(), 1u);
+  PlannerOptions all_but_one;
+  all_but_one.encoder_ranks = world - 1;
+  const StepPlan starved = make_planner("disagg", cost, all_but_one)->plan(batch, world);
+  EXPECT_LT(predict_step(plan, batch, cost, world).makespan,
+            0.5 * predict_step(starved, batch, cost, world).makespan);
+}
+
+// Each pipeline stage pays a route check (predict_step): where checks are dear, disagg runs fewer stages.
+TEST(Planners, DisaggStagesPayTheirRouteChecks) {
+  const RunConfig config = modality_incoherent(1024, 5);
+  CostModel cost = default_cost_model(config, kGflops, kRanksPerNode);
+  const GlobalBatch batch = Sampler(config).batch(0);
+  const int world = 64;
+  const auto stages_of = [&](const CostModel& c) {
+    int stages = 1;
+    for (const LlmGroup& group : make_planner("disagg", c, {})->plan(batch, world).llm_groups)
+      stages = std::max(stages, group.micro_batches);
+    return stages;
+  };
+  const int cheap = stages_of(cost);
+  cost.intra_node.latency = cost.inter_node.latency = 0.1;  // 0.1 s a message step
+  const int dear = stages_of(cost);
+  EXPECT_GT(cheap, 1);
+  EXPECT_LT(dear, cheap);
+}
+
 // The disaggregated pipeline's plan: every sample exactly once, micro-batches as the stages, and the
 // inter-micro-batch reordering: each LLM rank's last micro-batch carries the least encoder work per LLM
 // time (text-heavy samples end the pipeline, so no encoder backward trails the step).

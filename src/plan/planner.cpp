@@ -254,9 +254,12 @@ class FlexspPlanner : public PolicyBase {
 // then runs each stage's backward as its gradients come back. The encoder ranks are spread over the nodes
 // so that images can be encoded on their LLM rank's node. Inter-micro-batch reordering
 // (reorder_into_stages) starts and ends the pipeline with text-heavy micro-batches. E (1.15x or 1.5x the
-// count that balances the two sides' work: the encoder needs slack, as its backward ends the step) and
-// the stage count (the largest power of two the groups' sample counts reach, or half of it) are those
-// with the smallest pipeline_estimate; images are then balanced over the encoder ranks stage by stage.
+// count that balances the two sides' work: the encoder needs slack, as its backward ends the step; the
+// balance itself too when that slack would take every rank but one) and
+// the stage count are those with the smallest pipeline_estimate plus each stage's route check
+// (route_check_time: the executor checks each stage's exchange); the stage counts tried are the largest
+// power of two the groups' sample counts reach, half of it, and smaller powers of two while the estimate
+// falls. Images are then balanced over the encoder ranks stage by stage.
 class DisaggPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
@@ -280,7 +283,13 @@ class DisaggPlanner : public PolicyBase {
         const int e = std::clamp(static_cast<int>(std::ceil(slack * balance)), 1, world_size - 1);
         if (candidates.empty() || e != candidates.back()) candidates.push_back(e);
       }
+      // Where the encoder dominates, the slack can leave the LLM side one rank for all its work: the
+      // balance itself then too.
+      const int balanced = std::clamp(static_cast<int>(std::ceil(balance)), 1, world_size - 1);
+      if (static_cast<int>(std::ceil(1.15 * balance)) > world_size - 1 && balanced < candidates.front())
+        candidates.insert(candidates.begin(), balanced);
     }
+    const double check = route_check_time(cost_, world_size);
     Layout best;
     for (int e : candidates) {
       Layout layout = llm_layout(e, world_size, costs);
@@ -288,20 +297,25 @@ class DisaggPlanner : public PolicyBase {
       for (const LlmGroup& group : layout.groups)
         most_samples = std::max(most_samples, static_cast<int>(group.samples.size()));
       planning::sort_by_encoder_share(layout.groups, costs.llm, encoder_time);
-      // More stages shorten the pipeline's fill and drain; the largest power of two that every group's
-      // micro-batches can reach, and half of it (the estimate rarely prefers fewer).
+      // More stages shorten the pipeline's fill and drain, but each pays a route check: from the largest
+      // power of two that every group's micro-batches can reach, halving while the estimate falls (half of
+      // it always tried).
       int top = 1;
       while (2 * top <= most_samples) top *= 2;
-      for (int stages = std::max(1, top / 2); stages <= top; stages *= 2) {
+      double previous = 0.0;
+      for (int stages = top; stages >= 1; stages /= 2) {
         std::vector<LlmGroup> groups = layout.groups;
         planning::reorder_into_stages(groups, stages, costs, costs.llm, cost_);
-        const double estimate =
-            planning::pipeline_estimate(groups, costs.llm, encoder_time, e, cost_.step.encoder_forward_share);
+        const double estimate = planning::pipeline_estimate(groups, costs.llm, encoder_time, e,
+                                                            cost_.step.encoder_forward_share) +
+                                stages * check;
         if (best.groups.empty() || estimate < best.estimate) {
           best.encoder_ranks = layout.encoder_ranks;
           best.groups = std::move(groups);
           best.estimate = estimate;
         }
+        if (stages < top && estimate >= previous) break;
+        previous = estimate;
       }
     }
     StepPlan plan;
