@@ -27,7 +27,7 @@ std::vector<int> stage_of_samples(const std::vector<LlmGroup>& groups, int sampl
 // backward tail; the middle micro-batches share the rest by LPT on LLM time, so every group's stages
 // progress together. Memory: more micro-batches where token_capacity(g) needs them; a group whose blocks
 // still overflow falls back to fit_micro_batches. llm_time: each sample's time on its group.
-// O(samples x stages).
+// O(samples log stages + stages) per group (the LPT over a LoadTree of the middle blocks).
 void sort_by_encoder_share(std::vector<LlmGroup>& groups, const std::vector<double>& llm_time,
                            const std::vector<double>& encoder_time);
 void reorder_into_stages(std::vector<LlmGroup>& groups, int stages, const BatchCosts& costs,
