@@ -52,39 +52,46 @@ class StageCells {
     std::iota(rank_.begin(), rank_.end(), 0);
   }
   StageCells(const StepPlan& plan, const GlobalBatch& batch, const std::vector<int>& stage_of_sample,
-             int stages)
+             int stages, int world_size)
       : begin_(stages + 1, 0), image_cell_(plan.image_owner.size()) {
-    // Each stage's (rank, image) pairs, image -1 for a group's member: counted, written, then sorted by
-    // rank within the stage, a cell per distinct rank.
-    const auto each_pair = [&](auto&& visit) {
-      int image = 0;
-      for (size_t s = 0; s < batch.samples.size(); ++s)
-        for (size_t i = 0; i < batch.samples[s].images.size(); ++i, ++image)
-          visit(stage_of_sample[s], plan.image_owner[image], image);
-      std::vector<int> stamp(stages, -1);  // the last group seen busy in each stage
-      for (size_t k = 0; k < plan.llm_groups.size(); ++k)
-        for (int s : plan.llm_groups[k].samples) {
-          const int m = stage_of_sample[s];
-          if (stamp[m] == static_cast<int>(k)) continue;
-          stamp[m] = static_cast<int>(k);
-          for (int r : plan.llm_groups[k].ranks) visit(m, r, -1);
-        }
+    // Every (stage, rank, image) a stage touches, image -1 for a group's member; ordered by stage, then
+    // rank, by two stable counting passes (rank, then stage); a cell per distinct (stage, rank).
+    struct Touch {
+      int stage, rank, image;
     };
-    std::vector<int> count(stages + 1, 0);
-    each_pair([&](int m, int, int) { ++count[m + 1]; });
-    for (int m = 0; m < stages; ++m) count[m + 1] += count[m];
-    std::vector<std::pair<int, int>> pairs(count[stages]);
-    std::vector<int> next(count.begin(), count.end() - 1);
-    each_pair([&](int m, int r, int image) { pairs[next[m]++] = {r, image}; });
-    for (int m = 0; m < stages; ++m) {
-      std::sort(pairs.begin() + count[m], pairs.begin() + count[m + 1]);
-      for (int i = count[m]; i < count[m + 1]; ++i) {
-        const auto [r, image] = pairs[i];
-        if (i == count[m] || r != pairs[i - 1].first) rank_.push_back(r);
-        if (image >= 0) image_cell_[image] = static_cast<int>(rank_.size()) - 1;
+    std::vector<Touch> touches;
+    touches.reserve(plan.image_owner.size());
+    int image = 0;
+    for (size_t s = 0; s < batch.samples.size(); ++s)
+      for (size_t i = 0; i < batch.samples[s].images.size(); ++i, ++image)
+        touches.push_back({stage_of_sample[s], plan.image_owner[image], image});
+    std::vector<int> stamp(stages, -1);  // the last group seen busy in each stage
+    for (size_t k = 0; k < plan.llm_groups.size(); ++k)
+      for (int s : plan.llm_groups[k].samples) {
+        const int m = stage_of_sample[s];
+        if (stamp[m] == static_cast<int>(k)) continue;
+        stamp[m] = static_cast<int>(k);
+        for (int r : plan.llm_groups[k].ranks) touches.push_back({m, r, -1});
       }
-      begin_[m + 1] = static_cast<int>(rank_.size());
+    const auto stable_by = [&](int keys, auto key) {
+      std::vector<int> next(keys + 1, 0);
+      for (const Touch& t : touches) ++next[key(t) + 1];
+      for (int k = 0; k < keys; ++k) next[k + 1] += next[k];
+      std::vector<Touch> sorted(touches.size());
+      for (const Touch& t : touches) sorted[next[key(t)]++] = t;
+      touches = std::move(sorted);
+    };
+    stable_by(world_size, [](const Touch& t) { return t.rank; });
+    stable_by(stages, [](const Touch& t) { return t.stage; });
+    for (size_t i = 0; i < touches.size(); ++i) {
+      const Touch& t = touches[i];
+      if (i == 0 || t.stage != touches[i - 1].stage || t.rank != touches[i - 1].rank) {
+        rank_.push_back(t.rank);
+        ++begin_[t.stage + 1];
+      }
+      if (t.image >= 0) image_cell_[t.image] = static_cast<int>(rank_.size()) - 1;
     }
+    for (int m = 0; m < stages; ++m) begin_[m + 1] += begin_[m];
   }
 
   int size() const { return static_cast<int>(rank_.size()); }
@@ -220,8 +227,8 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
   const std::vector<int> stage_of_sample =
       pipelined ? planning::stage_of_samples(plan.llm_groups, static_cast<int>(batch.samples.size()), &stages)
                 : std::vector<int>(batch.samples.size(), 0);
-  const StageCells cells =
-      pipelined ? StageCells(plan, batch, stage_of_sample, stages) : StageCells(world_size, plan.image_owner);
+  const StageCells cells = pipelined ? StageCells(plan, batch, stage_of_sample, stages, world_size)
+                                     : StageCells(world_size, plan.image_owner);
 
   // Samples in index order (their metadata lies in that order): per-rank encoder and send times, per-group
   // LLM compute, communication and receive times, each per stage ([cell], [stage * groups + group]).
