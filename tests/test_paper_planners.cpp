@@ -508,43 +508,65 @@ TEST(NodeLoads, AnswersAsOneLoadTreeOverAllSlots) {
   }
 }
 
-// balance_images as its contract reads, written plainly: images stage by stage, largest first (ties in
-// image order), each on the least-loaded encoder rank of its sample's LLM node unless that is more than
-// tolerance x the stage's mean load above the least loaded of all (ties to the lowest position).
+// balance_images as its contract reads, written plainly, stage by stage: first whole samples, largest
+// first (ties in index order), each on the least-loaded encoder rank of its LLM node (ties to the lowest
+// position) if that rank stays within the stage's mean load; then the other samples' images one by one,
+// largest first (ties in image order), each on the least-loaded encoder rank of its sample's LLM node
+// unless that is more than tolerance x the mean load above the least loaded of all. A sample's encoder
+// time is its images' summed in image order, the stage's total its samples' summed in index order.
 std::vector<int> plain_image_placement(const GlobalBatch& batch, const CostModel& cost,
                                        const std::vector<int>& encoder_ranks,
                                        const std::vector<int>& preferred, double tolerance,
                                        const std::vector<int>& stage_of_sample) {
+  const int e = static_cast<int>(encoder_ranks.size()), n = static_cast<int>(batch.samples.size());
   struct Image {
-    int stage, patches, index, node;
+    int sample, patches, index;
     double time;
   };
   std::vector<Image> images;
+  std::vector<double> bundle(n, 0.0);
   int stages = 1;
-  for (size_t s = 0; s < batch.samples.size(); ++s)
+  for (int s = 0; s < n; ++s) {
     for (const ImageMeta& im : batch.samples[s].images) {
-      images.push_back({stage_of_sample[s], im.patches, static_cast<int>(images.size()),
-                        preferred[s] >= 0 ? cost.node_of(preferred[s]) : -1, cost.encoder_time(im.patches)});
-      stages = std::max(stages, stage_of_sample[s] + 1);
+      images.push_back({s, im.patches, static_cast<int>(images.size()), cost.encoder_time(im.patches)});
+      bundle[s] += images.back().time;
     }
-  std::vector<Image> order = images;
-  std::sort(order.begin(), order.end(), [](const Image& a, const Image& b) {
-    return std::tie(a.stage, b.patches, a.index) < std::tie(b.stage, a.patches, b.index);
-  });
-  const int e = static_cast<int>(encoder_ranks.size());
-  std::vector<int> owner(images.size());
+    stages = std::max(stages, stage_of_sample[s] + 1);
+  }
+  // The least-loaded position on a node (-1: none there, or no node).
+  const auto least_on = [&](const std::vector<double>& load, int node) {
+    int pos = -1;
+    for (int p = 0; p < e; ++p)
+      if (node >= 0 && cost.node_of(encoder_ranks[p]) == node && (pos < 0 || load[p] < load[pos])) pos = p;
+    return pos;
+  };
+  const auto node_of = [&](int s) { return preferred[s] >= 0 ? cost.node_of(preferred[s]) : -1; };
+  std::vector<int> owner(images.size(), -1);
   for (int m = 0; m < stages; ++m) {
     double total = 0.0;
-    for (const Image& im : images)
-      if (im.stage == m) total += im.time;
-    const double slack = tolerance * total / e;
+    std::vector<int> samples;
+    for (int s = 0; s < n; ++s)
+      if (stage_of_sample[s] == m) total += bundle[s], samples.push_back(s);
+    const double mean = total / e, slack = tolerance * mean;
     std::vector<double> load(e, 0.0);
+    std::stable_sort(samples.begin(), samples.end(), [&](int a, int b) { return bundle[a] > bundle[b]; });
+    std::vector<char> whole(n, 0);
+    for (int s : samples) {
+      const int pos = least_on(load, node_of(s));
+      if (batch.samples[s].images.empty() || pos < 0 || load[pos] + bundle[s] > mean) continue;
+      whole[s] = 1;
+      load[pos] += bundle[s];
+      for (const Image& im : images)
+        if (im.sample == s) owner[im.index] = encoder_ranks[pos];
+    }
+    std::vector<Image> order;
+    for (const Image& im : images)
+      if (stage_of_sample[im.sample] == m && !whole[im.sample]) order.push_back(im);
+    std::stable_sort(order.begin(), order.end(),
+                     [](const Image& a, const Image& b) { return a.patches > b.patches; });
     for (const Image& im : order) {
-      if (im.stage != m) continue;
       const int least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-      int pos = -1;
-      for (int p = 0; p < e; ++p)
-        if (cost.node_of(encoder_ranks[p]) == im.node && (pos < 0 || load[p] < load[pos])) pos = p;
+      int pos = least_on(load, node_of(im.sample));
       if (pos < 0 || load[pos] > load[least] + slack) pos = least;
       load[pos] += im.time;
       owner[im.index] = encoder_ranks[pos];
@@ -590,6 +612,30 @@ TEST(ImagePlacement, AnswersAsThePlainPlacement) {
             << "tolerance " << tolerance;
       }
     }
+}
+
+// A sample's images stay together on a rank of its node while that rank stays within the mean load (the
+// bound included); a sample that would pass it is placed image by image. Two encoder ranks on one node,
+// one second per patch.
+TEST(ImagePlacement, WholeSamplesUpToTheMeanLoad) {
+  CostModel cost;
+  cost.ranks_per_node = 4;
+  cost.encoder = {0.0, 1.0, 0.0};
+  const auto place = [&](const std::vector<std::vector<int>>& patches) {
+    GlobalBatch batch = batch_of_lengths(std::vector<int>(patches.size(), 16));
+    for (size_t s = 0; s < patches.size(); ++s)
+      for (int p : patches[s]) {
+        ImageMeta im;
+        im.patches = p;
+        batch.samples[s].images.push_back(im);
+      }
+    return planning::balance_images(batch, cost, {0, 1}, std::vector<int>(patches.size(), 0), 0.0);
+  };
+  // Mean 100: each sample exactly fills a rank.
+  EXPECT_EQ(place({{50, 50}, {50, 50}}), (std::vector<int>{0, 0, 1, 1}));
+  // Mean 100: the first sample (101) passes it and is split: its 51 and 50 go to the empty rank 1 after
+  // the second sample (99) went whole to rank 0.
+  EXPECT_EQ(place({{50, 51}, {49, 50}}), (std::vector<int>{1, 1, 0, 0}));
 }
 
 TEST(PlanTraffic, LoadersHoldContiguousShards) {

@@ -91,85 +91,93 @@ std::vector<RankRange> place_groups(std::vector<int> sizes, int first_rank, int 
 std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
                                 const std::vector<int>& encoder_ranks, const std::vector<int>& preferred_rank,
                                 double tolerance, const std::vector<int>& stage_of_sample) {
-  const int e = static_cast<int>(encoder_ranks.size());
+  const int e = static_cast<int>(encoder_ranks.size()), n = static_cast<int>(batch.samples.size());
   // Encoder ranks are sorted, so the ranks of one node are a contiguous range of positions.
   const int nodes = cost.node_of(encoder_ranks.back()) + 1;
-  std::vector<int> node_begin(nodes + 1), node_of_position(e);
-  for (int pos = 0; pos < e; ++pos) node_of_position[pos] = cost.node_of(encoder_ranks[pos]);
+  std::vector<int> node_begin(nodes + 1);
   for (int node = 0, pos = 0; node <= nodes; ++node) {
-    while (pos < e && node_of_position[pos] < node) ++pos;
+    while (pos < e && cost.node_of(encoder_ranks[pos]) < node) ++pos;
     node_begin[node] = pos;
   }
-  // Placement order: stage by stage, largest first (the encoder time grows with patches), ties in image
-  // order. Two walks over the images: the first counts them by (stage, patches), the second writes each
-  // straight to its place (a counting sort; a comparison sort where patches range too widely).
-  int stages = 1, most_patches = 0, images = 0;
-  for (size_t s = 0; s < batch.samples.size(); ++s) {
+  const std::vector<int> first_image = first_image_of_samples(batch);
+  const int images = first_image.back();
+  // Per sample: its images' encoder time summed in image order, and its node (-1: no LLM rank, or no
+  // encoder rank on its node); each stage's total, summed in sample order; the samples stage by stage.
+  std::vector<double> image_time(images), bundle(n, 0.0);
+  std::vector<int> node_of_sample(n, -1);
+  int stages = 1, most_patches = 0;
+  for (int s = 0; s < n; ++s) {
     if (!stage_of_sample.empty()) stages = std::max(stages, stage_of_sample[s] + 1);
-    for (const ImageMeta& image : batch.samples[s].images)
-      most_patches = std::max(most_patches, image.patches), ++images;
-  }
-  const auto stage_of = [&](size_t s) { return stage_of_sample.empty() ? 0 : stage_of_sample[s]; };
-  const long long keys = static_cast<long long>(stages) * (most_patches + 1);
-  const bool counting = counting_sort_fits(keys, images);
-  std::vector<int> next_of_key;           // counting: the next place of each key, stage-major, largest first
-  std::vector<int> place_of_image;        // otherwise: each image's place
-  std::vector<int> start(stages + 1, 0);  // each stage's first place
-  if (counting) {
-    next_of_key.assign(keys + 1, 0);
-    for (size_t s = 0; s < batch.samples.size(); ++s) {
-      const long long base = static_cast<long long>(stage_of(s)) * (most_patches + 1) + most_patches;
-      for (const ImageMeta& image : batch.samples[s].images) ++next_of_key[base - image.patches + 1];
+    for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
+      const int patches = batch.samples[s].images[i - first_image[s]].patches;
+      most_patches = std::max(most_patches, patches);
+      bundle[s] += image_time[i] = cost.encoder_time(patches);
     }
-    for (long long k = 1; k <= keys; ++k) next_of_key[k] += next_of_key[k - 1];
-    for (int m = 0; m <= stages; ++m) start[m] = next_of_key[static_cast<long long>(m) * (most_patches + 1)];
-  } else {
-    std::vector<std::tuple<int, int, int>> records;  // (stage, -patches, image)
-    records.reserve(images);
-    for (size_t s = 0, i = 0; s < batch.samples.size(); ++s)
-      for (const ImageMeta& image : batch.samples[s].images)
-        records.emplace_back(stage_of(s), -image.patches, static_cast<int>(i++));
-    std::sort(records.begin(), records.end());
-    place_of_image.resize(images);
-    for (int next = 0; next < images; ++next) {
-      place_of_image[std::get<2>(records[next])] = next;
-      ++start[std::get<0>(records[next]) + 1];
-    }
-    for (int m = 0; m < stages; ++m) start[m + 1] += start[m];
+    const int node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
+    if (node >= 0 && node < nodes && node_begin[node] < node_begin[node + 1]) node_of_sample[s] = node;
   }
-  // The images in placement order with what the loop reads of them, so that it walks memory in order;
-  // each stage's encoder time summed in image order.
-  struct Item {
-    double time;
-    int node, image;  // node of the image's LLM group, -1: none
-  };
-  std::vector<Item> items(images);
+  const auto stage_of = [&](int s) { return stage_of_sample.empty() ? 0 : stage_of_sample[s]; };
   std::vector<double> stage_total(stages, 0.0);
-  for (size_t s = 0, i = 0; s < batch.samples.size(); ++s) {
-    const int preferred_node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
-    const int node = preferred_node < nodes ? preferred_node : -1;
-    const int stage = stage_of(s);
-    const long long base = static_cast<long long>(stage) * (most_patches + 1) + most_patches;
-    double total = stage_total[stage];  // in a register through the sample's images: the same sums
-    for (const ImageMeta& image : batch.samples[s].images) {
-      const double time = cost.encoder_time(image.patches);
-      total += time;
-      const int next = counting ? next_of_key[base - image.patches]++ : place_of_image[i];
-      items[next] = {time, node, static_cast<int>(i++)};
-    }
-    stage_total[stage] = total;
-  }
-  std::vector<int> owner(images);
+  std::vector<int> stage_begin(stages + 1, 0), by_stage(n);
+  for (int s = 0; s < n; ++s) stage_total[stage_of(s)] += bundle[s], ++stage_begin[stage_of(s) + 1];
+  for (int m = 0; m < stages; ++m) stage_begin[m + 1] += stage_begin[m];
+  std::vector<int> next(stage_begin.begin(), stage_begin.end() - 1);
+  for (int s = 0; s < n; ++s) by_stage[next[stage_of(s)]++] = s;
+
+  struct Item {
+    int image, sample, patches;
+  };
+  std::vector<int> owner(images), whole, next_of_patches;
+  std::vector<Item> split, ordered;
+  std::vector<char> is_split(n, 0);  // this stage's samples placed image by image
   for (int m = 0; m < stages; ++m) {
-    const double slack = tolerance * stage_total[m] / e;
+    const double mean = stage_total[m] / e, slack = tolerance * mean;
     NodeLoads loads(node_begin);
-    for (int next = start[m]; next < start[m + 1]; ++next) {
-      const Item& item = items[next];
-      // The least-loaded position of the image's node, unless it is more than the slack above the least
-      // loaded of all (when that is on the node, the two are the same position).
+    // 1. Whole samples, largest first (ties in index order), each onto the least-loaded rank of its node
+    //    while that rank stays within the stage's mean load: a sample's images stay together, on its node.
+    whole.assign(by_stage.begin() + stage_begin[m], by_stage.begin() + stage_begin[m + 1]);
+    std::sort(whole.begin(), whole.end(),
+              [&](int a, int b) { return bundle[a] != bundle[b] ? bundle[a] > bundle[b] : a < b; });
+    for (int s : whole) {
+      if (first_image[s] == first_image[s + 1]) continue;
+      if (node_of_sample[s] >= 0) {
+        const int pos = loads.argmin_in(node_of_sample[s]);
+        if (loads.load(pos) + bundle[s] <= mean) {
+          loads.add(pos, bundle[s]);
+          std::fill(owner.begin() + first_image[s], owner.begin() + first_image[s + 1], encoder_ranks[pos]);
+          continue;
+        }
+      }
+      is_split[s] = 1;
+    }
+    // 2. The other samples' images one by one, largest first (ties in image order: a stable counting sort
+    //    by patches, or a stable comparison sort where patches range too widely), each onto the
+    //    least-loaded rank of its sample's node unless that is more than the slack above the least loaded
+    //    of all.
+    split.clear();
+    for (int q = stage_begin[m]; q < stage_begin[m + 1]; ++q) {
+      const int s = by_stage[q];
+      if (!is_split[s]) continue;
+      is_split[s] = 0;
+      for (int i = first_image[s]; i < first_image[s + 1]; ++i)
+        split.push_back({i, s, batch.samples[s].images[i - first_image[s]].patches});
+    }
+    if (counting_sort_fits(most_patches + 1LL, static_cast<long long>(split.size()))) {
+      next_of_patches.assign(most_patches + 2, 0);
+      for (const Item& item : split) ++next_of_patches[most_patches - item.patches + 1];
+      for (int k = 1; k <= most_patches + 1; ++k) next_of_patches[k] += next_of_patches[k - 1];
+      ordered.resize(split.size());
+      for (const Item& item : split) ordered[next_of_patches[most_patches - item.patches]++] = item;
+    } else {
+      ordered = split;
+      std::stable_sort(ordered.begin(), ordered.end(),
+                       [](const Item& a, const Item& b) { return a.patches > b.patches; });
+    }
+    for (const Item& item : ordered) {
+      const int node = node_of_sample[item.sample];
       int pos;
-      if (item.node >= 0 && loads.has_slots(item.node)) {
-        pos = loads.argmin_in(item.node);
+      if (node >= 0) {
+        pos = loads.argmin_in(node);
         if (loads.load(pos) > loads.min_lower_bound() + slack) {  // else certainly within the slack
           const int least = loads.argmin();
           if (loads.load(pos) > loads.load(least) + slack) pos = least;
@@ -177,7 +185,7 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
       } else {
         pos = loads.argmin();
       }
-      loads.add(pos, item.time);
+      loads.add(pos, image_time[item.image]);
       owner[item.image] = encoder_ranks[pos];
     }
   }
