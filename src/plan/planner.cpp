@@ -253,13 +253,13 @@ class FlexspPlanner : public PolicyBase {
 // micro-batches back to back as their image rows arrive, every encoder rank encodes stage after stage and
 // then runs each stage's backward as its gradients come back. The encoder ranks are spread over the nodes
 // so that images can be encoded on their LLM rank's node. Inter-micro-batch reordering
-// (reorder_into_stages) starts and ends the pipeline with text-heavy micro-batches. E (1.15x or 1.5x the
-// count that balances the two sides' work: the encoder needs slack, as its backward ends the step; the
-// balance itself too when that slack would take every rank but one) and
-// the stage count are those with the smallest pipeline_estimate plus each stage's route check
-// (route_check_time: the executor checks each stage's exchange); the stage counts tried are the largest
-// power of two the groups' sample counts reach, half of it, and smaller powers of two while the estimate
-// falls. Images are then balanced over the encoder ranks stage by stage.
+// (reorder_into_stages) starts and ends the pipeline with text-heavy micro-batches. E and the stage count
+// are those with the smallest pipeline_estimate plus each stage's route check (route_check_time: the
+// executor checks each stage's exchange). E: 1.15x or 1.5x the count that balances the two sides' work
+// (the encoder needs slack, as its backward ends the step), and the balance itself where that slack would
+// take every rank but one. Stage counts: the largest power of two the groups' sample counts reach, half of
+// it, and smaller powers of two while the estimate falls. Images are then balanced over the encoder ranks
+// stage by stage.
 class DisaggPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
