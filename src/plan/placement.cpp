@@ -104,14 +104,14 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
   // Per sample: its images' encoder time summed in image order, and its node (-1: no LLM rank, or no
   // encoder rank on its node); each stage's total, summed in sample order; the samples stage by stage.
   std::vector<double> image_time(images), bundle(n, 0.0);
-  std::vector<int> node_of_sample(n, -1);
-  int stages = 1, most_patches = 0;
+  std::vector<int> node_of_sample(n, -1), sample_of_image(images);
+  int stages = 1;
   for (int s = 0; s < n; ++s) {
     if (!stage_of_sample.empty()) stages = std::max(stages, stage_of_sample[s] + 1);
     for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
       const int patches = batch.samples[s].images[i - first_image[s]].patches;
-      most_patches = std::max(most_patches, patches);
       bundle[s] += image_time[i] = cost.encoder_time(patches);
+      sample_of_image[i] = s;
     }
     const int node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
     if (node >= 0 && node < nodes && node_begin[node] < node_begin[node + 1]) node_of_sample[s] = node;
@@ -124,11 +124,7 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
   std::vector<int> next(stage_begin.begin(), stage_begin.end() - 1);
   for (int s = 0; s < n; ++s) by_stage[next[stage_of(s)]++] = s;
 
-  struct Item {
-    int image, sample, patches;
-  };
-  std::vector<int> owner(images), whole, next_of_patches;
-  std::vector<Item> split, ordered;
+  std::vector<int> owner(images), whole, split, split_patches;
   std::vector<char> is_split(n, 0);  // this stage's samples placed image by image
   for (int m = 0; m < stages; ++m) {
     const double mean = stage_total[m] / e, slack = tolerance * mean;
@@ -150,31 +146,22 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
       }
       is_split[s] = 1;
     }
-    // 2. The other samples' images one by one, largest first (ties in image order: a stable counting sort
-    //    by patches, or a stable comparison sort where patches range too widely), each onto the
+    // 2. The other samples' images one by one, largest first (ties in image order), each onto the
     //    least-loaded rank of its sample's node unless that is more than the slack above the least loaded
     //    of all.
-    split.clear();
+    split.clear(), split_patches.clear();
     for (int q = stage_begin[m]; q < stage_begin[m + 1]; ++q) {
       const int s = by_stage[q];
       if (!is_split[s]) continue;
       is_split[s] = 0;
-      for (int i = first_image[s]; i < first_image[s + 1]; ++i)
-        split.push_back({i, s, batch.samples[s].images[i - first_image[s]].patches});
+      for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
+        split.push_back(i);
+        split_patches.push_back(batch.samples[s].images[i - first_image[s]].patches);
+      }
     }
-    if (counting_sort_fits(most_patches + 1LL, static_cast<long long>(split.size()))) {
-      next_of_patches.assign(most_patches + 2, 0);
-      for (const Item& item : split) ++next_of_patches[most_patches - item.patches + 1];
-      for (int k = 1; k <= most_patches + 1; ++k) next_of_patches[k] += next_of_patches[k - 1];
-      ordered.resize(split.size());
-      for (const Item& item : split) ordered[next_of_patches[most_patches - item.patches]++] = item;
-    } else {
-      ordered = split;
-      std::stable_sort(ordered.begin(), ordered.end(),
-                       [](const Item& a, const Item& b) { return a.patches > b.patches; });
-    }
-    for (const Item& item : ordered) {
-      const int node = node_of_sample[item.sample];
+    for (int j : order_by_decreasing(split_patches)) {
+      const int image = split[j];
+      const int node = node_of_sample[sample_of_image[image]];
       int pos;
       if (node >= 0) {
         pos = loads.argmin_in(node);
@@ -185,8 +172,8 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
       } else {
         pos = loads.argmin();
       }
-      loads.add(pos, image_time[item.image]);
-      owner[item.image] = encoder_ranks[pos];
+      loads.add(pos, image_time[image]);
+      owner[image] = encoder_ranks[pos];
     }
   }
   return owner;

@@ -279,14 +279,15 @@ class DisaggPlanner : public PolicyBase {
       candidates = {options_.encoder_ranks};
     } else {
       const double balance = world_size * encoder_total / std::max(1e-300, encoder_total + costs.total_llm);
-      for (double slack : {1.15, 1.5}) {
+      constexpr double kSlacks[] = {1.15, 1.5};
+      for (double slack : kSlacks) {
         const int e = std::clamp(static_cast<int>(std::ceil(slack * balance)), 1, world_size - 1);
         if (candidates.empty() || e != candidates.back()) candidates.push_back(e);
       }
       // Where the encoder dominates, the slack can leave the LLM side one rank for all its work: the
       // balance itself then too.
       const int balanced = std::clamp(static_cast<int>(std::ceil(balance)), 1, world_size - 1);
-      if (static_cast<int>(std::ceil(1.15 * balance)) > world_size - 1 && balanced < candidates.front())
+      if (static_cast<int>(std::ceil(kSlacks[0] * balance)) > world_size - 1 && balanced < candidates.front())
         candidates.insert(candidates.begin(), balanced);
     }
     const double check = route_check_time(cost_, world_size);
