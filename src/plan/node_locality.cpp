@@ -60,6 +60,78 @@ std::vector<std::tuple<double, int, int>> bytes_by(const std::vector<std::vector
   return weight;
 }
 
+// Images balanced node-wise, a sample's images kept together where balance allows: the samples' images
+// over the nodes as whole bundles (balance_over_nodes, home: the sample's LLM node); then over each node's
+// ranks, first whole samples, largest first, each onto the node's least-loaded rank while that rank stays
+// within the node's mean load, then the other samples' images one by one by LPT; then each rank's items
+// (a whole sample's images, or one image) to the rank of its node nearest their samples' LLM ranks.
+// Returns each image's rank.
+std::vector<int> balance_images_node_wise(const GlobalBatch& batch, const CostModel& cost,
+                                          const std::vector<int>& llm_rank,
+                                          const std::vector<int>& ranks_of_node) {
+  const int n = static_cast<int>(batch.samples.size()), nodes = static_cast<int>(ranks_of_node.size());
+  const int per_node = cost.ranks_per_node;
+  const std::vector<int> first_image = first_image_of_samples(batch);
+  const auto patches_of = [&](int s, int i) { return batch.samples[s].images[i - first_image[s]].patches; };
+  const auto bytes_of = [&](int patches) {
+    return (cost.input_bytes_per_patch + cost.boundary_bytes_per_patch) * patches;
+  };
+  // Per sample (no per-image arrays: most images are placed with their sample): its images' encoder time
+  // and bytes, and its home node.
+  std::vector<double> bundle(n, 0.0), bundle_bytes(n, 0.0);
+  std::vector<int> home(n);
+  for (int s = 0; s < n; ++s) {
+    home[s] = cost.node_of(llm_rank[s]);
+    for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
+      bundle[s] += cost.encoder_time(patches_of(s, i));
+      bundle_bytes[s] += bytes_of(patches_of(s, i));
+    }
+  }
+  // Largest first, ties in index order (a sample's images move with it: bytes grow with its work).
+  std::vector<int> largest_first(n);
+  std::iota(largest_first.begin(), largest_first.end(), 0);
+  std::sort(largest_first.begin(), largest_first.end(),
+            [&](int a, int b) { return bundle[a] != bundle[b] ? bundle[a] > bundle[b] : a < b; });
+  const std::vector<int> node_of_sample = balance_over_nodes(bundle, home, ranks_of_node, largest_first);
+
+  std::vector<double> node_total(nodes, 0.0);
+  for (int s = 0; s < n; ++s) node_total[node_of_sample[s]] += bundle[s];
+  std::vector<LoadTree> rank_loads;
+  for (int node = 0; node < nodes; ++node) rank_loads.emplace_back(ranks_of_node[node]);
+  std::vector<std::vector<int>> items((nodes - 1) * per_node + ranks_of_node.back());  // per rank
+  std::vector<int> item_begin, item_end, item_near;  // an item: images item_begin[k] .. item_end[k] - 1
+  std::vector<double> item_bytes;
+  const auto place = [&](int s, double load, double bytes, int begin, int end) {
+    const int node = node_of_sample[s], slot = rank_loads[node].argmin();
+    rank_loads[node].add(slot, load);
+    items[node * per_node + slot].push_back(static_cast<int>(item_begin.size()));
+    item_begin.push_back(begin), item_end.push_back(end), item_near.push_back(llm_rank[s]);
+    item_bytes.push_back(bytes);
+  };
+  std::vector<int> split, split_patches, sample_of_split;
+  for (int s : largest_first) {
+    if (first_image[s] == first_image[s + 1]) continue;
+    const int node = node_of_sample[s];
+    if (rank_loads[node].min_load() + bundle[s] <= node_total[node] / ranks_of_node[node]) {
+      place(s, bundle[s], bundle_bytes[s], first_image[s], first_image[s + 1]);
+      continue;
+    }
+    for (int i = first_image[s]; i < first_image[s + 1]; ++i)
+      split.push_back(i), split_patches.push_back(patches_of(s, i)), sample_of_split.push_back(s);
+  }
+  for (int j : order_by_decreasing(split_patches)) {
+    const int p = split_patches[j];
+    place(sample_of_split[j], cost.encoder_time(p), bytes_of(p), split[j], split[j] + 1);
+  }
+
+  place_bundles_near_loaders(items, 0, item_near, item_bytes, per_node);
+  std::vector<int> owner(first_image.back(), 0);
+  for (size_t r = 0; r < items.size(); ++r)
+    for (int k : items[r])
+      std::fill(owner.begin() + item_begin[k], owner.begin() + item_end[k], static_cast<int>(r));
+  return owner;
+}
+
 }  // namespace
 
 void place_bundles_near_loaders(std::vector<std::vector<int>>& bundles, int first_rank,
@@ -167,44 +239,11 @@ NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& cos
   refine_assignment(costs, groups, cost, std::vector<char>(n, 1), out.samples, loads, world);
   place_bundles_near_loaders(out.samples, 0, loader, bytes, per_node);
 
-  // Images: home = their sample's LLM node; over the nodes, then LPT over each node's ranks; then each
-  // rank's images go to the rank of the node nearest their samples' LLM ranks.
+  // Images: home = their sample's LLM node.
   std::vector<int> llm_rank(n, 0);
   for (int r = 0; r < world; ++r)
     for (int s : out.samples[r]) llm_rank[s] = r;
-  const std::vector<int> first_image = first_image_of_samples(batch);
-  const int images_in_batch = first_image.back();
-  std::vector<double> image_cost(images_in_batch), image_bytes(images_in_batch);
-  std::vector<int> image_home(images_in_batch), image_near(images_in_batch), patches(images_in_batch);
-  for (int s = 0; s < n; ++s) {
-    const int home_node = cost.node_of(llm_rank[s]);
-    for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
-      const int p = batch.samples[s].images[i - first_image[s]].patches;
-      image_cost[i] = cost.encoder_time(p);
-      image_bytes[i] = (cost.input_bytes_per_patch + cost.boundary_bytes_per_patch) * p;
-      image_home[i] = home_node, image_near[i] = llm_rank[s], patches[i] = p;
-    }
-  }
-  // Images (whose bytes and work both grow with their patches) stay largest first.
-  const std::vector<int> largest_first = order_by_decreasing(patches);
-  const std::vector<int> node_of_image =
-      balance_over_nodes(image_cost, image_home, ranks_of_node, largest_first);
-  std::vector<LoadTree> rank_loads;
-  for (int node = 0; node < nodes; ++node) rank_loads.emplace_back(ranks_of_node[node]);
-  std::vector<int> rank_of_image(images_in_batch), images_of_rank(world, 0);
-  for (int i : largest_first) {  // the encoder time grows with patches
-    const int node = node_of_image[i], slot = rank_loads[node].argmin();
-    rank_loads[node].add(slot, image_cost[i]);
-    rank_of_image[i] = node * per_node + slot;
-    ++images_of_rank[rank_of_image[i]];
-  }
-  std::vector<std::vector<int>> images(world);  // each rank's images, in placement order
-  for (int r = 0; r < world; ++r) images[r].reserve(images_of_rank[r]);
-  for (int i : largest_first) images[rank_of_image[i]].push_back(i);
-  place_bundles_near_loaders(images, 0, image_near, image_bytes, per_node);
-  out.image_owner.assign(image_cost.size(), 0);
-  for (int r = 0; r < world; ++r)
-    for (int i : images[r]) out.image_owner[i] = r;
+  out.image_owner = balance_images_node_wise(batch, cost, llm_rank, ranks_of_node);
   return out;
 }
 

@@ -23,7 +23,9 @@ std::vector<int> balance_over_nodes(const std::vector<double>& cost, const std::
 // over the nodes (balance_over_nodes, LLM cost), then over each node's ranks (assign_samples), then refined
 // over all ranks (refine_assignment: a sample leaves its node only when that shortens the slowest rank);
 // the bundles are then placed on the node's ranks nearest their loaders (place_bundles_near_loaders).
-// Images likewise by encoder cost, home = their sample's LLM node, placed nearest their sample's LLM rank.
+// Images likewise by encoder cost, home = their sample's LLM node, a sample's images kept together where
+// balance allows (over the nodes as one bundle; on the node's ranks whole while a rank stays within the
+// node's mean load, else image by image), placed nearest their sample's LLM rank.
 struct NodeWiseLayout {
   std::vector<std::vector<int>> samples;  // per rank
   std::vector<int> image_owner;           // per image, in sample order

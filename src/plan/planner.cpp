@@ -132,7 +132,8 @@ class MegatronDcpPlanner : public PolicyBase {
 // OrchMLLM batch post-balancing: data parallel (groups of one rank); the LLM phase and the encoder phase
 // are balanced separately (LPT on each phase's own cost), so the two layouts differ; both node-wise
 // (node_locality.hpp): over the nodes first, keeping samples on their loaders' nodes and images on their
-// samples' LLM nodes as far as balance allows, then over each node's ranks.
+// samples' LLM nodes as far as balance allows, then over each node's ranks (a sample's images together
+// where balance allows).
 class OrchPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
