@@ -73,6 +73,7 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
   const std::vector<int> lengths = run_lengths(n);
   const GroupTimes times(cost, ranks);
   const long long too_many = static_cast<long long>(ranks) + 1;
+  const bool collectives_grow = times.collectives_nondecreasing() && ranks >= 2;
 
   // The candidate runs ending at each i: [i - l, i) for each run length l <= i, then the whole prefix when
   // no length reaches it; with the largest `need` among their packs (a range maximum over a sparse table),
@@ -105,6 +106,7 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
   std::vector<std::vector<Run>> runs_ending(n + 1);
   for (int i = 1; i <= n; ++i) {
     int previous = 0;
+    runs_ending[i].reserve(std::min<size_t>(i, lengths.size() + 1));
     for (int l : lengths) {
       if (l > i) break;
       runs_ending[i].push_back({i - l, largest_need(i - l, i), {}, {}, {}});
@@ -114,7 +116,9 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
       runs_ending[i].push_back({0, largest_need(0, i), {}, {}, {}});  // all packs in one group
   }
 
-  const auto run_size = [&](Run& run, int i, double target) {
+  // The run's size at the target, or none where it is known to be at least `useful_below` (the sizes that
+  // would improve on the prefix's best so far lie below it): then nothing is computed nor kept.
+  const auto run_size = [&](Run& run, int i, double target, long long useful_below) {
     const int j = run.from;
     const auto size = [&](int min_g, int max_g) {
       return ranks_for_target(times, work[i] - work[j], tokens[i] - tokens[j], count[i] - count[j], target,
@@ -127,6 +131,7 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
       if (k.target >= target) at_least = std::max(at_least, k.g);
       if (k.target <= target && k.g <= ranks) at_most = std::min(at_most, k.g);
     }
+    if (at_least >= useful_below) return none;
     const int g = at_least > ranks      ? none
                   : at_least >= at_most ? at_most
                                         : size(at_least, std::min(at_most, ranks));
@@ -145,11 +150,20 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
     for (int i = 1; i <= n; ++i) {
       for (Run& run : runs_ending[i]) {
         const int j = run.from;
-        if (best[j] >= too_many) continue;
-        // time(g) >= work / g: a run that needs as many ranks as best[i] leaves cannot improve on it.
-        const double at_least = std::max<double>(run.need, std::ceil((work[i] - work[j]) / target - 1e-9));
-        if (static_cast<double>(best[j]) + at_least >= static_cast<double>(best[i])) continue;
-        const int g = run_size(run, i, target);
+        // time(g) >= work / g, so g >= need and g > work / target - 1e-9: a run that needs as many ranks as
+        // best[i] - best[j] cannot improve on best[i] (nor can any from a prefix that cannot be done, whose
+        // best[j] is too_many). Multiplied, not divided: this test is most of the programme's time.
+        const long long over = best[i] - best[j];
+        const double run_work = work[i] - work[j], enough = static_cast<double>(over) - 1.0 + 1e-9;
+        if (run.need >= over || run_work > enough * target) continue;
+        // More than one rank's work: g >= 2, and every size's collectives are at least two ranks' (when
+        // nondecreasing), so g > work / (target - those): most long runs stop here, before their size.
+        if (run_work > target && collectives_grow) {
+          const double room =
+              target - times.with_collectives_of(2, 0.0, tokens[i] - tokens[j], count[i] - count[j], 1);
+          if (room <= 0.0 || run_work > enough * room) continue;
+        }
+        const int g = run_size(run, i, target, over);
         if (g <= ranks && best[j] + g < best[i]) best[i] = best[j] + g, from[i] = j, size[i] = g;
       }
       if (best[i] >= too_many) return too_many;  // a longer prefix needs at least as many ranks
@@ -169,14 +183,18 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
   // group among those that hold it.
   double lo = work[n] / ranks;
   for (const DhpPack& p : packs) {
-    if (p.need > ranks) return out;  // no group can hold it
+    if (p.need > ranks) return out;             // no group can hold it
+    if (p.need == 1 && p.work <= lo) continue;  // its fastest is at most its time on one rank
     lo = std::max(lo, times.fastest(p.work, p.tokens, 1.0, p.need, ranks));
   }
-  // Often one pack bounds the makespan and the bound is met at once; else from twice it upwards.
+  // Often one pack bounds the makespan and the bound is met at once; else upwards in steps from 1/8 above
+  // it, each twice the last (the optimum is mostly within 1/8 of the bound: fewer probes than doubling).
   double hi = std::max(lo, 1e-12) * (1.0 + kTolerance);
   if (fewest_ranks(hi) > ranks) {
-    lo = hi, hi = 2.0 * lo;
-    while (fewest_ranks(hi) > ranks) lo = hi, hi *= 2.0;  // one group of all ranks per pack fits eventually
+    double step = 0.125;
+    lo = hi, hi = lo * (1.0 + step);
+    // One group of all ranks per pack fits eventually.
+    while (fewest_ranks(hi) > ranks) lo = hi, step *= 2.0, hi = lo * (1.0 + step);
   }
   hi = makespan();
   for (int i = 0; i < 200 && hi - lo > kTolerance * hi; ++i) {

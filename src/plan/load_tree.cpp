@@ -108,6 +108,23 @@ int NodeLoads::argmin() {
   }
 }
 
+namespace {
+
+// Indices sorted by decreasing key, ties by increasing index, by comparison: (-key, index) records, which
+// sort in cache, unlike indices compared through the keys.
+template <typename Key>
+std::vector<int> sort_by_decreasing(const std::vector<Key>& key) {
+  const int n = static_cast<int>(key.size());
+  std::vector<std::pair<Key, int>> records(n);
+  for (int i = 0; i < n; ++i) records[i] = {-key[i], i};
+  std::sort(records.begin(), records.end());
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = records[i].second;
+  return order;
+}
+
+}  // namespace
+
 std::vector<int> order_by_decreasing(const std::vector<int>& key) {
   const int n = static_cast<int>(key.size());
   std::vector<int> order(n);
@@ -121,11 +138,9 @@ std::vector<int> order_by_decreasing(const std::vector<int>& key) {
     for (int i = 0; i < n; ++i) order[start[*hi - key[i]]++] = i;
     return order;
   }
-  std::vector<std::pair<int, int>> records(n);  // (-key, index): in cache, unlike sorting indices
-  for (int i = 0; i < n; ++i) records[i] = {-key[i], i};
-  std::sort(records.begin(), records.end());
-  for (int i = 0; i < n; ++i) order[i] = records[i].second;
-  return order;
+  return sort_by_decreasing(key);
 }
+
+std::vector<int> order_by_decreasing(const std::vector<double>& key) { return sort_by_decreasing(key); }
 
 }  // namespace minimllm::planning

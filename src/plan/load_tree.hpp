@@ -83,5 +83,6 @@ inline bool counting_sort_fits(long long key_range, long long n) { return key_ra
 // Indices 0..n-1 sorted by decreasing key, ties by increasing index (a counting sort when the keys are
 // small non-negative integers, as tokens and patches are).
 std::vector<int> order_by_decreasing(const std::vector<int>& key);
+std::vector<int> order_by_decreasing(const std::vector<double>& key);  // a comparison sort
 
 }  // namespace minimllm::planning

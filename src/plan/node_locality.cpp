@@ -88,10 +88,7 @@ std::vector<int> balance_images_node_wise(const GlobalBatch& batch, const CostMo
     }
   }
   // Largest first, ties in index order (a sample's images move with it: bytes grow with its work).
-  std::vector<int> largest_first(n);
-  std::iota(largest_first.begin(), largest_first.end(), 0);
-  std::sort(largest_first.begin(), largest_first.end(),
-            [&](int a, int b) { return bundle[a] != bundle[b] ? bundle[a] > bundle[b] : a < b; });
+  const std::vector<int> largest_first = order_by_decreasing(bundle);
   const std::vector<int> node_of_sample = balance_over_nodes(bundle, home, ranks_of_node, largest_first);
 
   std::vector<double> node_total(nodes, 0.0);

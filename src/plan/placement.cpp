@@ -101,18 +101,15 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
   }
   const std::vector<int> first_image = first_image_of_samples(batch);
   const int images = first_image.back();
-  // Per sample: its images' encoder time summed in image order, and its node (-1: no LLM rank, or no
-  // encoder rank on its node); each stage's total, summed in sample order; the samples stage by stage.
-  std::vector<double> image_time(images), bundle(n, 0.0);
-  std::vector<int> node_of_sample(n, -1), sample_of_image(images);
+  // Per sample (no per-image arrays: most images are placed with their sample): its images' encoder time
+  // summed in image order, and its node (-1: no LLM rank, or no encoder rank on its node); each stage's
+  // total, summed in sample order; the samples stage by stage.
+  std::vector<double> bundle(n, 0.0);
+  std::vector<int> node_of_sample(n, -1);
   int stages = 1;
   for (int s = 0; s < n; ++s) {
     if (!stage_of_sample.empty()) stages = std::max(stages, stage_of_sample[s] + 1);
-    for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
-      const int patches = batch.samples[s].images[i - first_image[s]].patches;
-      bundle[s] += image_time[i] = cost.encoder_time(patches);
-      sample_of_image[i] = s;
-    }
+    for (const ImageMeta& image : batch.samples[s].images) bundle[s] += cost.encoder_time(image.patches);
     const int node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
     if (node >= 0 && node < nodes && node_begin[node] < node_begin[node + 1]) node_of_sample[s] = node;
   }
@@ -124,17 +121,20 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
   std::vector<int> next(stage_begin.begin(), stage_begin.end() - 1);
   for (int s = 0; s < n; ++s) by_stage[next[stage_of(s)]++] = s;
 
-  std::vector<int> owner(images), whole, split, split_patches;
+  std::vector<int> owner(images), split, split_patches, split_sample;
+  std::vector<double> stage_bundle;
   std::vector<char> is_split(n, 0);  // this stage's samples placed image by image
   for (int m = 0; m < stages; ++m) {
     const double mean = stage_total[m] / e, slack = tolerance * mean;
     NodeLoads loads(node_begin);
-    // 1. Whole samples, largest first (ties in index order), each onto the least-loaded rank of its node
-    //    while that rank stays within the stage's mean load: a sample's images stay together, on its node.
-    whole.assign(by_stage.begin() + stage_begin[m], by_stage.begin() + stage_begin[m + 1]);
-    std::sort(whole.begin(), whole.end(),
-              [&](int a, int b) { return bundle[a] != bundle[b] ? bundle[a] > bundle[b] : a < b; });
-    for (int s : whole) {
+    // 1. Whole samples, largest first (ties in index order: a stage lists its samples in increasing index),
+    //    each onto the least-loaded rank of its node while that rank stays within the stage's mean load: a
+    //    sample's images stay together, on its node.
+    stage_bundle.assign(stage_begin[m + 1] - stage_begin[m], 0.0);
+    for (int q = stage_begin[m]; q < stage_begin[m + 1]; ++q)
+      stage_bundle[q - stage_begin[m]] = bundle[by_stage[q]];
+    for (int position : order_by_decreasing(stage_bundle)) {
+      const int s = by_stage[stage_begin[m] + position];
       if (first_image[s] == first_image[s + 1]) continue;
       if (node_of_sample[s] >= 0) {
         const int pos = loads.argmin_in(node_of_sample[s]);
@@ -149,19 +149,19 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
     // 2. The other samples' images one by one, largest first (ties in image order), each onto the
     //    least-loaded rank of its sample's node unless that is more than the slack above the least loaded
     //    of all.
-    split.clear(), split_patches.clear();
+    split.clear(), split_patches.clear(), split_sample.clear();
     for (int q = stage_begin[m]; q < stage_begin[m + 1]; ++q) {
       const int s = by_stage[q];
       if (!is_split[s]) continue;
       is_split[s] = 0;
       for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
-        split.push_back(i);
+        split.push_back(i), split_sample.push_back(s);
         split_patches.push_back(batch.samples[s].images[i - first_image[s]].patches);
       }
     }
     for (int j : order_by_decreasing(split_patches)) {
       const int image = split[j];
-      const int node = node_of_sample[sample_of_image[image]];
+      const int node = node_of_sample[split_sample[j]];
       int pos;
       if (node >= 0) {
         pos = loads.argmin_in(node);
@@ -172,7 +172,7 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
       } else {
         pos = loads.argmin();
       }
-      loads.add(pos, image_time[image]);
+      loads.add(pos, cost.encoder_time(split_patches[j]));
       owner[image] = encoder_ranks[pos];
     }
   }
