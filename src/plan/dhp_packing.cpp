@@ -73,7 +73,10 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
   const std::vector<int> lengths = run_lengths(n);
   const GroupTimes times(cost, ranks);
   const long long too_many = static_cast<long long>(ranks) + 1;
+  // Two ranks' collectives per micro-batch and per token: no larger size's are less when they never fall.
   const bool collectives_grow = times.collectives_nondecreasing() && ranks >= 2;
+  const double latency2 = collectives_grow ? times.latency(2) : 0.0;
+  const double per_token2 = collectives_grow ? times.per_token(2) : 0.0;
 
   // The candidate runs ending at each i: [i - l, i) for each run length l <= i, then the whole prefix when
   // no length reaches it; with the largest `need` among their packs (a range maximum over a sparse table),
@@ -160,7 +163,7 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
         // nondecreasing), so g > work / (target - those): most long runs stop here, before their size.
         if (run_work > target && collectives_grow) {
           const double room =
-              target - times.with_collectives_of(2, 0.0, tokens[i] - tokens[j], count[i] - count[j], 1);
+              target - (count[i] - count[j]) * latency2 - (tokens[i] - tokens[j]) * per_token2;
           if (room <= 0.0 || run_work > enough * room) continue;
         }
         const int g = run_size(run, i, target, over);
@@ -181,31 +184,38 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
   };
   // Bisection on the makespan, from a lower bound: the mean load, and each pack alone on its fastest
   // group among those that hold it.
-  double lo = work[n] / ranks;
+  const double mean = work[n] / ranks;
+  double lo = mean;
   for (const DhpPack& p : packs) {
     if (p.need > ranks) return out;             // no group can hold it
     if (p.need == 1 && p.work <= lo) continue;  // its fastest is at most its time on one rank
     lo = std::max(lo, times.fastest(p.work, p.tokens, 1.0, p.need, ranks));
   }
-  // Often one pack bounds the makespan and the bound is met at once; else upwards in steps from 1/8 above
-  // it, each twice the last (the optimum is mostly within 1/8 of the bound: fewer probes than doubling).
+  // Often one pack bounds the makespan and the bound is met at once (the mean load alone, only by a perfect
+  // packing: not tried); else upwards in steps from 1/8 above it, each twice the last (the optimum is
+  // mostly within 1/8 of the bound: fewer probes than doubling).
   double hi = std::max(lo, 1e-12) * (1.0 + kTolerance);
-  if (fewest_ranks(hi) > ranks) {
+  const bool try_bound = lo > mean;
+  if (!try_bound || fewest_ranks(hi) > ranks) {
     double step = 0.125;
-    lo = hi, hi = lo * (1.0 + step);
+    if (try_bound) lo = hi;
+    hi = std::max(lo, 1e-12) * (1.0 + step);
     // One group of all ranks per pack fits eventually.
     while (fewest_ranks(hi) > ranks) lo = hi, step *= 2.0, hi = lo * (1.0 + step);
   }
+  // hi is always the makespan of the last feasible probe's allocation, which is kept (not probed again).
   hi = makespan();
+  std::vector<int> kept_from = from, kept_size = size;
   for (int i = 0; i < 200 && hi - lo > kTolerance * hi; ++i) {
     const double mid = 0.5 * (lo + hi);
     if (fewest_ranks(mid) <= ranks) {
-      hi = std::min(mid, makespan());
+      hi = makespan();
+      kept_from = from, kept_size = size;
     } else {
       lo = mid;
     }
   }
-  fewest_ranks(hi);
+  from = std::move(kept_from), size = std::move(kept_size);
   out.feasible = true;
   for (int i = n; i > 0; i = from[i]) {
     std::vector<int> run;

@@ -26,6 +26,9 @@ class GroupTimes {
   // Whether neither collective term falls as g grows over the table (true of the cost model's
   // collectives): then each run's collectives bound every larger size's from below.
   bool collectives_nondecreasing() const { return nondecreasing_; }
+  // A tabulated size's collectives: seconds per micro-batch (latency) and per token (bandwidth).
+  double latency(int g) const { return latency_[g]; }
+  double per_token(int g) const { return per_token_[g]; }
   // The time of g ranks with the collectives of `like` ranks (2 <= like <= tabulated()): the time of g
   // when both are in one run, else (collectives nondecreasing, g > like) a lower bound of it. Every time
   // is this one expression, compiled once without contraction into fused multiply-adds (src/CMakeLists.txt):
