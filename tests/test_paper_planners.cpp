@@ -684,59 +684,68 @@ TEST(NodeLocality, BundlesGoWhereTheirSamplesAreLoaded) {
   EXPECT_EQ(split, (std::vector<std::vector<int>>{{1, 4, 5, 6, 7}, {0, 2, 3}}));
 }
 
+// A deck's first batch of 256 samples and orch's plan of it over `world` ranks in nodes of `per_node`.
+struct OrchCase {
+  CostModel cost;
+  GlobalBatch batch;
+  StepPlan plan;
+};
+OrchCase orch_case(const std::string& name, int seed, int per_node, int world) {
+  const RunConfig config = deck(name, 256, seed);
+  OrchCase c{default_cost_model(config, kGflops, per_node), Sampler(config).batch(0), {}};
+  c.plan = make_planner("orch", c.cost, {})->plan(c.batch, world);
+  return c;
+}
+
 // orch on a modality-incoherent batch over 32 ranks in nodes of 4: most samples run on their loader's
 // node, and it moves far fewer bytes between nodes than the same balanced bundles (LLM and encoder)
 // shifted by a node, with the same phases. (Images still cross nodes where the encoder's balance needs it:
 // image-heavy samples are not spread evenly over the loaders.)
 TEST(NodeLocality, OrchPrefersMovesInsideANode) {
-  const RunConfig config = deck("modality_incoherent", 256, 9);
-  const CostModel cost = default_cost_model(config, kGflops, 4);
-  const GlobalBatch batch = Sampler(config).batch(0);
   const int world = 32;
-  const StepPlan plan = make_planner("orch", cost, {})->plan(batch, world);
-  ASSERT_EQ(plan.origin.source, "heuristic");
-  ASSERT_EQ(plan.llm_groups.size(), static_cast<size_t>(world));
-  StepPlan shifted = plan;
-  for (int r = 0; r < world; ++r) shifted.llm_groups[(r + 4) % world].samples = plan.llm_groups[r].samples;
+  const OrchCase c = orch_case("modality_incoherent", 9, 4, world);
+  ASSERT_EQ(c.plan.origin.source, "heuristic");
+  ASSERT_EQ(c.plan.llm_groups.size(), static_cast<size_t>(world));
+  StepPlan shifted = c.plan;
+  for (int r = 0; r < world; ++r) shifted.llm_groups[(r + 4) % world].samples = c.plan.llm_groups[r].samples;
   for (int& owner : shifted.image_owner) owner = (owner + 4) % world;
-  const PlanTraffic near = plan_traffic(plan, batch, cost, world);
-  const PlanTraffic far = plan_traffic(shifted, batch, cost, world);
+  const PlanTraffic near = plan_traffic(c.plan, c.batch, c.cost, world);
+  const PlanTraffic far = plan_traffic(shifted, c.batch, c.cost, world);
   EXPECT_LT(near.inter_node_bytes, 0.6 * far.inter_node_bytes);
   int at_home = 0;
-  for (const LlmGroup& g : plan.llm_groups)
+  for (const LlmGroup& g : c.plan.llm_groups)
     for (int s : g.samples)
-      at_home += cost.node_of(g.ranks.front()) == cost.node_of(sample_loader_rank(s, 256, world));
+      at_home += c.cost.node_of(g.ranks.front()) == c.cost.node_of(sample_loader_rank(s, 256, world));
   EXPECT_GE(at_home, 0.75 * 256);
   EXPECT_GT(near.intra_node_bytes, far.intra_node_bytes);
-  const PlanPrediction p = predict(plan, batch, cost, world), q = predict(shifted, batch, cost, world);
+  const PlanPrediction p = predict(c.plan, c.batch, c.cost, world),
+                       q = predict(shifted, c.batch, c.cost, world);
   EXPECT_NEAR(p.llm, q.llm, 1e-12);
   EXPECT_NEAR(p.encoder, q.encoder, 1e-12);
 }
 
-// orch on an image-heavy batch (8 images per sample on average) over 32 ranks in nodes of 8: most samples'
-// images are encoded together on one rank (96%; 0 when each image was placed on its own), a quarter or more
-// on their sample's own rank (32%; 14% image by image), and the encoder stays balanced: its slowest rank
-// within 3% of the mean (0.1%).
+// orch on an image-heavy batch (25 images per sample on average) over 32 ranks in nodes of 8: most
+// samples' images are encoded together on one rank (96%; 0 when each image was placed on its own), a
+// quarter or more on their sample's own rank (32%; 14% image by image), and the encoder stays balanced: its
+// slowest rank within 3% of the mean (0.1%).
 TEST(NodeLocality, OrchEncodesMostSamplesImagesTogether) {
-  const RunConfig config = deck("many_images", 256, 5);
-  const CostModel cost = default_cost_model(config, kGflops, 8);
-  const GlobalBatch batch = Sampler(config).batch(0);
   const int world = 32;
-  const StepPlan plan = make_planner("orch", cost, {})->plan(batch, world);
-  const std::vector<int> first_image = first_image_of_samples(batch);
+  const OrchCase c = orch_case("many_images", 5, 8, world);
+  const std::vector<int> first_image = first_image_of_samples(c.batch);
   std::vector<double> encoder_load(world, 0.0);
   int together = 0, with_their_sample = 0;
-  std::vector<int> llm_rank(batch.samples.size());
-  for (const LlmGroup& g : plan.llm_groups)
+  std::vector<int> llm_rank(c.batch.samples.size());
+  for (const LlmGroup& g : c.plan.llm_groups)
     for (int s : g.samples) llm_rank[s] = g.ranks.front();
-  for (size_t s = 0; s < batch.samples.size(); ++s) {
+  for (size_t s = 0; s < c.batch.samples.size(); ++s) {
     const int first = first_image[s], end = first_image[s + 1];
     for (int i = first; i < end; ++i) {
-      encoder_load[plan.image_owner[i]] += cost.encoder_time(batch.samples[s].images[i - first].patches);
-      with_their_sample += plan.image_owner[i] == llm_rank[s];
+      encoder_load[c.plan.image_owner[i]] +=
+          c.cost.encoder_time(c.batch.samples[s].images[i - first].patches);
+      with_their_sample += c.plan.image_owner[i] == llm_rank[s];
     }
-    if (std::all_of(plan.image_owner.begin() + first, plan.image_owner.begin() + end,
-                    [&](int owner) { return owner == plan.image_owner[first]; }))
+    if (std::all_of(c.plan.image_owner.begin() + first, c.plan.image_owner.begin() + end,
+                    [&](int owner) { return owner == c.plan.image_owner[first]; }))
       together += end - first;
   }
   const int images = first_image.back();
