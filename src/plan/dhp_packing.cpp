@@ -53,7 +53,7 @@ std::vector<int> run_lengths(int packs) {
 }  // namespace
 
 DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel& cost, int ranks,
-                             bool reuse_sizes) {
+                             bool shortcuts) {
   DhpAllocation out;
   const int n = static_cast<int>(packs.size());
   if (n == 0) {
@@ -96,8 +96,8 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
   };
   // A run's sizes at earlier probes of the bisection bound its size at this one (ranks_for_target is
   // exact, so monotone in the target): the size at a target at least this one from below, the size at a
-  // target at most this one from above. Kept: the last probe's, and the nearest from each side before it
-  // (the bisection's later probes lie on the side of each earlier one that the current probe does).
+  // target at most this one from above. Kept: the last size computed, and the nearest from each side before
+  // it (the bisection's later probes lie on the side of each earlier one that the current probe does).
   struct Known {
     double target = std::numeric_limits<double>::quiet_NaN();  // none yet: no comparison holds
     int g = 0;
@@ -127,7 +127,7 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
       return ranks_for_target(times, work[i] - work[j], tokens[i] - tokens[j], count[i] - count[j], target,
                               min_g, max_g);
     };
-    if (!reuse_sizes) return size(run.need, ranks);
+    if (!shortcuts) return size(run.need, ranks);
     const int none = ranks + 1;
     int at_least = run.need, at_most = none;  // at_most: a size known to meet the target
     for (const Known& k : {run.last, run.tighter, run.looser}) {
@@ -158,12 +158,13 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
         // best[j] is too_many). Multiplied, not divided: this test is most of the programme's time.
         const long long over = best[i] - best[j];
         const double run_work = work[i] - work[j], enough = static_cast<double>(over) - 1.0 + 1e-9;
-        if (run.need >= over || run_work > enough * target) continue;
+        if (shortcuts && (run.need >= over || run_work > enough * target)) continue;
         // More than one rank's work: g >= 2, and every size's collectives are at least two ranks' (when
         // nondecreasing), so g > work / (target - those): most long runs stop here, before their size.
-        if (run_work > target && collectives_grow) {
-          const double room =
-              target - (count[i] - count[j]) * latency2 - (tokens[i] - tokens[j]) * per_token2;
+        // (The target raised by 1e-12 of itself: above the rounding of the collectives' sum.)
+        if (shortcuts && run_work > target && collectives_grow) {
+          const double room = target * (1.0 + 1e-12) - (count[i] - count[j]) * latency2 -
+                              (tokens[i] - tokens[j]) * per_token2;
           if (room <= 0.0 || run_work > enough * room) continue;
         }
         const int g = run_size(run, i, target, over);

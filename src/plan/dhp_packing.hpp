@@ -8,7 +8,8 @@
 //        f[i][d] = min over j < i, g of max(f[j][d - g], T(packs j..i-1, g)),  g >= their largest need
 //     solved in its decision form: for a target makespan T, the fewest ranks
 //        r[i] = min over j of r[j] + (smallest g >= need with T(packs j..i-1, g) <= T)   (O(1) each)
-//     and the smallest T with r[packs] <= ranks found by bisection (to a relative 1e-4): the same optimum
+//     and the smallest T with r[packs] <= ranks found by bisection (to a relative 1e-4; bracketed from 1/8
+//     above the lower bound, the step doubling): the same optimum
 //     as the two-dimensional table, in O(packs x runs x log(1/tolerance)) instead of O(packs^2 ranks^2).
 //     Runs: every length up to 16 packs, then 1.5x apart, and all packs in one group.
 //     T(run, g) = group_time (group_time.hpp): its samples' one-rank compute / g plus the context-parallel
@@ -38,10 +39,12 @@ struct DhpAllocation {
   bool feasible = false;               // some allocation fits the ranks (every pack's need met)
 };
 
-// Stage 2, for packs in any order (sorted by decreasing work inside). reuse_sizes: each run's sizes at the
-// bisection's earlier probes bound its size at the next (the same allocation, faster; false: every size
-// from scratch, for tests).
+// Stage 2, for packs in any order (sorted by decreasing work inside). shortcuts: runs that cannot use fewer
+// ranks than the prefix's best so far are ruled out by bounds of their size (the work a group can do within
+// the target, two ranks' collectives, their sizes at the bisection's earlier probes) before any is
+// computed, and each computed size bounds the next probe's search (the same allocation, faster; false: every
+// run of every probe sized from scratch, the plain DP, for tests).
 DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel& cost, int ranks,
-                             bool reuse_sizes = true);
+                             bool shortcuts = true);
 
 }  // namespace minimllm::planning

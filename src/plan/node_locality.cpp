@@ -64,8 +64,8 @@ std::vector<std::tuple<double, int, int>> bytes_by(const std::vector<std::vector
 // over the nodes as whole bundles (balance_over_nodes, home: the sample's LLM node); then over each node's
 // ranks, first whole samples, largest first, each onto the node's least-loaded rank while that rank stays
 // within the node's mean load, then the other samples' images one by one by LPT; then each rank's items
-// (a whole sample's images, or one image) to the rank of its node nearest their samples' LLM ranks.
-// Returns each image's rank.
+// (a whole sample's images, or one image), as one bundle, to the rank nearest their samples' LLM ranks
+// (place_bundles_near_loaders). Returns each image's rank.
 std::vector<int> balance_images_node_wise(const GlobalBatch& batch, const CostModel& cost,
                                           const std::vector<int>& llm_rank,
                                           const std::vector<int>& ranks_of_node) {
@@ -95,7 +95,7 @@ std::vector<int> balance_images_node_wise(const GlobalBatch& batch, const CostMo
   for (int s = 0; s < n; ++s) node_total[node_of_sample[s]] += bundle[s];
   std::vector<LoadTree> rank_loads;
   for (int node = 0; node < nodes; ++node) rank_loads.emplace_back(ranks_of_node[node]);
-  std::vector<std::vector<int>> items((nodes - 1) * per_node + ranks_of_node.back());  // per rank
+  std::vector<std::vector<int>> items(std::accumulate(ranks_of_node.begin(), ranks_of_node.end(), 0));
   std::vector<int> item_begin, item_end, item_near;  // an item: images item_begin[k] .. item_end[k] - 1
   std::vector<double> item_bytes;
   const auto place = [&](int s, double load, double bytes, int begin, int end) {

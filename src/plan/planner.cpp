@@ -153,7 +153,7 @@ class OrchPlanner : public PolicyBase {
 // DHP as its paper describes it (dhp_packing.hpp): the batch packed best-fit-decreasing into packs of what
 // their groups' memory holds (at most the per-rank token budget, parallel.tokens_per_rank, or derived as
 // static's: the longest sample / parallel.cp), then a dynamic programme giving any integer number of ranks
-// to runs of packs, each pack one micro-batch; images balanced like orch.
+// to runs of packs, each pack one micro-batch; images by balance_images (placement.hpp).
 class DhpPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
@@ -187,8 +187,8 @@ class DhpPlanner : public PolicyBase {
 
 // dhp_search: group sizes chosen per batch by the target-driven search (target_search.hpp) over any
 // integer sizes and over powers of two (FlexSP's heuristic, below, is the power-of-two half): long samples
-// cut into groups by a dynamic programme, short ones balanced by LPT over the rest; images balanced like
-// orch. Kept beside the paper's dhp, which it often beats (docs/PARALLELISM.md).
+// cut into groups by a dynamic programme, short ones balanced by LPT over the rest; images by
+// balance_images (placement.hpp). Kept beside the paper's dhp, which it often beats (docs/PARALLELISM.md).
 class TargetPlanner : public PolicyBase {
  public:
   TargetPlanner(const char* name, std::vector<planning::SizeRule> rules, const CostModel& cost,
