@@ -133,32 +133,32 @@ void BM_GradSyncOverlap(benchmark::State& state, const char* deck, double bucket
 }
 // The deck's bucket size (8 MiB unless it says otherwise), then one bucket per layer; llm_heavy also with
 // one sample per rank.
-BENCHMARK_CAPTURE(BM_GradSyncOverlap, quickstart, "quickstart.yaml", -1.0, 0)
-    ->Iterations(1)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_GradSyncOverlap, quickstart_per_layer, "quickstart.yaml", 0.0, 0)
-    ->Iterations(1)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_GradSyncOverlap, llm_heavy, "llm_heavy.yaml", -1.0, 0)
-    ->Iterations(1)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_GradSyncOverlap, llm_heavy_per_layer, "llm_heavy.yaml", 0.0, 0)
-    ->Iterations(1)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_GradSyncOverlap, llm_heavy_batch2, "llm_heavy.yaml", -1.0, 2)
-    ->Iterations(1)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_GradSyncOverlap, llm_heavy_batch2_per_layer, "llm_heavy.yaml", 0.0, 2)
-    ->Iterations(1)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
+struct GradSyncCase {
+  const char* name;
+  const char* deck;
+  double bucket_mb;
+  int global_batch;
+};
+constexpr GradSyncCase kCases[] = {
+    {"quickstart", "quickstart.yaml", -1.0, 0},      {"quickstart_per_layer", "quickstart.yaml", 0.0, 0},
+    {"llm_heavy", "llm_heavy.yaml", -1.0, 0},        {"llm_heavy_per_layer", "llm_heavy.yaml", 0.0, 0},
+    {"llm_heavy_batch2", "llm_heavy.yaml", -1.0, 2}, {"llm_heavy_batch2_per_layer", "llm_heavy.yaml", 0.0, 2},
+};
+
+void register_cases() {
+  for (const GradSyncCase& c : kCases)
+    benchmark::RegisterBenchmark(
+        (std::string("BM_GradSyncOverlap/") + c.name).c_str(),
+        [c](benchmark::State& state) { BM_GradSyncOverlap(state, c.deck, c.bucket_mb, c.global_batch); })
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+}
 
 }  // namespace
 }  // namespace minimllm
 
-int main(int argc, char** argv) { return minimllm::run_mpi_benchmarks(argc, argv); }
+int main(int argc, char** argv) {
+  minimllm::register_cases();
+  return minimllm::run_mpi_benchmarks(argc, argv);
+}
