@@ -9,16 +9,15 @@
 //   sync_step = median over repetitions of (t_serial - t_nosync), exposed_step of (t_overlap - t_nosync),
 //   hidden = 1 - exposed_step / sync_step
 // is the share of the all-reduce's time that overlapping removes from the step (the measure), and
-// hidden_se its standard error within the run (from the two differences' median absolute deviations;
-// runs of the same binary scatter more than it says, so repeat the run). It resolves only where the sync
-// is well above the steps' noise: the batch-of-2 cases put one sample per rank, where the sync is a larger
-// share of the step. Beside it, the sync's tail: from the end of the slowest rank's
-// backward to the end of the step's sync (so without waiting for a slower rank's compute, which dominates
-// grad_sync_seconds under imbalance): sync_serial (the whole blocking all-reduce), exposed_overlap (what is
-// left of the overlapped one) and hidden_tail = 1 - exposed_overlap / sync_serial, which ignores any
-// slow-down of the backward itself (the price of overlap when progress and compute share a core). Run with
-// mpiexec -n 2; MINIMLLM_BENCH_REPS sets the repetitions (default 5). Decks: $MINIMLLM_INPUTS or the
-// source tree's.
+// hidden_se its standard error within the run (from the two differences' median absolute deviations; runs of
+// the same binary scatter more than it says, so repeat the run). It resolves only where the sync is well
+// above the steps' noise: the batch-of-2 cases put one sample per rank, where the sync is a larger share of
+// the step. Beside it, the sync's tail: from the end of the slowest rank's backward to the end of the step's
+// sync (so without waiting for a slower rank's compute, which dominates grad_sync_seconds under imbalance):
+// sync_serial (the whole blocking all-reduce), exposed_overlap (what is left of the overlapped one) and
+// hidden_tail = 1 - exposed_overlap / sync_serial, which ignores any slow-down of the backward itself (the
+// price of overlap when progress and compute share a core). Run with mpiexec -n 2; MINIMLLM_BENCH_REPS sets
+// the repetitions (default 5). Decks: $MINIMLLM_INPUTS or the source tree's.
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
