@@ -53,8 +53,20 @@ while [ $# -gt 0 ]; do
   esac
 done
 minimllm=$build/src/minimllm
-h5dump=$(command -v h5dump || true)
-[ -n "$h5dump" ] || { echo "validate-simulator.sh: needs h5dump (HDF5's tools) to read /simulation" >&2; exit 2; }
+# A Python with h5py: $MINIMLLM_PYTHON, else Debian's, else the one on PATH (as scripts/report.sh).
+python=""
+for py in ${MINIMLLM_PYTHON:-/usr/bin/python3 python3}; do
+  if "$py" -c 'import h5py' 2> /dev/null; then python=$py; break; fi
+done
+[ -n "$python" ] || { echo "validate-simulator.sh: needs a python3 with h5py (apt-get install python3-h5py," \
+  "or set MINIMLLM_PYTHON) to read the files" >&2; exit 2; }
+# The median of FIELD over rows 1.. of TABLE in FILE, in ms; the script stops when any is missing.
+read_median() {
+  local value
+  value=$("$python" scripts/h5tables.py median "$1" "$2" "$3" --from 1 --scale 1e3) ||
+    { echo "validate-simulator.sh: cannot read $2/$3 of $1 (above); the file's layout is not docs/HDF5.md's" >&2; exit 2; }
+  echo "$value"
+}
 [ -x "$minimllm" ] || { echo "validate-simulator.sh: $minimllm not built (scripts/build.sh $build)" >&2; exit 2; }
 [ -f "$deck" ] || { echo "validate-simulator.sh: no deck $deck" >&2; exit 2; }
 work=${work:-runs/validate-$(date -u +%Y%m%d-%H%M%S)}
@@ -108,23 +120,19 @@ for n in $ranks; do
   echo "== simulate on $n virtual rank(s) with the same calibration (load average $(load))"
   "$minimllm" simulate "$deck" --ranks "$n" --ranks-per-node "$n" --cp "${cp_degree:-1}" --policy all \
     --steps "$steps" --cost-model "$sim_cal" --out "$work/sim-np$n.h5" --overwrite > "$work/simulate-np$n.log"
-  # The comparison printed at the end: policy, measured ms, run's predicted ms, simulated ms, drift.
-  awk -v n="$n" -v drift="$drift" '
-    /^policy comparison/ { on = 1; next }
-    on && $1 != "policy" && NF >= 6 { print n, $1, $2, $5, drift }' "$log" |
-    while read -r rn policy measured predicted d; do
-      # /simulation/<policy>: median over steps 1.. of the projected step (column 0; the run moves its
-      # samples too), in ms.
-      raw=$work/sim-np$n-$policy.txt
-      if "${h5dump}" -d "/simulation/$policy" -y -w 0 -o "$raw" "$work/sim-np$n.h5" > /dev/null 2>&1; then
-        simulated=$(tr -d ' \n' < "$raw" | tr ',' '\n' |
-          awk -v cols=21 'NF { v[n++] = $1 } END { for (r = 1; r < n / cols; r++) print 1e3 * v[r * cols] }' |
-          sort -g | awk '{ x[++k] = $1 } END { printf "%.2f", k % 2 ? x[(k + 1) / 2] : (x[k / 2] + x[k / 2 + 1]) / 2 }')
-      else
-        simulated=nan
-      fi
-      echo "$rn $policy $measured $predicted $simulated $d"
-    done >> "$table"
+  # Per policy, read by field name (scripts/h5tables.py; a missing table or field stops the script): the
+  # measured and the run's predicted step (/steps step_seconds, predicted_seconds of np<N>-<policy>.h5) and
+  # the simulator's projection of the same steps (/simulation/<policy> makespan_s; the run moves its
+  # samples too), each the median over steps 1.., in ms. The policies are those the run trained.
+  policies=$(awk '/^policy comparison/ { on = 1; next } on && $1 != "policy" && NF >= 6 { print $1 }' "$log")
+  [ -n "$policies" ] || { echo "validate-simulator.sh: no policy comparison in $log" >&2; exit 2; }
+  for policy in $policies; do
+    run_file=$work/np$n-$policy.h5
+    measured=$(read_median "$run_file" /steps step_seconds)
+    predicted=$(read_median "$run_file" /steps predicted_seconds)
+    simulated=$(read_median "$work/sim-np$n.h5" "/simulation/$policy" makespan_s)
+    echo "$n $policy $measured $predicted $simulated $drift" >> "$table"
+  done
 done
 
 echo
@@ -136,7 +144,7 @@ while read -r n policy measured predicted simulated drift; do
   read -r sim_ratio pred_ratio verdict < <(awk -v m="$measured" -v s="$simulated" -v p="$predicted" -v t="$tolerance" '
     BEGIN { r = s / m; d = r - 1; if (d < 0) d = -d; printf "%.3f %.3f %s\n", r, p / m, (s == s && d <= t) ? "PASS" : "FAIL" }')
   [ "$verdict" = PASS ] || failed=1
-  printf '%-6s %-13s %12s %13s %9s %13s %9s  %-6s %s\n' "$n" "$policy" "$measured" "$simulated" "$sim_ratio" \
+  printf '%-6s %-13s %12.2f %13.2f %9s %13.2f %9s  %-6s %s\n' "$n" "$policy" "$measured" "$simulated" "$sim_ratio" \
     "$predicted" "$pred_ratio" "$verdict" "$drift"
 done < "$table"
 # Policies predicted alike on the same ranks made the same plans (on 1 rank all do): their measured

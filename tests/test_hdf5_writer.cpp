@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "hdf5_records.hpp"
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/metrics/checkpoint_file.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
@@ -24,6 +25,7 @@ using minimllm::FileLock;
 using minimllm::Hdf5RunWriter;
 using minimllm::Phase;
 using minimllm::StepRecord;
+using minimllm::testing_support::read_record_field;
 
 namespace {
 
@@ -289,7 +291,7 @@ TEST_F(Hdf5WriterTest, WritesStepsAndAttributesReadableThroughCApi) {
   EXPECT_EQ(read_string_attr(run, "name"), "tiny — ünïcode");
   EXPECT_EQ(read_numeric_attr<double>(run, "peak_gflops_per_rank", H5T_NATIVE_DOUBLE, H5T_FLOAT), 123.456);
   EXPECT_EQ(read_numeric_attr<long long>(run, "seed", H5T_NATIVE_LLONG, H5T_INTEGER), 9007199254740993LL);
-  EXPECT_EQ(read_numeric_attr<long long>(file, "schema_version", H5T_NATIVE_LLONG, H5T_INTEGER), 1);
+  EXPECT_EQ(read_numeric_attr<long long>(file, "schema_version", H5T_NATIVE_LLONG, H5T_INTEGER), 2);
   hid_t steps = H5Dopen2(file, "/steps", H5P_DEFAULT);
   ASSERT_GE(steps, 0);
   const std::string units = read_string_attr(steps, "units");
@@ -493,6 +495,30 @@ TEST_F(Hdf5WriterTest, OneDimensionalTablesCarryAttributes) {
   EXPECT_EQ(values[1], 1);
   EXPECT_EQ(read_string_attr(dset, "names"), "deck, static, orch, dhp");
   H5Sclose(space), H5Dclose(dset), H5Fclose(f);
+}
+
+// A record table's values are found by field name, with their units; a table's fields cannot change.
+TEST_F(Hdf5WriterTest, RecordTablesHaveNamedFields) {
+  const std::string path = file("records.h5");
+  const std::vector<minimllm::Column> columns = {{"step_s", "s"}, {"fits", "1"}, {"bytes", "byte"}};
+  {
+    Hdf5RunWriter writer(path, false);
+    writer.append_record("/simulation/static", columns, {0.25, 1.0, 4096.0});
+    writer.append_record("/simulation/static", columns, {0.5, 0.0, 8192.0});
+    EXPECT_THROW(writer.append_record("/simulation/static", columns, {1.0}), std::invalid_argument);
+    std::vector<minimllm::Column> reordered = {columns[1], columns[0], columns[2]};
+    EXPECT_THROW(writer.append_record("/simulation/static", reordered, {1.0, 0.5, 1.0}),
+                 std::invalid_argument);
+    writer.flush();
+  }
+  EXPECT_EQ(read_record_field(path, "/simulation/static", "fits"), (std::vector<double>{1.0, 0.0}));
+  EXPECT_EQ(read_record_field(path, "/simulation/static", "bytes"), (std::vector<double>{4096.0, 8192.0}));
+  EXPECT_EQ(read_record_field(path, "/simulation/static", "step_s"), (std::vector<double>{0.25, 0.5}));
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t dset = H5Dopen2(f, "/simulation/static", H5P_DEFAULT);
+  EXPECT_EQ(read_string_attr(dset, "units"), "step_s: s, fits: 1, bytes: byte");
+  H5Dclose(dset), H5Fclose(f);
 }
 
 TEST_F(Hdf5WriterTest, RunAttributesCanBeAddedAfterTheWriterClosed) {

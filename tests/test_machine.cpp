@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hdf5_attributes.hpp"
+#include "hdf5_records.hpp"
 #include "minimllm/config/machine_config.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/cli.hpp"
@@ -424,24 +425,16 @@ machine: {ranks_per_node: 8, peak_gflops: 100}
     }
   }
   EXPECT_GT(result[0].cp, 1);  // static's best degree holds the longest sample
-  hid_t file = H5Fopen(options.out_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  ASSERT_GE(file, 0);
-  hid_t dset = H5Dopen2(file, "/simulation/disagg", H5P_DEFAULT);
-  hid_t space = H5Dget_space(dset);
-  hsize_t dims[2] = {0, 0};
-  H5Sget_simple_extent_dims(space, dims, nullptr);
-  H5Sclose(space);
-  ASSERT_EQ(dims[0], 2u);   // one row per step
-  ASSERT_GE(dims[1], 13u);  // ..., fits (11), peak_bytes_per_rank (12), ...
-  const hsize_t columns = dims[1];
-  std::vector<double> rows(dims[0] * columns);
-  H5Dread(dset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data());
+  const std::string table = "/simulation/disagg";
+  const std::vector<double> peak =
+      testing_support::read_record_field(options.out_path, table, "peak_bytes_per_rank");
+  const std::vector<double> fits = testing_support::read_record_field(options.out_path, table, "fits");
+  ASSERT_EQ(peak.size(), 2u);  // one record per step
+  ASSERT_EQ(fits.size(), 2u);
   const PolicySummary& disagg =
       *std::find_if(result.begin(), result.end(), [](auto& s) { return s.policy == "disagg"; });
-  EXPECT_EQ(std::max(rows[12], rows[columns + 12]), disagg.peak_bytes_per_rank);  // peak_bytes_per_rank
-  EXPECT_EQ(std::min(rows[11], rows[columns + 11]), 0.0);                         // fits
-  H5Dclose(dset);
-  H5Fclose(file);
+  EXPECT_EQ(*std::max_element(peak.begin(), peak.end()), disagg.peak_bytes_per_rank);
+  EXPECT_EQ(*std::min_element(fits.begin(), fits.end()), 0.0);
   unlink(options.out_path.c_str());
 }
 

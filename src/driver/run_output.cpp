@@ -88,8 +88,6 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
       {"distributed_optimizer", static_cast<long long>(config.parallel.distributed_optimizer)});
   attributes.push_back({"grad_bucket_mb", config.runtime.grad_bucket_mb});
   attributes.push_back({"cost_model_source", r.cost_model_source});
-  attributes.push_back(
-      {"predicted_columns", "step_s, data_s, encoder_s, boundary_s, llm_s, grad_sync_s, optimizer_s"});
   if (!calibration_text.empty()) attributes.push_back({"calibration", calibration_text});
   for (RunAttribute& a : r.machine.attributes()) attributes.push_back(std::move(a));
   try {
@@ -145,8 +143,11 @@ void RunOutput::append_step_tables(const StepMetrics& metrics, const PlannedStep
   writer_->append_value("/plans/solver_seconds", plan.origin.solver_seconds);
 
   const PlanPrediction& p = planned.prediction;
-  writer_->append_row("/predicted", std::vector<double>{p.makespan, p.data, p.encoder, p.boundary, p.llm,
-                                                        p.grad_sync, p.optimizer});
+  static const std::vector<Column> predicted_columns = {
+      {"step_s", "s"}, {"data_s", "s"},      {"encoder_s", "s"},  {"boundary_s", "s"},
+      {"llm_s", "s"},  {"grad_sync_s", "s"}, {"optimizer_s", "s"}};
+  writer_->append_record("/predicted", predicted_columns,
+                         {p.makespan, p.data, p.encoder, p.boundary, p.llm, p.grad_sync, p.optimizer});
 }
 
 }  // namespace minimllm

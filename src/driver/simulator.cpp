@@ -39,10 +39,61 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// One step of a policy's projection: a record of /simulation/<policy> (docs/HDF5.md).
+struct SimulationRow {
+  double makespan_s = 0, lower_bound_s = 0, idle_fraction = 0, comm_fraction = 0, planning_s = 0,
+         encoder_s = 0, boundary_s = 0, llm_s = 0, data_s = 0, grad_sync_s = 0, optimizer_s = 0, fits = 0,
+         peak_bytes_per_rank = 0, comm_creations = 0, intra_node_bytes = 0, inter_node_bytes = 0,
+         solver_gap = 0, solver_seconds = 0, exposed_planning_s = 0, comm_creation_s = 0, movement_s = 0,
+         bubble_s = 0;
+};
+
+// The fields of /simulation/<policy> in file order, each with its unit and member: names and values are
+// paired here alone.
+const std::vector<std::pair<Column, double SimulationRow::*>>& simulation_fields() {
+  using R = SimulationRow;
+  static const std::vector<std::pair<Column, double R::*>> fields = {
+      {{"makespan_s", "s"}, &R::makespan_s},  // the projected step: plan, exposed planning, creation
+      {{"lower_bound_s", "s"}, &R::lower_bound_s},
+      {{"idle_fraction", "1"}, &R::idle_fraction},
+      {{"comm_fraction", "1"}, &R::comm_fraction},
+      {{"planning_s", "s"}, &R::planning_s},
+      {{"encoder_s", "s"}, &R::encoder_s},
+      {{"boundary_s", "s"}, &R::boundary_s},
+      {{"llm_s", "s"}, &R::llm_s},
+      {{"data_s", "s"}, &R::data_s},
+      {{"grad_sync_s", "s"}, &R::grad_sync_s},
+      {{"optimizer_s", "s"}, &R::optimizer_s},
+      {{"fits", "1"}, &R::fits},
+      {{"peak_bytes_per_rank", "byte"}, &R::peak_bytes_per_rank},
+      {{"comm_creations", "1"}, &R::comm_creations},
+      {{"intra_node_bytes", "byte"}, &R::intra_node_bytes},
+      {{"inter_node_bytes", "byte"}, &R::inter_node_bytes},
+      {{"solver_gap", "1"}, &R::solver_gap},
+      {{"solver_seconds", "s"}, &R::solver_seconds},
+      {{"exposed_planning_s", "s"}, &R::exposed_planning_s},
+      {{"comm_creation_s", "s"}, &R::comm_creation_s},
+      {{"movement_s", "s"}, &R::movement_s},
+      {{"bubble_s", "s"}, &R::bubble_s},
+  };
+  return fields;
+}
+
+// Appends one step's record to /simulation/<policy>.
+void append_simulation_row(Hdf5RunWriter& out, const std::string& table, const SimulationRow& row) {
+  std::vector<Column> columns;
+  std::vector<double> values;
+  for (const auto& [column, member] : simulation_fields()) {
+    columns.push_back(column);
+    values.push_back(row.*member);
+  }
+  out.append_record(table, columns, values);
+}
+
 // One policy's projection over the steps: its summary and its /simulation rows.
 struct Projection {
   PolicySummary summary;
-  std::vector<std::vector<double>> rows;
+  std::vector<SimulationRow> rows;
 };
 
 // What a step pays for being dynamic, beyond its plan's predicted step, as the real run pays it.
@@ -144,28 +195,30 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     sum.exposed_planning_seconds += exposed / batches.size();
     sum.comm_creation_seconds += creation / batches.size();
     sum.movement_seconds += movement / batches.size();
-    out.rows.push_back({projected,
-                        p.lower_bound,
-                        p.idle_fraction,
-                        p.comm_fraction,
-                        planning_work,
-                        p.encoder,
-                        p.boundary,
-                        p.llm,
-                        p.data,
-                        p.grad_sync,
-                        p.optimizer,
-                        fits ? 1.0 : 0.0,
-                        peak,
-                        creations,
-                        traffic.intra_node_bytes,
-                        traffic.inter_node_bytes,
-                        plan.origin.solver_gap,
-                        plan.origin.solver_seconds,
-                        exposed,
-                        creation,
-                        movement,
-                        p.bubble});
+    SimulationRow row;
+    row.makespan_s = projected;
+    row.lower_bound_s = p.lower_bound;
+    row.idle_fraction = p.idle_fraction;
+    row.comm_fraction = p.comm_fraction;
+    row.planning_s = planning_work;
+    row.encoder_s = p.encoder;
+    row.boundary_s = p.boundary;
+    row.llm_s = p.llm;
+    row.data_s = p.data;
+    row.grad_sync_s = p.grad_sync;
+    row.optimizer_s = p.optimizer;
+    row.fits = fits ? 1.0 : 0.0;
+    row.peak_bytes_per_rank = peak;
+    row.comm_creations = creations;
+    row.intra_node_bytes = traffic.intra_node_bytes;
+    row.inter_node_bytes = traffic.inter_node_bytes;
+    row.solver_gap = plan.origin.solver_gap;
+    row.solver_seconds = plan.origin.solver_seconds;
+    row.exposed_planning_s = exposed;
+    row.comm_creation_s = creation;
+    row.movement_s = movement;
+    row.bubble_s = p.bubble;
+    out.rows.push_back(row);
   }
   sum.comm_creations_per_step = batches.size() > 1 ? warm_creations / (batches.size() - 1) : 0.0;
   sum.tokens_per_second = tokens / (sum.step_seconds * batches.size());
@@ -391,16 +444,11 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
     out.set_run_attribute("speedup_baseline", baseline);
     for (const Projection& p : projections) {
       const std::string table = "/simulation/" + p.summary.policy;
-      for (const std::vector<double>& row : p.rows) out.append_row(table, row);
+      for (const SimulationRow& row : p.rows) append_simulation_row(out, table, row);
       out.set_table_attribute(table, "fits", p.summary.fits ? "true" : "false");
       out.set_table_attribute(table, "mfu", fmt::format("{:.4f}", p.summary.mfu));
       if (!p.summary.fits) out.set_table_attribute(table, "does_not_fit", p.summary.does_not_fit);
     }
-    out.set_run_attribute("simulation_columns",
-                          "makespan_s, lower_bound_s, idle_fraction, comm_fraction, planning_s, encoder_s, "
-                          "boundary_s, llm_s, data_s, grad_sync_s, optimizer_s, fits, peak_bytes_per_rank, "
-                          "comm_creations, intra_node_bytes, inter_node_bytes, solver_gap, solver_seconds, "
-                          "exposed_planning_s, comm_creation_s, movement_s, bubble_s");
     for (const PolicySummary& sum : summaries) {
       std::string sources;
       for (const auto& [source, steps] : sum.sources)

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <hdf5.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -46,7 +47,9 @@ constexpr hsize_t kRowsPerChunk = 64;
 // flush rewrites the chunk holding the new row, so a chunk of 64 rows x 1,024 ranks would cost 512 KiB
 // per table per step.
 constexpr hsize_t kTableChunkBytes = 64 * 1024;
-constexpr long long kSchemaVersion = 1;
+// 2: /predicted and /simulation/<policy> are record tables with named fields (1: 2-D arrays whose column
+// names were /run attributes).
+constexpr long long kSchemaVersion = 2;
 // Free space a step's output always leaves on the output's file system (check_free_space), so that a
 // filling disk stops the run with a readable file instead of a failed write in the middle of a flush.
 constexpr double kFreeSpaceReserve = 1 << 20;
@@ -188,14 +191,19 @@ struct Hdf5RunWriter::Handles {
   double last_size = 0, largest_growth = 0;  // bytes of the file at the last step, its largest growth
   struct Table {
     hid_t dataset = H5I_INVALID_HID;
-    int rank = 2;  // 1: one value per row
+    hid_t record_type = H5I_INVALID_HID;  // a record table's compound type (append_record)
+    int rank = 2;                         // 1: one value (or record) per row
     hsize_t rows = 0, columns = 0;
+    std::vector<std::string> fields;  // a record table's field names
   };
   std::map<std::string, Table> tables;  // per-rank tables (/ranks/..., /plans/...), by path
 
   ~Handles() {
     std::vector<std::pair<hid_t, herr_t (*)(hid_t)>> objects;
-    for (auto& [path, table] : tables) objects.emplace_back(table.dataset, H5Dclose);
+    for (auto& [path, table] : tables) {
+      objects.emplace_back(table.dataset, H5Dclose);
+      objects.emplace_back(table.record_type, H5Tclose);
+    }
     objects.emplace_back(steps_xfer, H5Pclose);
     objects.emplace_back(mem_type, H5Tclose);
     objects.emplace_back(steps, H5Dclose);
@@ -492,6 +500,49 @@ void Hdf5RunWriter::append_value(const std::string& name, int value) {
 }
 void Hdf5RunWriter::append_value(const std::string& name, double value) {
   append_row_impl(name, std::vector<double>{value}, 1);
+}
+
+void Hdf5RunWriter::append_record(const std::string& name, const std::vector<Column>& columns,
+                                  const std::vector<double>& values) {
+  if (columns.size() != values.size() || columns.empty())
+    throw std::invalid_argument(
+        fmt::format("{}: {} has {} columns but {} values", path_, name, columns.size(), values.size()));
+  std::vector<std::string> fields;
+  for (const Column& c : columns) fields.push_back(c.name);
+  const std::string what = "append to " + name;
+  auto found = h_->tables.find(name);
+  if (found == h_->tables.end()) {
+    // Every field a float64, packed in column order: the file type is the memory type.
+    Scoped type(check(H5Tcreate(H5T_COMPOUND, columns.size() * sizeof(double)), path_, what.c_str()),
+                H5Tclose);
+    std::string units;
+    for (size_t i = 0; i < columns.size(); ++i) {
+      check(H5Tinsert(type.get(), columns[i].name.c_str(), i * sizeof(double), H5T_NATIVE_DOUBLE), path_,
+            what.c_str());
+      units += fmt::format("{}{}: {}", units.empty() ? "" : ", ", columns[i].name, columns[i].unit);
+    }
+    Handles::Table& table = open_table(h_->file, h_->tables, name, 1, 1, type.get(), path_);
+    table.record_type = check(H5Tcopy(type.get()), path_, what.c_str());
+    table.fields = fields;
+    write_string_attribute(table.dataset, "units", units, path_);
+    found = h_->tables.find(name);
+  }
+  Handles::Table& table = found->second;
+  if (table.fields != fields)
+    throw std::invalid_argument(fmt::format("{}: {} has fields {}, not {}", path_, name,
+                                            fmt::join(table.fields, ", "), fmt::join(fields, ", ")));
+  const hsize_t new_dims[1] = {table.rows + 1};
+  check(H5Dset_extent(table.dataset, new_dims), path_, what.c_str());
+  Scoped file_space(check(H5Dget_space(table.dataset), path_, what.c_str()), H5Sclose);
+  const hsize_t start[1] = {table.rows};
+  const hsize_t count[1] = {1};
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path_,
+        what.c_str());
+  Scoped mem_space(check(H5Screate_simple(1, count, nullptr), path_, what.c_str()), H5Sclose);
+  check(H5Dwrite(table.dataset, table.record_type, mem_space.get(), file_space.get(), H5P_DEFAULT,
+                 values.data()),
+        path_, what.c_str());
+  table.rows += 1;
 }
 
 void Hdf5RunWriter::set_table_attribute(const std::string& table, const std::string& name,

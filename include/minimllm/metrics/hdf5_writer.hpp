@@ -13,6 +13,12 @@
 
 namespace minimllm {
 
+// One float64 field of a record table: its name and unit ("1" = dimensionless; docs/HDF5.md).
+struct Column {
+  std::string name;
+  std::string unit;
+};
+
 // One /run attribute: a UTF-8 string, a float64 or an int64 (docs/HDF5.md).
 struct RunAttribute {
   std::string name;
@@ -56,7 +62,14 @@ class Hdf5RunWriter {
   // Not flushed.
   void append_value(const std::string& name, int value);
   void append_value(const std::string& name, double value);
-  // A string attribute on a table created by append_row or append_value (e.g. what its codes mean).
+  // Appends one record to the 1-D compound table `name` (one record per step, one named float64 field per
+  // column, a `units` attribute "name: unit, ..." as on /steps), created on first use: readers find a
+  // value by its field name, never by position. Throws std::invalid_argument when columns and values
+  // differ in count, or the columns differ from the table's. Not flushed.
+  void append_record(const std::string& name, const std::vector<Column>& columns,
+                     const std::vector<double>& values);
+  // A string attribute on a table created by append_row, append_value or append_record (e.g. what its codes
+  // mean).
   void set_table_attribute(const std::string& table, const std::string& name, const std::string& value);
   void flush();
   // Before a step's rows: throws std::runtime_error naming the path when its file system has less free
