@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "minimllm/config/input_error.hpp"
 #include "minimllm/plan/memory_fit.hpp"
 
 namespace minimllm {
@@ -15,6 +16,30 @@ std::pair<double, std::string> first_given(std::initializer_list<Candidate> cand
   for (const Candidate& c : candidates)
     if (c.value > 0.0) return {c.value, c.source};
   return {0.0, ""};
+}
+
+ResolvedMachine resolve_machine(const MachineConfig& section, const std::string& section_name,
+                                const Sourced& ranks_per_node, const Sourced& peak_gflops,
+                                const Sourced& memory_gib) {
+  ResolvedMachine m;
+  m.machine = section;
+  m.section = section_name;
+  m.machine.ranks_per_node = static_cast<int>(ranks_per_node.value);
+  m.ranks_per_node_source = ranks_per_node.source;
+  const auto [domain, domain_source] =
+      first_given({{static_cast<double>(section.nvlink_domain), "machine section"},
+                   {ranks_per_node.value, "ranks_per_node"}});
+  m.machine.nvlink_domain = static_cast<int>(domain);
+  m.nvlink_domain_source = domain_source;
+  if (m.machine.nvlink_domain % m.machine.ranks_per_node != 0)
+    throw InputError(
+        fmt::format("{}: machine.nvlink_domain = {}: must be a multiple of the {} ranks per node ({})",
+                    m.section, m.machine.nvlink_domain, m.machine.ranks_per_node, ranks_per_node.source));
+  m.machine.peak_gflops = peak_gflops.value;
+  m.peak_source = peak_gflops.source;
+  m.machine.memory_gib = memory_gib.value;
+  m.memory_source = memory_gib.source;
+  return m;
 }
 
 void resolve_links(ResolvedMachine& r, const CostModel& cost, bool intra_measured, bool inter_measured,

@@ -15,6 +15,7 @@
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/machine.hpp"
+#include "minimllm/driver/resolve_cost_model.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/gemm_rate.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
@@ -236,46 +237,34 @@ Dynamism dynamism_of(const RunConfig& config, const SimulateOptions& options,
 
 // The machine of the simulation (driver/machine.hpp): the command line > --machine FILE's section, else
 // the deck's > this machine's measured sgemm rate and memory > 8 ranks per node.
-ResolvedMachine resolve_machine(const RunConfig& config, const SimulateOptions& options) {
-  ResolvedMachine m;
+ResolvedMachine simulation_machine(const RunConfig& config, const SimulateOptions& options) {
   const MachineConfig section =
       options.machine_file.empty() ? config.machine : load_machine_file(options.machine_file);
-  m.machine = section;
-  m.section = !options.machine_file.empty() ? options.machine_file
-              : section.empty()             ? "none"
-                                            : config.deck_path;
+  const std::string section_name = !options.machine_file.empty() ? options.machine_file
+                                   : section.empty()             ? "none"
+                                                                 : config.deck_path;
   const auto [per_node, per_node_source] =
       first_given({{static_cast<double>(options.ranks_per_node), "--ranks-per-node"},
                    {static_cast<double>(section.ranks_per_node), "machine section"},
                    {8.0, "default"}});
-  m.machine.ranks_per_node = static_cast<int>(per_node);
-  m.ranks_per_node_source = per_node_source;
-  const auto [domain, domain_source] = first_given(
-      {{static_cast<double>(section.nvlink_domain), "machine section"}, {per_node, "ranks_per_node"}});
-  m.machine.nvlink_domain = static_cast<int>(domain);
-  m.nvlink_domain_source = domain_source;
-  if (m.machine.nvlink_domain % m.machine.ranks_per_node != 0)
-    throw InputError(
-        fmt::format("{}: machine.nvlink_domain = {}: must be a multiple of the {} ranks per node ({})",
-                    m.section, m.machine.nvlink_domain, m.machine.ranks_per_node, per_node_source));
-  std::tie(m.machine.peak_gflops, m.peak_source) =
+  Sourced peak;
+  std::tie(peak.value, peak.source) =
       first_given({{options.gflops_per_rank, "--gflops"}, {section.peak_gflops, "machine section"}});
-  if (m.machine.peak_gflops <= 0.0) {  // neither given: this machine's sgemm rate
+  if (peak.value <= 0.0) {  // neither given: this machine's sgemm rate
     set_blas_threads(config.runtime.blas_threads);
-    m.machine.peak_gflops = measure_gemm_gflops(GemmPrecision::fp32);
-    m.peak_source = "measured: this machine's fp32 GEMM 1024^3";
+    peak = {measure_gemm_gflops(GemmPrecision::fp32), "measured: this machine's fp32 GEMM 1024^3"};
   }
-  std::tie(m.machine.memory_gib, m.memory_source) =
+  Sourced memory;
+  std::tie(memory.value, memory.source) =
       first_given({{options.memory_gib, "--memory-gib"}, {section.memory_gib, "machine section"}});
-  if (m.machine.memory_gib <= 0.0) {
+  if (memory.value <= 0.0) {
     const AvailableMemory available = available_memory();
-    if (available.bytes > 0.0) {
-      m.machine.memory_gib = available.bytes / per_node / (1024.0 * 1024.0 * 1024.0);
-      m.memory_source = fmt::format("detected: {} of this machine / {} ranks per node",
-                                    available.device ? "free GPU memory" : "MemAvailable", per_node);
-    }
+    if (available.bytes > 0.0)
+      memory = {available.bytes / per_node / (1024.0 * 1024.0 * 1024.0),
+                fmt::format("detected: {} of this machine / {} ranks per node",
+                            available.device ? "free GPU memory" : "MemAvailable", per_node)};
   }
-  return m;
+  return resolve_machine(section, section_name, {per_node, per_node_source}, peak, memory);
 }
 
 // The reference: static at options.cp, or (0) at the fastest degree of cp_degrees() whose bins hold the
@@ -343,23 +332,14 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
         fmt::format("--cp {} must divide the {} ranks / (parallel.tp x parallel.pp) = {} (static forms "
                     "data-parallel replicas of cp of them); or --cp best",
                     options.cp, options.ranks, units));
-  ResolvedMachine machine = resolve_machine(config, options);
+  ResolvedMachine machine = simulation_machine(config, options);
   const double gflops = machine.machine.peak_gflops;
   const int per_node = machine.machine.ranks_per_node;
   // A calibration (from --cost-model or the deck) replaces the FLOP-based compute and the links it
   // measured; the machine's links replace both; links neither gives keep the nominal defaults.
-  CostModelChoice choice =
+  const CostModelChoice choice =
       choose_cost_model(config, World::of(MPI_COMM_SELF), gflops, per_node, options.cost_model);
-  CostModel& cost = choice.model;
-  apply_machine(cost, machine.machine);
-  cost.memory = memory_model(config.model, gemm_precision_from_string(config.runtime.precision),
-                             recompute_from_string(config.runtime.recompute),
-                             optimizer_shards(config.parallel, options.ranks));
-  cost.capacity_bytes = machine.memory_bytes();
-  cost.capacity_source = machine.memory_source;
-  resolve_links(machine, cost, choice.intra_measured, choice.inter_measured, choice.source,
-                choice.creation_measured);
-  if (!grid.trivial()) cost = unit_cost_model(cost, config, grid, options.ranks);
+  const CostModel cost = resolve_cost_model(config, choice, machine, options.ranks);
   const Sampler sampler(config);
   std::vector<GlobalBatch> batches;
   std::vector<double> batch_seconds;  // part of each step's planning work (StepPlanner::plan)

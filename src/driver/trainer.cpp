@@ -23,6 +23,7 @@
 #include "minimllm/driver/memory_check.hpp"
 #include "minimllm/driver/mfu_peak.hpp"
 #include "minimllm/driver/provenance.hpp"
+#include "minimllm/driver/resolve_cost_model.hpp"
 #include "minimllm/driver/run_output.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/kernels/gemm.hpp"
@@ -113,30 +114,18 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   }
   agree_on_error(world.comm, error);
   result.cost_model_source = cost.source;
-  // The machine (driver/machine.hpp): its NVLink domain and links, and the memory every plan must fit
-  // (plan/memory_fit.hpp), the same on every rank. A restart plans with the capacity its run planned with.
-  ResolvedMachine& machine = result.machine;
-  machine.machine = config.machine;
-  machine.section = config.machine.empty() ? "none" : config.deck_path;
-  machine.machine.ranks_per_node = per_node;
-  machine.ranks_per_node_source =
-      config.machine.ranks_per_node > 0 ? "machine section" : "detected: ranks sharing a node (MPI)";
-  machine.machine.nvlink_domain = config.machine.nvlink_domain > 0 ? config.machine.nvlink_domain : per_node;
-  machine.nvlink_domain_source = config.machine.nvlink_domain > 0 ? "machine section" : "ranks_per_node";
-  machine.machine.peak_gflops = result.planning_gflops_per_rank;  // the cost model's compute rate
-  machine.peak_source = peak_choice.planning_source;
+  // The machine (driver/machine.hpp) and the cost model (driver/resolve_cost_model.hpp), as a simulation
+  // of this run resolves them; the memory every plan must fit (plan/memory_fit.hpp) the same on every rank.
+  // A restart plans with the capacity its run planned with.
   const double capacity = restart ? restart->planning.capacity_bytes : std::max(0.0, budget.planning_bytes);
-  machine.machine.memory_gib = capacity / (1024.0 * 1024.0 * 1024.0);
-  machine.memory_source = restart ? "from checkpoint " + restart->path : budget.source();
-  apply_machine(cost.model, machine.machine);
-  cost.model.memory = memory_model(config.model, precision, recompute, shards);
-  cost.model.capacity_bytes = capacity;
-  cost.model.capacity_source = machine.memory_source;
-  resolve_links(machine, cost.model, cost.intra_measured, cost.inter_measured, cost.source,
-                cost.creation_measured);
-  // The grid's terms: the units' compute and traffic under tensor and pipeline parallelism, the
-  // distributed optimizer's and recomputation's (plan/model_parallel.hpp).
-  if (!grid.trivial()) cost.model = unit_cost_model(cost.model, config, grid, world.size);
+  result.machine = resolve_machine(
+      config.machine, config.machine.empty() ? "none" : config.deck_path,
+      {static_cast<double>(per_node),
+       config.machine.ranks_per_node > 0 ? "machine section" : "detected: ranks sharing a node (MPI)"},
+      {result.planning_gflops_per_rank, peak_choice.planning_source},
+      {capacity / (1024.0 * 1024.0 * 1024.0),
+       restart ? "from checkpoint " + restart->path : budget.source()});
+  cost.model = resolve_cost_model(config, cost, result.machine, world.size);
   cost.model.memory.state += staging;  // NCCL's scratch for the distributed optimizer (0 otherwise)
   const LayoutSource layouts(config, data.size, cost.model);
   const StepPlanner planner(sampler, layouts, data, world, model.linear_weight_in_attention_pairs());

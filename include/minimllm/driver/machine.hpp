@@ -33,6 +33,20 @@ struct Candidate {
 };
 std::pair<double, std::string> first_given(std::initializer_list<Candidate> candidates);
 
+// A value resolved by its caller (a run: MPI's node, the attainable GEMM rate, the memory budget; a
+// simulation: the command line, the section, this machine) and where it came from.
+struct Sourced {
+  double value = 0.0;  // 0: unknown (memory: unbounded)
+  std::string source;
+};
+
+// The machine from its section (named section_name: a deck or machine file, or "none") and the values
+// its caller resolved: the NVLink domain is the section's, else the node. Throws InputError naming the
+// section when the domain is not a multiple of the ranks per node.
+ResolvedMachine resolve_machine(const MachineConfig& section, const std::string& section_name,
+                                const Sourced& ranks_per_node, const Sourced& peak_gflops,
+                                const Sourced& memory_gib);
+
 // After the cost model took a calibration (links_measured: its intra- and inter-node links) and the
 // machine (apply_machine): the links and the communicator creation time the model uses, and where they
 // came from (creation_measured: the calibration measured the creation time).
