@@ -21,6 +21,7 @@
 #include "minimllm/config/machine_config.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/cli.hpp"
+#include "minimllm/driver/run_setup.hpp"
 #include "minimllm/driver/simulator.hpp"
 #include "minimllm/kernels/loss.hpp"
 #include "minimllm/model/model.hpp"
@@ -487,6 +488,87 @@ TEST(SimulatorMachine, PrecedenceIsRecorded) {
   });
   unlink(machine.c_str());
   unlink(options.out_path.c_str());
+}
+
+}  // namespace
+}  // namespace minimllm
+
+namespace minimllm {
+namespace {
+
+void expect_same_phase(const PhaseCost& a, const PhaseCost& b, const char* what) {
+  EXPECT_EQ(a.a2, b.a2) << what;
+  EXPECT_EQ(a.a1, b.a1) << what;
+  EXPECT_EQ(a.c, b.c) << what;
+}
+
+void expect_same_link(const LinkCost& a, const LinkCost& b, const char* what) {
+  EXPECT_EQ(a.latency, b.latency) << what;
+  EXPECT_EQ(a.bandwidth, b.bandwidth) << what;
+}
+
+// Every field of the cost model (plan/cost_model.hpp), compared exactly.
+void expect_same_cost_model(const CostModel& a, const CostModel& b) {
+  expect_same_phase(a.encoder, b.encoder, "encoder");
+  expect_same_phase(a.llm, b.llm, "llm");
+  expect_same_link(a.intra_node, b.intra_node, "intra_node");
+  expect_same_link(a.inter_node, b.inter_node, "inter_node");
+  EXPECT_EQ(a.algorithm, b.algorithm);
+  EXPECT_EQ(a.ranks_per_node, b.ranks_per_node);
+  EXPECT_EQ(a.kv_row_bytes, b.kv_row_bytes);
+  EXPECT_EQ(a.cp_layers, b.cp_layers);
+  EXPECT_EQ(a.boundary_bytes_per_patch, b.boundary_bytes_per_patch);
+  EXPECT_EQ(a.input_bytes_per_token, b.input_bytes_per_token);
+  EXPECT_EQ(a.input_bytes_per_patch, b.input_bytes_per_patch);
+  EXPECT_EQ(a.memory.state, b.memory.state);
+  EXPECT_EQ(a.memory.fixed, b.memory.fixed);
+  EXPECT_EQ(a.memory.per_row, b.memory.per_row);
+  EXPECT_EQ(a.memory.per_key_row, b.memory.per_key_row);
+  EXPECT_EQ(a.memory.per_patch, b.memory.per_patch);
+  EXPECT_EQ(a.memory.linear_weight, b.memory.linear_weight);
+  EXPECT_EQ(a.memory.encoder_apart, b.memory.encoder_apart);
+  EXPECT_EQ(a.capacity_bytes, b.capacity_bytes);
+  EXPECT_EQ(a.encoder_reserve_bytes, b.encoder_reserve_bytes);
+  EXPECT_EQ(a.step.data_c, b.step.data_c);
+  EXPECT_EQ(a.step.data_per_image, b.step.data_per_image);
+  EXPECT_EQ(a.step.data_per_patch, b.step.data_per_patch);
+  EXPECT_EQ(a.step.data_per_token, b.step.data_per_token);
+  EXPECT_EQ(a.step.optimizer, b.step.optimizer);
+  EXPECT_EQ(a.step.grad_bytes, b.step.grad_bytes);
+  expect_same_link(a.step.allreduce_intra, b.step.allreduce_intra, "allreduce_intra");
+  expect_same_link(a.step.allreduce_inter, b.step.allreduce_inter, "allreduce_inter");
+  expect_same_link(a.step.point_to_point_intra, b.step.point_to_point_intra, "point_to_point_intra");
+  expect_same_link(a.step.point_to_point_inter, b.step.point_to_point_inter, "point_to_point_inter");
+  EXPECT_EQ(a.step.tensor_parallel_ranks, b.step.tensor_parallel_ranks);
+  expect_same_link(a.step.tensor_parallel_allreduce, b.step.tensor_parallel_allreduce, "tp all-reduce");
+  EXPECT_EQ(a.step.comm_creation, b.step.comm_creation);
+  EXPECT_EQ(a.step.encoder_forward_share, b.step.encoder_forward_share);
+  EXPECT_EQ(a.pipeline_stages, b.pipeline_stages);
+}
+
+// A run and a simulation of the same deck on the same machine plan with the same cost model and machine
+// (driver/resolve_cost_model.hpp): a prediction cannot drift from the run it predicts.
+TEST(ResolveCostModel, RunAndSimulateBuildTheSameModel) {
+  for (const bool distributed_optimizer : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "distributed_optimizer " << distributed_optimizer);
+    RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
+    config.steps = 2;
+    config.runtime.gemm = "blas";  // no start-up timing of the GEMM backends
+    config.parallel.distributed_optimizer = distributed_optimizer;
+    config.machine = parse_machine_text(
+        "machine:\n  ranks_per_node: 1\n  memory_gib: 6\n  peak_gflops: 40\n"
+        "  intra_node: {bandwidth_gbs: 20, latency_us: 2}\n  inter_node: {bandwidth_gbs: 5, latency_us: 9}\n"
+        "  comm_creation_ms: 3\n",
+        "machine.yaml");
+    TrainResult result;
+    const RunSetup run(config, World::of(MPI_COMM_SELF), {}, result);
+    SimulateOptions options;
+    options.ranks = 1;
+    const SimulationCostModel simulated = simulation_cost_model(config, options);
+    expect_same_cost_model(run.cost.model, simulated.choice.model);
+    EXPECT_EQ(run.cost.source, simulated.choice.source);
+    EXPECT_EQ(machine_to_yaml(result.machine.machine), machine_to_yaml(simulated.machine.machine));
+  }
 }
 
 }  // namespace

@@ -320,6 +320,17 @@ std::vector<int> cp_degrees(int ranks) {
   return degrees;
 }
 
+SimulationCostModel simulation_cost_model(const RunConfig& config, const SimulateOptions& options) {
+  SimulationCostModel out;
+  out.machine = simulation_machine(config, options);
+  // A calibration (from --cost-model or the deck) replaces the FLOP-based compute and the links it
+  // measured; the machine's links replace both; links neither gives keep the nominal defaults.
+  out.choice = choose_cost_model(config, World::of(MPI_COMM_SELF), out.machine.machine.peak_gflops,
+                                 out.machine.machine.ranks_per_node, options.cost_model);
+  out.choice.model = resolve_cost_model(config, out.choice, out.machine, options.ranks);
+  return out;
+}
+
 std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptions& options) {
   const ModelParallel grid = model_parallel_of(config);
   if (options.ranks % grid.ranks_per_unit() != 0)
@@ -332,14 +343,12 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
         fmt::format("--cp {} must divide the {} ranks / (parallel.tp x parallel.pp) = {} (static forms "
                     "data-parallel replicas of cp of them); or --cp best",
                     options.cp, options.ranks, units));
-  ResolvedMachine machine = simulation_machine(config, options);
+  const SimulationCostModel resolved = simulation_cost_model(config, options);
+  const ResolvedMachine& machine = resolved.machine;
+  const CostModelChoice& choice = resolved.choice;
+  const CostModel& cost = choice.model;
   const double gflops = machine.machine.peak_gflops;
   const int per_node = machine.machine.ranks_per_node;
-  // A calibration (from --cost-model or the deck) replaces the FLOP-based compute and the links it
-  // measured; the machine's links replace both; links neither gives keep the nominal defaults.
-  const CostModelChoice choice =
-      choose_cost_model(config, World::of(MPI_COMM_SELF), gflops, per_node, options.cost_model);
-  const CostModel cost = resolve_cost_model(config, choice, machine, options.ranks);
   const Sampler sampler(config);
   std::vector<GlobalBatch> batches;
   std::vector<double> batch_seconds;  // part of each step's planning work (StepPlanner::plan)

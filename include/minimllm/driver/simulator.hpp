@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/driver/calibrate.hpp"
+#include "minimllm/driver/machine.hpp"
 
 namespace minimllm {
 
@@ -82,5 +84,13 @@ struct PolicySummary {
 std::vector<int> cp_degrees(int ranks);
 
 std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptions& options);
+
+// The cost model simulate() plans with on options.ranks virtual ranks (driver/resolve_cost_model.hpp: a run
+// of the same deck on the same machine plans with the same), with the machine it resolved.
+struct SimulationCostModel {
+  ResolvedMachine machine;
+  CostModelChoice choice;  // choice.model: the resolved cost model
+};
+SimulationCostModel simulation_cost_model(const RunConfig& config, const SimulateOptions& options);
 
 }  // namespace minimllm
