@@ -30,6 +30,7 @@
 #include "minimllm/driver/simulator.hpp"
 #include "minimllm/plan/calibration.hpp"
 #include "minimllm/plan/planner.hpp"
+#include "minimllm/plan/policy_registry.hpp"
 #include "minimllm/step/finite_check.hpp"
 
 namespace {
@@ -110,6 +111,7 @@ Input read_run_input(const minimllm::RunRequest& request, const minimllm::World&
   config = request.deck.empty() ? minimllm::parse_run_config(minimllm::embedded_quickstart_deck(),
                                                              "<embedded quickstart deck>")
                                 : minimllm::load_run_config(request.deck);
+  minimllm::check_policy(config);
   if (request.steps) config.steps = *request.steps;
   if (request.global_batch) {
     config.data.global_batch = *request.global_batch;
@@ -153,6 +155,7 @@ Input read_run_input(const minimllm::RunRequest& request, const minimllm::World&
 Input read_simulate_input(const minimllm::SimulateRequest& request, const minimllm::World& world) {
   Input input;
   input.config = minimllm::load_run_config(request.deck);
+  minimllm::check_policy(input.config);
   if (request.steps) input.config.steps = *request.steps;
   if (request.global_batch) input.config.data.global_batch = *request.global_batch;
   if (request.tokens_per_rank) input.config.parallel.tokens_per_rank = *request.tokens_per_rank;
@@ -175,6 +178,7 @@ Input read_simulate_input(const minimllm::SimulateRequest& request, const miniml
 Input read_calibrate_input(const minimllm::CalibrateRequest& request) {
   Input input;
   input.config = minimllm::load_run_config(request.deck);
+  minimllm::check_policy(input.config);
   input.out = request.out.empty() ? input.config.name + "-calibration.yaml" : request.out;
   if (minimllm::same_file(input.out, request.deck))
     throw minimllm::InputError(input.out + ": the calibration file would replace the deck " + request.deck +

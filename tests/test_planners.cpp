@@ -18,6 +18,7 @@
 #include "minimllm/model/model.hpp"
 #include "minimllm/plan/cost_model.hpp"
 #include "minimllm/plan/planner.hpp"
+#include "minimllm/plan/policy_registry.hpp"
 #include "minimllm/plan/rank_work.hpp"
 #include "minimllm/step/packing.hpp"
 #include "planner_inputs.hpp"
@@ -184,6 +185,32 @@ TEST(Predict, DisaggregatedPipelineMatchesAHandComputation) {
   EXPECT_DOUBLE_EQ(p.llm, 18.0);
   EXPECT_DOUBLE_EQ(p.boundary, 0.0);
   EXPECT_DOUBLE_EQ(p.idle_fraction, 1.0 - (10.0 + 2.0 + 18.0) / 3 / 26.0);
+}
+
+// The registry is what the deck, the command line and --policy all accept: an unknown parallel.policy is
+// invalid input naming the deck and every valid name; disagg is the policy with an encoder rank set.
+TEST(PolicyRegistry, NamesTheDeckAndEveryValidPolicy) {
+  RunConfig config = parse_run_config("name: registry\nparallel: {policy: magic}\n", "deck.yaml");
+  try {
+    check_policy(config);
+    ADD_FAILURE() << "parallel.policy = magic accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(
+        e.what(),
+        "deck.yaml: parallel.policy = magic: must be one of deck, static, naive, megatron_dcp, orch, dhp, "
+        "dhp_search, flexsp, disagg");
+  }
+  for (const std::string& name : policy_names()) {
+    config.parallel.policy = name;
+    EXPECT_NO_THROW(check_policy(config)) << name;
+    const PolicyRow& row = policy_row(name);
+    EXPECT_EQ(row.planner(), row.make != nullptr) << name;
+    EXPECT_EQ(row.encoder_ranks(), name == "disagg") << name;
+  }
+  EXPECT_EQ(policy_names().front(), "deck");
+  EXPECT_THROW(make_planner("deck", CostModel{}, {}), InputError);
+  EXPECT_EQ(baseline_policy(), "static");
+  EXPECT_EQ(dynamic_baseline_policy(), "megatron_dcp");
 }
 
 TEST(Planners, NamesAndUnknownPolicy) {

@@ -254,6 +254,32 @@ TEST(Training, RunFileDescribesEveryStepsPlan) {
   std::filesystem::remove(options.out_path);
 }
 
+// The deck's parallel.encoder_ranks reaches disagg's planner: that many ranks encode and hold no LLM work
+// (-1 in /plans/llm_group_of_rank) every step.
+TEST(Training, DeckEncoderRanksReachTheDisaggregatedPlanner) {
+  const int ranks = testing_support::world_size();
+  if (ranks < 3) GTEST_SKIP() << "needs 3 ranks: 1 or 2 encoder ranks, at least one LLM rank";
+  for (const int encoder_ranks : {1, 2}) {
+    SCOPED_TRACE(testing::Message() << "parallel.encoder_ranks " << encoder_ranks);
+    RunConfig config = quickstart_policy(2, "disagg");
+    config.parallel.encoder_ranks = encoder_ranks;
+    const TrainOptions options = writing_to("encoder-ranks.h5");
+    train(config, World::of(MPI_COMM_WORLD), options);
+    if (testing_support::world_rank() != 0) continue;
+    hid_t file = H5Fopen(options.out_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    hsize_t dims[2];
+    const std::vector<int> group_of_rank = read_ints(file, "/plans/llm_group_of_rank", dims);
+    H5Fclose(file);
+    ASSERT_EQ(dims[0], 2u);
+    for (hsize_t step = 0; step < dims[0]; ++step)
+      EXPECT_EQ(std::count(&group_of_rank[step * ranks], &group_of_rank[(step + 1) * ranks], -1),
+                encoder_ranks)
+          << "step " << step;
+    std::filesystem::remove(options.out_path);
+  }
+}
+
 // flexsp's plans say which algorithm made them and how its solver fared (/plans/planner_source,
 // solver_status, solver_gap, solver_seconds), and every step's row the bytes its plan moves within and
 // between nodes.

@@ -126,7 +126,7 @@ void read_runtime(const Section& s, RuntimeConfig& c, MachineConfig& machine) {
 }
 
 void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) {
-  s.read_choice("policy", c.policy, policy_names());
+  s.read_string("policy", c.policy);  // a name of the policy registry (plan/policy_registry.hpp)
   s.read_int("cp", c.cp, 1, kMaxRanks);
   s.read_int("tokens_per_rank", c.tokens_per_rank, 0, 1 << 30);
   s.read_real("flexsp_time_limit", c.flexsp_time_limit, closed(0.0, 3600.0));
@@ -316,12 +316,6 @@ void check_run_config(const RunConfig& config, const std::string& origin) {
   check_model(cross, config.model);
   check_data(cross, config.data, config.model);
   check_model_parallel(cross, config.parallel, config.model);
-}
-
-const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names = {"deck", "static",     "naive",  "megatron_dcp", "orch",
-                                                 "dhp",  "dhp_search", "flexsp", "disagg"};
-  return names;
 }
 
 RunConfig load_run_config(const std::string& path) {

@@ -11,6 +11,7 @@
 #include <ostream>
 
 #include "minimllm/driver/run_report.hpp"
+#include "minimllm/plan/policy_registry.hpp"
 
 namespace minimllm {
 namespace {
@@ -81,7 +82,7 @@ BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& re
 
   // (b) Layout invariance: the same first steps under `static`, from the same initial state and data.
   RunConfig baseline = config;
-  baseline.parallel.policy = "static";
+  baseline.parallel.policy = baseline_policy();
   baseline.steps = std::max(1, std::min<int>(ref.invariance_steps, steps.size()));
   baseline.machine.peak_gflops = result.planning_gflops_per_rank;  // the same plans' rate
   const TrainResult reference_layout = train(baseline, world, {});

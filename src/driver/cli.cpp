@@ -1,16 +1,30 @@
 #include "minimllm/driver/cli.hpp"
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <ostream>
+#include <string>
 
 #include "embedded_decks.hpp"
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/plan/policy_registry.hpp"
 
 #ifndef MINIMLLM_VERSION
 #define MINIMLLM_VERSION "unknown"
 #endif
 
 namespace minimllm {
+namespace {
+
+// The registry's policies, one line each (--help of run and simulate).
+std::string policy_help() {
+  std::string text = "Policies (parallel.policy, --policy):\n";
+  for (const PolicyRow& row : policy_registry()) text += fmt::format("  {:<13} {}\n", row.name, row.summary);
+  return text;
+}
+
+}  // namespace
 
 const char* embedded_quickstart_deck() { return kQuickstartDeck; }
 
@@ -49,9 +63,11 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   std::vector<std::string> policies = policy_names();
   policies.push_back("all");
   run->add_option("--policy", request.policy,
-                  "Layout policy, overriding the deck's parallel.policy; `all` runs every planner in turn on "
-                  "the same data and compares them (one output file per policy: <out>-<policy>.h5)")
+                  "Layout policy, overriding the deck's parallel.policy (policies below); `all` runs every "
+                  "planner in turn on the same data and compares them (one output file per policy: "
+                  "<out>-<policy>.h5)")
       ->check(CLI::IsMember(policies));
+  run->footer(policy_help());
   run->add_option("--cost-model", request.cost_model,
                   "Calibration file (from minimllm calibrate) for the planners and predictions, overriding "
                   "the deck's parallel.cost_model");
@@ -101,8 +117,10 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
                    "divided among the ranks per node)")
       ->check(CLI::PositiveNumber);
   std::vector<std::string> planners(policies.begin() + 1, policies.end());  // every policy but `deck`
-  simulate->add_option("--policy", sim.policy, "A planner, or all (default: all, speed-ups over static)")
+  simulate
+      ->add_option("--policy", sim.policy, "A planner (below), or all (default: all, speed-ups over static)")
       ->check(CLI::IsMember(planners));
+  simulate->footer(policy_help());
   simulate
       ->add_option("--cp", sim.cp,
                    "static's context-parallel degree (dividing --ranks; also parallel.cp for the other "

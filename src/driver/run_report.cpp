@@ -11,6 +11,7 @@
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/driver/provenance.hpp"
 #include "minimllm/plan/model_parallel.hpp"
+#include "minimllm/plan/policy_registry.hpp"
 #include "minimllm/step/gradient_sync.hpp"
 
 #ifndef MINIMLLM_VERSION
@@ -191,10 +192,10 @@ void print_policy_comparison(std::ostream& out, const std::vector<std::pair<std:
                              int static_cp) {
   if (runs.empty()) return;
   const auto base =
-      std::find_if(runs.begin(), runs.end(), [](const auto& run) { return run.first == "static"; });
+      std::find_if(runs.begin(), runs.end(), [](const auto& run) { return run.first == baseline_policy(); });
   const auto& [base_policy, base_run] = base != runs.end() ? *base : runs.front();
   const std::string baseline =
-      base_policy == "static" ? fmt::format("static (cp {})", static_cp) : base_policy;
+      base_policy == baseline_policy() ? fmt::format("{} (cp {})", base_policy, static_cp) : base_policy;
   const auto tps = [](const StepRecord& s) { return s.tokens_per_second; };
   const double base_tps = median_after_warmup(base_run, tps);
   const double base_loss = base_run.steps.back().loss;

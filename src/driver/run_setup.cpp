@@ -16,6 +16,7 @@
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/metrics/cpu_peak.hpp"
 #include "minimllm/model/parameter_shards.hpp"
+#include "minimllm/plan/policy_registry.hpp"
 #include "minimllm/step/memory_estimate.hpp"
 #include "minimllm/step/run_step.hpp"
 
@@ -26,8 +27,8 @@ RunSetup::RunSetup(const RunConfig& config, const World& world, const TrainOptio
   std::ostream* log = world.is_root() ? options.log : nullptr;
   grid = model_parallel_of(config);
   // Tensor, pipeline, data and context parallelism (pipeline stages with the colocated placement).
-  require_runnable_grid(grid,
-                        config.parallel.policy == "disagg" || config.parallel.placement == "disaggregated");
+  require_runnable_grid(
+      grid, policy_row(config.parallel.policy).encoder_ranks() || config.parallel.placement == "disaggregated");
   // This run's own memory peak, not an earlier run's in the same process (--policy all).
   own_peak = reset_peak_resident();
   start_resident_mib = resident_mib();

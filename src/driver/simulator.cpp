@@ -26,6 +26,7 @@
 #include "minimllm/plan/model_parallel.hpp"
 #include "minimllm/plan/plan_traffic.hpp"
 #include "minimllm/plan/planner.hpp"
+#include "minimllm/plan/policy_registry.hpp"
 #include "minimllm/plan/step_prediction.hpp"
 #include "minimllm/step/memory_estimate.hpp"  // kEstimateSteps
 
@@ -139,7 +140,7 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
       plan = planner->plan(batch, ranks);
     } catch (const DoesNotFit& e) {
       // static is the baseline: a degree that does not fit is no baseline (project_static skips it).
-      if (policy == "static") throw;
+      if (policy == baseline_policy()) throw;
       if (sum.does_not_fit.empty()) sum.does_not_fit = e.what();
       if (!unbounded) {
         CostModel free = cost;
@@ -391,10 +392,12 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
   planner_options.cp = reference.summary.cp;
   std::vector<Projection> projections;
   for (const std::string& policy : options.policies)
-    projections.push_back(
-        policy == "static" ? reference : project(policy, planner_options, batches, cost, units, dynamism));
-  const auto dcp = std::find_if(projections.begin(), projections.end(),
-                                [](const Projection& p) { return p.summary.policy == "megatron_dcp"; });
+    projections.push_back(policy == baseline_policy()
+                              ? reference
+                              : project(policy, planner_options, batches, cost, units, dynamism));
+  const auto dcp = std::find_if(projections.begin(), projections.end(), [](const Projection& p) {
+    return p.summary.policy == dynamic_baseline_policy();
+  });
   const double flops = mean_batch_flops(config, batches);
   std::vector<PolicySummary> summaries;
   for (Projection& p : projections) {

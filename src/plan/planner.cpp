@@ -18,6 +18,7 @@
 #include "micro_batches.hpp"
 #include "minimllm/core/world.hpp"
 #include "minimllm/plan/memory_fit.hpp"
+#include "minimllm/plan/policy_registry.hpp"
 #include "minimllm/plan/step_prediction.hpp"
 #include "node_locality.hpp"
 #include "pipeline_stages.hpp"
@@ -367,14 +368,72 @@ class DisaggPlanner : public PolicyBase {
   }
 };
 
+// The registry: one row per policy (policy_registry.hpp).
+template <class P>
+std::unique_ptr<Planner> make(const CostModel& cost, const PlannerOptions& options) {
+  return std::make_unique<P>(cost, options);
+}
+
+std::unique_ptr<Planner> make_dhp_search(const CostModel& cost, const PlannerOptions& options) {
+  using planning::SizeRule;
+  return std::make_unique<TargetPlanner>("dhp_search", std::vector{SizeRule::any, SizeRule::power_of_two},
+                                         cost, options);
+}
+
 }  // namespace
 
+const std::vector<PolicyRow>& policy_registry() {
+  // clang-format off
+  static const std::vector<PolicyRow> rows = {
+      {"deck", "the deck's own layout: parallel.group_sizes, rotate_groups, placement, encoder_ranks",
+       {"group_sizes", "rotate_groups", "micro_batches", "placement", "encoder_ranks"}, 0},
+      {"static", "the baseline, Megatron-LM as run: fixed DP x CP degrees, samples in per-rank token bins",
+       {"cp", "tokens_per_rank"}, kPlanner, make<StaticPlanner>},
+      {"naive", "samples dealt to ranks in order, cp-rank groups", {"cp"}, kPlanner, make<NaivePlanner>},
+      {"megatron_dcp", "Megatron-LM's dynamic context parallelism: each sample's group sized to its length",
+       {"cp", "tokens_per_rank"}, kPlanner | kRegroups, make<MegatronDcpPlanner>},
+      {"orch", "OrchMLLM: node-wise post-balancing of the batch", {"cp"}, kPlanner | kRegroups,
+       make<OrchPlanner>},
+      {"dhp", "DHP: packing and a rank-allocating dynamic program, groups of any size", {"cp"},
+       kPlanner | kRegroups, make<DhpPlanner>},
+      {"dhp_search", "minimllm's own search over group sizes against a target step time", {"cp"},
+       kPlanner | kRegroups, make_dhp_search},
+      {"flexsp", "FlexSP: sequence-parallel groups from a MILP (COIN-OR CBC), else its heuristic",
+       {"cp", "flexsp_time_limit"}, kPlanner | kRegroups | kSolvesMilp, make<FlexspPlanner>},
+      {"disagg", "DistTrain-style disaggregation: the encoder on ranks of its own, the LLM on the others",
+       {"cp", "encoder_ranks"}, kPlanner | kEncoderRanks | kRegroups, make<DisaggPlanner>},
+  };
+  // clang-format on
+  return rows;
+}
+
+const PolicyRow& policy_row(const std::string& name) {
+  for (const PolicyRow& row : policy_registry())
+    if (row.name == name) return row;
+  throw InputError(fmt::format("unknown policy '{}'; valid: {}", name, fmt::join(policy_names(), ", ")));
+}
+
+std::vector<std::string> policy_names() {
+  std::vector<std::string> names;
+  for (const PolicyRow& row : policy_registry()) names.push_back(row.name);
+  return names;
+}
+
+const std::string& baseline_policy() { return policy_row("static").name; }
+const std::string& dynamic_baseline_policy() { return policy_row("megatron_dcp").name; }
+
+void check_policy(const RunConfig& config) {
+  const std::vector<std::string> names = policy_names();
+  if (std::find(names.begin(), names.end(), config.parallel.policy) == names.end())
+    throw InputError(fmt::format("{}: parallel.policy = {}: must be one of {}", config.deck_path,
+                                 config.parallel.policy, fmt::join(names, ", ")));
+}
+
 const std::vector<std::string>& planner_names() {
-  // Every policy but the deck's own layout (policy_names() lists them once).
   static const std::vector<std::string> names = [] {
     std::vector<std::string> planners;
-    for (const std::string& policy : policy_names())
-      if (policy != "deck") planners.push_back(policy);
+    for (const PolicyRow& row : policy_registry())
+      if (row.planner()) planners.push_back(row.name);
     return planners;
   }();
   return names;
@@ -385,6 +444,7 @@ PlannerOptions planner_options_of(const ParallelConfig& parallel) {
   options.cp = parallel.cp;
   options.tokens_per_rank = parallel.tokens_per_rank;
   options.flexsp_time_limit = parallel.flexsp_time_limit;
+  options.encoder_ranks = parallel.encoder_ranks;
   return options;
 }
 
@@ -392,18 +452,11 @@ namespace {
 
 std::unique_ptr<Planner> make_policy(const std::string& policy, const CostModel& cost,
                                      const PlannerOptions& options) {
-  if (policy == "static") return std::make_unique<StaticPlanner>(cost, options);
-  if (policy == "naive") return std::make_unique<NaivePlanner>(cost, options);
-  if (policy == "megatron_dcp") return std::make_unique<MegatronDcpPlanner>(cost, options);
-  if (policy == "orch") return std::make_unique<OrchPlanner>(cost, options);
-  using planning::SizeRule;
-  if (policy == "dhp") return std::make_unique<DhpPlanner>(cost, options);
-  if (policy == "dhp_search")
-    return std::make_unique<TargetPlanner>("dhp_search", std::vector{SizeRule::any, SizeRule::power_of_two},
-                                           cost, options);
-  if (policy == "flexsp") return std::make_unique<FlexspPlanner>(cost, options);
-  if (policy == "disagg") return std::make_unique<DisaggPlanner>(cost, options);
-  throw InputError(fmt::format("unknown planner '{}'; valid: {}", policy, fmt::join(planner_names(), ", ")));
+  const PolicyRow& row = policy_row(policy);
+  if (!row.make)
+    throw InputError(fmt::format("policy '{}' is the deck's own layout, not a planner; planners: {}", policy,
+                                 fmt::join(planner_names(), ", ")));
+  return row.make(cost, options);
 }
 
 }  // namespace

@@ -176,8 +176,6 @@ struct RunConfig {
 // Parses and validates a deck; throws InputError naming path, key, value and what is valid.
 // Unknown keys are errors (a typo must not silently fall back to a default).
 RunConfig load_run_config(const std::string& path);
-// Valid values of parallel.policy (and of --policy): "deck", then the planners (planner_names()).
-const std::vector<std::string>& policy_names();
 RunConfig parse_run_config(const std::string& yaml_text, const std::string& origin);
 // Checks the rules that involve more than one key (divisibility, size guards) again, after a
 // command-line override changed a value (e.g. --global-batch); `origin` names where the values came from.

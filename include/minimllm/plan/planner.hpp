@@ -40,13 +40,14 @@ class Planner {
   virtual bool deterministic() const { return true; }
 };
 
-// planner_names(): "static", "naive", "megatron_dcp", "orch", "dhp", "flexsp", "disagg"; throws InputError
-// for an unknown name (listing valid ones).
+// A policy's planner (plan/policy_registry.hpp: every policy but `deck`); throws InputError for an unknown
+// name (listing valid ones). planner_names(): the registry's planners, in its order.
 std::unique_ptr<Planner> make_planner(const std::string& policy, const CostModel& cost,
                                       const PlannerOptions& options);
 const std::vector<std::string>& planner_names();
 
-// The options a deck's parallel: section gives the planners (cp, tokens_per_rank, flexsp_time_limit).
+// The options a deck's parallel: section gives the planners (cp, tokens_per_rank, flexsp_time_limit,
+// encoder_ranks).
 PlannerOptions planner_options_of(const ParallelConfig& parallel);
 
 }  // namespace minimllm
