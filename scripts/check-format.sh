@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fails when a source file of the project (src, include, kernels, tests, benchmarks) is not formatted
 # as .clang-format says; lists the files. `scripts/check-format.sh --fix` formats them in place.
+# Also fails on a fence other than step_fence() under src/step and src/parallel (the step's path: a
+# device-wide Kokkos::fence() would wait for gradient buckets in flight; include/minimllm/core/clock.hpp).
 #   CLANG_FORMAT: the clang-format to use (default: clang-format-14, else clang-format).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,4 +26,10 @@ if ((${#bad[@]})); then
   echo "  fix with: scripts/check-format.sh --fix" >&2
   exit 1
 fi
-echo "check-format.sh: ${#files[@]} files clang-formatted"
+raw_fences=$(git grep -nE 'Kokkos::fence\(|[.]fence\(\)' -- src/step src/parallel || true)
+if [ -n "$raw_fences" ]; then
+  echo "check-format.sh: a fence other than step_fence() on the step's path (include/minimllm/core/clock.hpp):" >&2
+  echo "$raw_fences" >&2
+  exit 1
+fi
+echo "check-format.sh: ${#files[@]} files clang-formatted; the step's path fences only with step_fence()"

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "minimllm/core/clock.hpp"
 #include "minimllm/core/types.hpp"
 
 namespace minimllm::detail {
@@ -34,7 +35,7 @@ inline int to_int(std::size_t count, const char* op) {
 // accessible, else `stage` (holding a copy of the data when copy_in).
 template <class T>
 T* on_host(T* data, std::size_t count, std::vector<float>& stage, bool copy_in) {
-  if (copy_in) Kokkos::fence();  // MPI must read the finished results of kernels still in flight
+  if (copy_in) step_fence();  // MPI must read the finished results of kernels still in flight
   if constexpr (kMemSpaceIsHostAccessible) {
     return data;
   } else {

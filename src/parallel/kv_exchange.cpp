@@ -1,5 +1,6 @@
 #include "minimllm/parallel/kv_exchange.hpp"
 
+#include "minimllm/core/clock.hpp"
 #include "minimllm/core/phase.hpp"
 #include "minimllm/kernels/embedding.hpp"
 #include "minimllm/kernels/workspace.hpp"
@@ -27,7 +28,7 @@ void KvExchange::gather(const t_mat_strided_const& kv_local, const t_mat& kv_ful
   const WorkspaceScope scope;  // the staging lives for this call (the collective is synchronous)
   const Staging s = staging();
   Kokkos::deep_copy(s.local, kv_local);
-  Kokkos::fence();  // the communicator reads raw pointers
+  step_fence();  // the communicator reads raw pointers
   group_->allgatherv(s.local.data(), s.local.size(), s.rank_major.data(), member_floats_);
   copy_rows(s.rank_major, kv_order_, kv_full, identity_);
 }
@@ -37,7 +38,7 @@ void KvExchange::reduce(const t_mat_const& d_kv_full, const t_mat_strided& kv_lo
   const WorkspaceScope scope;
   const Staging s = staging();
   copy_rows(d_kv_full, identity_, s.rank_major, kv_order_);
-  Kokkos::fence();
+  step_fence();
   group_->reduce_scatterv(s.rank_major.data(), s.local.data(), member_floats_);
   Kokkos::deep_copy(kv_local_grad, s.local);
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "host_staging.hpp"
+#include "minimllm/core/clock.hpp"
 #include "minimllm/core/types.hpp"
 #include "minimllm/parallel/communicator.hpp"
 #include "mpi_group.hpp"
@@ -17,7 +18,7 @@ namespace {
 void copy_in_mem_space(float* dst, const float* src, std::size_t count) {
   if (dst == src || count == 0) return;
   Kokkos::deep_copy(detail::MemUnmanaged(dst, count), detail::ConstUnmanaged<MemSpace>(src, count));
-  Kokkos::fence();
+  step_fence();
 }
 
 // Host staging of requests destroyed before completing (an error path): MPI may still write into it
@@ -84,7 +85,7 @@ class MpiCommunicator final : public Communicator {
   // A group of one has nothing to talk about: its collectives are copies in MemSpace (or nothing), so
   // they never stage device data through the host.
   void allreduce_sum(float* data, std::size_t count) override {
-    if (size() == 1) return Kokkos::fence();
+    if (size() == 1) return step_fence();
     float* buffer = detail::on_host(data, count, send_stage_, true);
     detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, buffer, detail::to_int(count, "allreduce_sum"), MPI_FLOAT,
                                     MPI_SUM, group_.get()),
@@ -94,7 +95,7 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<CommRequest> iallreduce_sum(float* data, std::size_t count) override {
     if (size() == 1 || count == 0) {
-      Kokkos::fence();
+      step_fence();
       return std::make_unique<DoneRequest>();
     }
     return std::make_unique<MpiAllreduceRequest>(data, count, group_.get());

@@ -5,6 +5,7 @@
 // the library is missing, and runs its collectives over MPI, saying why.
 #include <stdexcept>
 
+#include "minimllm/core/clock.hpp"
 #include "minimllm/parallel/communicator.hpp"
 
 #ifdef MINIMLLM_ENABLE_NCCL
@@ -212,8 +213,8 @@ class NcclCommunicator final : public Communicator {
   void allreduce_sum(float* data, std::size_t count) override {
     require_usable();
     if (count == 0) return;
-    ExecSpace().fence();  // kernels writing `data` run on Kokkos's stream, not ours (nor all streams:
-                          // a device-wide fence would wait for the buckets already in flight here)
+    step_fence();  // kernels writing `data` run on Kokkos's stream, not ours (nor all streams:
+                   // a device-wide fence would wait for the buckets already in flight here)
     // Host Kokkos backend: NCCL needs device memory, so reduce a device copy (in place otherwise).
     float* buffer = kMemSpaceIsHostAccessible ? send_scratch_.get(count) : data;
     copy(buffer, data, count);
@@ -230,8 +231,8 @@ class NcclCommunicator final : public Communicator {
       return std::make_unique<NcclRequest>(nullptr);
     }
     require_usable();
-    ExecSpace().fence();  // kernels writing `data` run on Kokkos's stream, not ours (nor all streams:
-                          // a device-wide fence would wait for the buckets already in flight here)
+    step_fence();  // kernels writing `data` run on Kokkos's stream, not ours (nor all streams:
+                   // a device-wide fence would wait for the buckets already in flight here)
     check_nccl(nccl().all_reduce(data, data, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
     // Waits for everything on the stream so far: requests are waited for in the order they were made.
     return std::make_unique<NcclRequest>([this] { synchronize(); });
@@ -247,7 +248,7 @@ class NcclCommunicator final : public Communicator {
     detail::check_allgatherv_args(send_count, recv_counts, rank_, size_);
     const std::size_t block = *std::max_element(recv_counts.begin(), recv_counts.end());
     if (block == 0) return;
-    ExecSpace().fence();  // Kokkos's stream only (see above)
+    step_fence();  // Kokkos's stream only (see above)
     float* send_padded = send_scratch_.get(block);
     float* recv_padded = recv_scratch_.get(block * size_);
     copy(send_padded, send, send_count);
@@ -266,7 +267,7 @@ class NcclCommunicator final : public Communicator {
     detail::check_reduce_scatterv_args(counts, size_);
     const std::size_t block = *std::max_element(counts.begin(), counts.end());
     if (block == 0) return;
-    ExecSpace().fence();  // Kokkos's stream only (see above)
+    step_fence();  // Kokkos's stream only (see above)
     float* send_padded = send_scratch_.get(block * size_);
     float* recv_padded = recv_scratch_.get(block);
     std::size_t offset = 0;
@@ -289,7 +290,7 @@ class NcclCommunicator final : public Communicator {
     require_usable();
     const detail::AlltoallvExtents extents =
         detail::check_alltoallv_args(send_counts, send_displs, recv_counts, recv_displs, rank_, size_);
-    ExecSpace().fence();  // Kokkos's stream only (see above)
+    step_fence();  // Kokkos's stream only (see above)
     // Host Kokkos backend: NCCL needs device memory, so exchange device copies.
     const float* send_dev = send;
     float* recv_dev = recv;

@@ -88,7 +88,8 @@ void require_tokens_fit(const GlobalBatch& batch, const std::vector<int>& sample
   }
 }
 
-// fit_images_to_memory on bytes already counted, which it keeps up to date.
+// Moves images off ranks whose memory they overflow, largest first, each to the encoder rank with the most
+// room, on bytes already counted, which it keeps up to date. Returns the images moved.
 int move_images_to_fit(StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, RankBytes& bytes) {
   const int world_size = static_cast<int>(bytes.llm.size());
   std::vector<double> room(world_size);
@@ -202,12 +203,6 @@ std::vector<double> rank_peak_bytes(const StepPlan& plan, const GlobalBatch& bat
 
 void require_batch_fits(const GlobalBatch& batch, const CostModel& cost, int world_size) {
   require_tokens_fit(batch, batch_sizes(batch).tokens, cost, world_size);
-}
-
-int fit_images_to_memory(StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world_size) {
-  if (!cost.bounded() || cost.memory.per_patch <= 0.0) return 0;
-  RankBytes bytes = rank_bytes(plan, batch, batch_sizes(batch).tokens, cost, world_size);
-  return move_images_to_fit(plan, batch, cost, bytes);
 }
 
 std::unique_ptr<Planner> memory_bound(const std::string& policy, const CostModel& cost, PlannerFactory make) {

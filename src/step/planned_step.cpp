@@ -120,10 +120,4 @@ void StepPlanner::agree(PlannedStep& planned) const {
   planned.planning_seconds += host_seconds() - t0;
 }
 
-PlannedStep StepPlanner::plan_agreed(int step) const {
-  PlannedStep planned = plan(step);
-  agree(planned);
-  return planned;
-}
-
 }  // namespace minimllm

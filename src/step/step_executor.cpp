@@ -116,7 +116,7 @@ void StepExecutor::run_one_f_one_b(StepInputs& inputs, const t_mat& received, co
     clock.enter(Phase::llm);
     return rows_in;
   };
-  Kokkos::fence();
+  step_fence();
   const double start = host_seconds(), waited_before = out.seconds[Phase::pipeline];
   for (const PipelineOp& op : one_f_one_b(stage.stage, stage.stages, static_cast<int>(count))) {
     const auto m = static_cast<size_t>(op.micro_batch);

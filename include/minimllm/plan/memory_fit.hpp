@@ -39,15 +39,11 @@ std::vector<double> rank_peak_bytes(const StepPlan& plan, const GlobalBatch& bat
 // its length and the capacity. Nothing could run such a batch.
 void require_batch_fits(const GlobalBatch& batch, const CostModel& cost, int world_size);
 
-// Moves images off ranks whose memory they overflow, largest first, each to the encoder rank with the
-// most room (images are the only work that can move without changing the LLM layout). Returns the images
-// moved.
-int fit_images_to_memory(StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world_size);
-
 // The planner of a policy with memory made to bind: without a capacity, make(cost) as it is. With one,
 // each step: require_batch_fits; the policy plans with room kept for the encoder's activations
 // (encoder_reserve_bytes: its even share of the step's patches plus the largest image); images move off
-// ranks they would overflow; a plan that still does not fit throws DoesNotFit naming the rank, its bytes
+// ranks they would overflow, largest first, each to the encoder rank with the most room (images are the only
+// work that can move without changing the LLM layout); a plan that still does not fit throws DoesNotFit naming the rank, its bytes
 // and the capacity.
 using PlannerFactory = std::function<std::unique_ptr<Planner>(const CostModel&)>;
 std::unique_ptr<Planner> memory_bound(const std::string& policy, const CostModel& cost, PlannerFactory make);

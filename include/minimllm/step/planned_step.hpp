@@ -55,8 +55,6 @@ class StepPlanner {
   // every rank as the same InputError or std::runtime_error) to every rank, whose work and prediction then
   // follow from it.
   void agree(PlannedStep& planned) const;
-  // plan() then agree(): a step ready to run.
-  PlannedStep plan_agreed(int step) const;
 
  private:
   // The step with its plan: this rank's work, the prediction and the traffic.
