@@ -32,7 +32,7 @@
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/core/world.hpp"
 #include "minimllm/kernels/gemm.hpp"
-#include "minimllm/plan/step_plan.hpp"
+#include "minimllm/layout/step_plan.hpp"
 #include "minimllm/step/run_step.hpp"
 #include "minimllm/step/step_comms.hpp"
 #include "minimllm/step/step_inputs.hpp"

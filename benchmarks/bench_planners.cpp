@@ -14,7 +14,7 @@
 
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/model/model.hpp"
-#include "minimllm/plan/planner.hpp"
+#include "minimllm/planning/planner.hpp"
 
 namespace minimllm {
 namespace {

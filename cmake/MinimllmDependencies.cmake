@@ -79,7 +79,7 @@ endif()
 find_path(MINIMLLM_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas openblas-pthread REQUIRED)
 find_library(MINIMLLM_OPENBLAS_SET_THREADS NAMES openblas)
 
-# COIN-OR CBC solves flexsp's MILP (src/plan/milp.cpp). Optional: without it flexsp runs its heuristic
+# COIN-OR CBC solves flexsp's MILP (src/planning/milp.cpp). Optional: without it flexsp runs its heuristic
 # only, and says so in every plan (/plans/solver_status: unavailable). CI requires it.
 option(MINIMLLM_REQUIRE_CBC "Stop at configure time when COIN-OR CBC (pkg-config cbc) is missing" OFF)
 find_package(PkgConfig QUIET)

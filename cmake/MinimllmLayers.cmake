@@ -1,6 +1,6 @@
 # The layer stack (docs/DESIGN.md, "Layers"): one library per folder, each linking only layers below it.
 #
-#   core -> kernels -> config -> metrics -> data -> plan -> parallel -> model -> step -> driver
+#   core -> kernels -> config -> metrics -> data -> layout -> parallel -> model -> step -> planning -> driver
 #
 # Enforced by the build: library minimllm_<layer> exposes only include/minimllm/<layer>/ (through a link
 # in the build tree, build/layers/<layer>/minimllm/<layer>), so a file sees its own layer's headers and

@@ -28,9 +28,9 @@
 #include "minimllm/driver/run_output.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/driver/simulator.hpp"
-#include "minimllm/plan/calibration.hpp"
-#include "minimllm/plan/planner.hpp"
-#include "minimllm/plan/policy_registry.hpp"
+#include "minimllm/planning/calibration.hpp"
+#include "minimllm/planning/planner.hpp"
+#include "minimllm/planning/policy_registry.hpp"
 #include "minimllm/step/finite_check.hpp"
 
 namespace {

@@ -6,7 +6,7 @@
 
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/cli.hpp"
-#include "minimllm/plan/calibration.hpp"
+#include "minimllm/planning/calibration.hpp"
 #include "mpi_world.hpp"
 
 namespace minimllm {

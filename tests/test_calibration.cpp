@@ -16,8 +16,8 @@
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/model/model.hpp"
-#include "minimllm/plan/calibration.hpp"
-#include "minimllm/plan/step_prediction.hpp"
+#include "minimllm/planning/calibration.hpp"
+#include "minimllm/planning/step_prediction.hpp"
 
 namespace fs = std::filesystem;
 

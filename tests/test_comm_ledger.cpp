@@ -1,11 +1,11 @@
-// The communicator pool's bookkeeping (plan/comm_ledger.hpp): the cap counts what each rank holds, an
+// The communicator pool's bookkeeping (layout/comm_ledger.hpp): the cap counts what each rank holds, an
 // eviction drops a group on all its members, and at 16,384 virtual ranks a repeating pattern of groups
 // creates nothing once warm.
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "minimllm/plan/comm_ledger.hpp"
+#include "minimllm/layout/comm_ledger.hpp"
 
 namespace minimllm {
 namespace {

@@ -8,7 +8,8 @@
 #include <functional>
 
 #include "minimllm/driver/trainer.hpp"
-#include "minimllm/plan/planner.hpp"
+#include "minimllm/planning/planner.hpp"
+#include "minimllm/planning/step_planner.hpp"
 #include "minimllm/step/planned_step.hpp"
 #include "minimllm/step/run_step.hpp"
 #include "mpi_world.hpp"

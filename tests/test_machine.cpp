@@ -24,12 +24,12 @@
 #include "minimllm/driver/run_setup.hpp"
 #include "minimllm/driver/simulator.hpp"
 #include "minimllm/kernels/loss.hpp"
+#include "minimllm/layout/rank_work.hpp"
 #include "minimllm/model/model.hpp"
-#include "minimllm/plan/calibration.hpp"
-#include "minimllm/plan/cost_model.hpp"
-#include "minimllm/plan/memory_fit.hpp"
-#include "minimllm/plan/planner.hpp"
-#include "minimllm/plan/rank_work.hpp"
+#include "minimllm/planning/calibration.hpp"
+#include "minimllm/planning/cost_model.hpp"
+#include "minimllm/planning/memory_fit.hpp"
+#include "minimllm/planning/planner.hpp"
 
 namespace minimllm {
 namespace {
@@ -507,7 +507,7 @@ void expect_same_link(const LinkCost& a, const LinkCost& b, const char* what) {
   EXPECT_EQ(a.bandwidth, b.bandwidth) << what;
 }
 
-// Every field of the cost model (plan/cost_model.hpp), compared exactly.
+// Every field of the cost model (planning/cost_model.hpp), compared exactly.
 void expect_same_cost_model(const CostModel& a, const CostModel& b) {
   expect_same_phase(a.encoder, b.encoder, "encoder");
   expect_same_phase(a.llm, b.llm, "llm");

@@ -1,4 +1,4 @@
-// The 4-D layout's cost model (plan/model_parallel.hpp): the parameter split matches the model, a trivial
+// The 4-D layout's cost model (layout/model_parallel.hpp): the parameter split matches the model, a trivial
 // grid changes nothing, tensor and pipeline parallelism and the distributed optimizer divide compute and
 // memory as stated, the 1F1B bubble in predict, the grid's validation, and the 7B-class preset that fits
 // only with the grid.
@@ -12,10 +12,11 @@
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/simulator.hpp"
+#include "minimllm/layout/model_parallel.hpp"
 #include "minimllm/model/model.hpp"
-#include "minimllm/plan/model_parallel.hpp"
-#include "minimllm/plan/planner.hpp"
-#include "minimllm/plan/step_prediction.hpp"
+#include "minimllm/planning/planner.hpp"
+#include "minimllm/planning/step_prediction.hpp"
+#include "minimllm/planning/unit_cost_model.hpp"
 
 namespace minimllm {
 namespace {

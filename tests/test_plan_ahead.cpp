@@ -1,13 +1,14 @@
-// Planning ahead on a helper thread (step/plan_ahead.hpp): the same plans as planning each step when it
+// Planning ahead on a helper thread (planning/plan_ahead.hpp): the same plans as planning each step when it
 // begins, in step order; planning hidden behind a step that takes longer than it; a planning error
 // thrown by the step it belongs to.
 #include <gtest/gtest.h>
 
 #include "minimllm/config/input_error.hpp"
 #include "minimllm/data/sampler.hpp"
-#include "minimllm/plan/cost_model.hpp"
-#include "minimllm/plan/layout_source.hpp"
-#include "minimllm/step/plan_ahead.hpp"
+#include "minimllm/planning/cost_model.hpp"
+#include "minimllm/planning/layout_source.hpp"
+#include "minimllm/planning/plan_ahead.hpp"
+#include "minimllm/planning/step_planner.hpp"
 
 namespace minimllm {
 namespace {

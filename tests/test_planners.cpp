@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "minimllm/core/world.hpp"
+#include "minimllm/layout/rank_work.hpp"
 #include "minimllm/model/model.hpp"
-#include "minimllm/plan/cost_model.hpp"
-#include "minimllm/plan/planner.hpp"
-#include "minimllm/plan/policy_registry.hpp"
-#include "minimllm/plan/rank_work.hpp"
+#include "minimllm/planning/cost_model.hpp"
+#include "minimllm/planning/planner.hpp"
+#include "minimllm/planning/policy_registry.hpp"
 #include "minimllm/step/packing.hpp"
 #include "planner_inputs.hpp"
 

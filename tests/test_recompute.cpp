@@ -28,7 +28,7 @@ RunConfig quickstart_with(const std::string& policy, int cp) {
 
 // Static's layout does not depend on the cost model's compute times, so under recomputation its plans, and
 // so its losses, are bitwise those of `none` (exact). The dynamic policies see recomputation's extra
-// forward in their cost model (plan/model_parallel.hpp) and may choose other layouts: their losses then
+// forward in their cost model (layout/model_parallel.hpp) and may choose other layouts: their losses then
 // agree within layout invariance's float reassociation (test_training's 1e-5 relative), as any two
 // layouts do; the bitwise check of the recomputation itself on one pass is test_model_gradients'.
 void expect_same_training(const RunConfig& config, bool context_parallel, bool exact) {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "minimllm/parallel/communicator.hpp"
-#include "minimllm/plan/plan_traffic.hpp"
-#include "minimllm/plan/planner.hpp"
+#include "minimllm/planning/plan_traffic.hpp"
+#include "minimllm/planning/planner.hpp"
 #include "minimllm/step/sample_movement.hpp"
 #include "planner_inputs.hpp"
 

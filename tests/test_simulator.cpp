@@ -14,9 +14,9 @@
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/simulator.hpp"
-#include "minimllm/plan/plan_traffic.hpp"
-#include "minimllm/plan/planner.hpp"
-#include "minimllm/plan/step_prediction.hpp"
+#include "minimllm/planning/plan_traffic.hpp"
+#include "minimllm/planning/planner.hpp"
+#include "minimllm/planning/step_prediction.hpp"
 #include "minimllm/step/memory_estimate.hpp"
 
 namespace minimllm {

@@ -126,7 +126,7 @@ void read_runtime(const Section& s, RuntimeConfig& c, MachineConfig& machine) {
 }
 
 void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) {
-  s.read_string("policy", c.policy);  // a name of the policy registry (plan/policy_registry.hpp)
+  s.read_string("policy", c.policy);  // a name of the policy registry (planning/policy_registry.hpp)
   s.read_int("cp", c.cp, 1, kMaxRanks);
   s.read_int("tokens_per_rank", c.tokens_per_rank, 0, 1 << 30);
   s.read_real("flexsp_time_limit", c.flexsp_time_limit, closed(0.0, 3600.0));
@@ -238,7 +238,7 @@ void check_data(const CrossChecker& x, const DataConfig& d, const ModelConfig& m
 }
 
 // Tensor parallelism splits heads; pipeline parallelism splits layers (the rank grid is checked against
-// the ranks where they are known: plan/model_parallel.hpp).
+// the ranks where they are known: layout/model_parallel.hpp).
 void check_model_parallel(const CrossChecker& x, const ParallelConfig& p, const ModelConfig& m) {
   x.require(
       m.llm.heads % p.tp == 0, "parallel.tp", p.tp,

@@ -11,7 +11,7 @@
 #include <ostream>
 
 #include "minimllm/driver/run_report.hpp"
-#include "minimllm/plan/policy_registry.hpp"
+#include "minimllm/planning/policy_registry.hpp"
 
 namespace minimllm {
 namespace {

@@ -17,9 +17,9 @@
 #include "minimllm/driver/memory_check.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/gemm_rate.hpp"
+#include "minimllm/layout/step_plan.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
-#include "minimllm/plan/step_plan.hpp"
 #include "minimllm/step/optimizer.hpp"
 #include "minimllm/step/run_step.hpp"
 

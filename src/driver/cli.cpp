@@ -8,7 +8,7 @@
 
 #include "embedded_decks.hpp"
 #include "minimllm/config/run_config.hpp"
-#include "minimllm/plan/policy_registry.hpp"
+#include "minimllm/planning/policy_registry.hpp"
 
 #ifndef MINIMLLM_VERSION
 #define MINIMLLM_VERSION "unknown"

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "minimllm/config/input_error.hpp"
-#include "minimllm/plan/memory_fit.hpp"
+#include "minimllm/planning/memory_fit.hpp"
 
 namespace minimllm {
 namespace {

@@ -1,9 +1,10 @@
 #include "minimllm/driver/resolve_cost_model.hpp"
 
 #include "minimllm/kernels/gemm.hpp"
+#include "minimllm/layout/model_parallel.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/model/parameter_shards.hpp"
-#include "minimllm/plan/model_parallel.hpp"
+#include "minimllm/planning/unit_cost_model.hpp"
 
 namespace minimllm {
 

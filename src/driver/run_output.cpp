@@ -10,7 +10,7 @@
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/kernels/gemm.hpp"
-#include "minimllm/plan/policy_registry.hpp"
+#include "minimllm/planning/policy_registry.hpp"
 #include "minimllm/step/gradient_sync.hpp"
 
 namespace minimllm {

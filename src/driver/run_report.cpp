@@ -10,8 +10,8 @@
 #include "minimllm/core/device.hpp"
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/driver/provenance.hpp"
-#include "minimllm/plan/model_parallel.hpp"
-#include "minimllm/plan/policy_registry.hpp"
+#include "minimllm/layout/model_parallel.hpp"
+#include "minimllm/planning/policy_registry.hpp"
 #include "minimllm/step/gradient_sync.hpp"
 
 #ifndef MINIMLLM_VERSION

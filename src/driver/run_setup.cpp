@@ -16,7 +16,7 @@
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/metrics/cpu_peak.hpp"
 #include "minimllm/model/parameter_shards.hpp"
-#include "minimllm/plan/policy_registry.hpp"
+#include "minimllm/planning/policy_registry.hpp"
 #include "minimllm/step/memory_estimate.hpp"
 #include "minimllm/step/run_step.hpp"
 
@@ -90,8 +90,8 @@ RunSetup::RunSetup(const RunConfig& config, const World& world, const TrainOptio
   agree_on_error(world.comm, error);
   result.cost_model_source = cost.source;
   // The machine (driver/machine.hpp) and the cost model (driver/resolve_cost_model.hpp), as a simulation
-  // of this run resolves them; the memory every plan must fit (plan/memory_fit.hpp) the same on every rank.
-  // A restart plans with the capacity its run planned with.
+  // of this run resolves them; the memory every plan must fit (planning/memory_fit.hpp) the same on every
+  // rank. A restart plans with the capacity its run planned with.
   const double capacity = restart ? restart->planning.capacity_bytes : std::max(0.0, budget.planning_bytes);
   result.machine = resolve_machine(
       config.machine, config.machine.empty() ? "none" : config.deck_path,

@@ -18,16 +18,16 @@
 #include "minimllm/driver/resolve_cost_model.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/gemm_rate.hpp"
+#include "minimllm/layout/comm_ledger.hpp"
+#include "minimllm/layout/model_parallel.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/model/parameter_shards.hpp"
-#include "minimllm/plan/comm_ledger.hpp"
-#include "minimllm/plan/memory_fit.hpp"
-#include "minimllm/plan/model_parallel.hpp"
-#include "minimllm/plan/plan_traffic.hpp"
-#include "minimllm/plan/planner.hpp"
-#include "minimllm/plan/policy_registry.hpp"
-#include "minimllm/plan/step_prediction.hpp"
+#include "minimllm/planning/memory_fit.hpp"
+#include "minimllm/planning/plan_traffic.hpp"
+#include "minimllm/planning/planner.hpp"
+#include "minimllm/planning/policy_registry.hpp"
+#include "minimllm/planning/step_prediction.hpp"
 #include "minimllm/step/memory_estimate.hpp"  // kEstimateSteps
 
 #ifndef MINIMLLM_VERSION
@@ -337,7 +337,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
   if (options.ranks % grid.ranks_per_unit() != 0)
     throw InputError(fmt::format("parallel.tp x parallel.pp = {}: must divide --ranks {}",
                                  grid.ranks_per_unit(), options.ranks));
-  // The planners regroup units of tp x pp ranks (plan/model_parallel.hpp); plain ranks without a grid.
+  // The planners regroup units of tp x pp ranks (layout/model_parallel.hpp); plain ranks without a grid.
   const int units = options.ranks / grid.ranks_per_unit();
   if (options.cp > 0 && units % options.cp != 0)
     throw InputError(

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "minimllm/plan/plan_traffic.hpp"
+#include "minimllm/layout/plan_prediction.hpp"  // sample_loader_rank
 
 namespace minimllm {
 namespace {

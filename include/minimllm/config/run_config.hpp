@@ -133,7 +133,7 @@ struct ParallelConfig {
   std::string encoder_layout = "follow";  // parallel.encoder_layout: follow (a sample's images on its
                                           // group, round-robin) | round_robin (image i on rank i mod N)
   int comm_pool_capacity = 64;            // parallel.comm_pool_capacity: most cached communicators
-  // The fixed model-parallel grid around the planners' regrouping (plan/model_parallel.hpp): tensor
+  // The fixed model-parallel grid around the planners' regrouping (layout/model_parallel.hpp): tensor
   // parallelism of the LLM (parallel.tp; heads % tp == 0) and of the encoder (parallel.encoder_tp),
   // pipeline stages of the LLM (parallel.pp <= its layers; parallel.pp_layers: each stage's layers,
   // pp of them summing to the LLM's, empty: an even split), the encoder as its own stage before the LLM's

@@ -1,7 +1,7 @@
 // Calibration on the machine (`minimllm calibrate DECK`, or runtime.calibrate: true at start-up): times
 // the deck's model through the real step path (StepExecutor) on every rank at once, each rank alone, at
 // several sizes; times the optimizer, the gradient all-reduce and the collectives on the ranks it runs on;
-// fits the cost model's coefficients (plan/calibration.hpp). Also picks a run's cost model.
+// fits the cost model's coefficients (planning/calibration.hpp). Also picks a run's cost model.
 #pragma once
 
 #include <iosfwd>
@@ -9,7 +9,7 @@
 
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/core/world.hpp"
-#include "minimllm/plan/calibration.hpp"
+#include "minimllm/planning/calibration.hpp"
 
 namespace minimllm {
 

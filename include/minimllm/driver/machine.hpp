@@ -10,7 +10,7 @@
 
 #include "minimllm/config/machine_config.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"  // RunAttribute
-#include "minimllm/plan/cost_model.hpp"
+#include "minimllm/planning/cost_model.hpp"
 
 namespace minimllm {
 

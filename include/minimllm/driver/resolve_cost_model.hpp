@@ -8,7 +8,7 @@
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/machine.hpp"
-#include "minimllm/plan/cost_model.hpp"
+#include "minimllm/planning/cost_model.hpp"
 
 namespace minimllm {
 

@@ -44,7 +44,7 @@ struct PolicySummary {
   // Mean projected step time over the steps: the plan's predicted step (model_step_seconds) plus what the
   // real run pays for being dynamic: the planning left exposed, communicator creation and sample movement.
   double step_seconds = 0.0;
-  // predict_step (plan/step_prediction.hpp) less its sample movement: phases, data, all-reduce, AdamW.
+  // predict_step (planning/step_prediction.hpp) less its sample movement: phases, data, all-reduce, AdamW.
   double model_step_seconds = 0.0;
   // Means per step: planning on the critical path (runtime.plan_ahead: what the step before did not hide),
   // communicator creation (parallel.comm_pool_capacity's pool), moving samples from their loaders.
@@ -71,7 +71,7 @@ struct PolicySummary {
   // static only: the mean step of every degree tried (cp, seconds); degrees whose bins cannot hold the
   // longest sample (parallel.tokens_per_rank) are left out.
   std::vector<std::pair<int, double>> cp_steps;
-  // Mean bytes per step the plans move between ranks of a node and between nodes (plan/plan_traffic.hpp).
+  // Mean bytes per step the plans move between ranks of a node and between nodes (planning/plan_traffic.hpp).
   double intra_node_bytes = 0.0, inter_node_bytes = 0.0;
   // Steps by what produced their plan (StepPlan::origin: heuristic, milp, static_layout) and, for flexsp,
   // by how its MILP solver fared (optimal, time_limit, ...); the median gap over the steps the solver

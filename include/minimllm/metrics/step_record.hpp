@@ -24,7 +24,7 @@ struct StepRecord {
   double predicted_seconds = 0.0;    // the cost model's makespan for the step's plan (no grad sync)
   double lower_bound_seconds = 0.0;  // the cost model's lower bound for any plan of this batch
   std::int64_t boundary_bytes = 0;   // bytes sent by the boundary exchange, summed over ranks
-  // Bytes the plan moves between ranks of one node and between nodes (plan/plan_traffic.hpp: samples from
+  // Bytes the plan moves between ranks of one node and between nodes (planning/plan_traffic.hpp: samples from
   // their loaders, pixels to their encoders, embeddings to the LLM and their gradients back).
   std::int64_t intra_node_bytes = 0;
   std::int64_t inter_node_bytes = 0;

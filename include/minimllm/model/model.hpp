@@ -12,10 +12,10 @@
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/workspace.hpp"
+#include "minimllm/layout/memory_model.hpp"
 #include "minimllm/model/model_inputs.hpp"
 #include "minimllm/parallel/kv_exchange.hpp"
 #include "minimllm/parallel/tensor_parallel.hpp"
-#include "minimllm/plan/cost_model.hpp"
 
 namespace minimllm {
 
@@ -134,7 +134,7 @@ double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, Recomp
 double rounded_operand_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t rows, bool llm);
 // A token's GEMM cost in units of one causal attention pair (chunk balancing under context parallelism).
 double linear_weight_in_attention_pairs(const LlmConfig& llm);
-// The planners' memory model (plan/cost_model.hpp) from that accounting: the training state
+// The planners' memory model (layout/memory_model.hpp) from that accounting: the training state
 // (training_state_bytes: 16 bytes per parameter replicated, less with AdamW's moments over
 // optimizer_shards ranks), and the per-row, per-key-row and per-patch coefficients of activation_bytes
 // under `recompute`.

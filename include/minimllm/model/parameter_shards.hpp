@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
-#include "minimllm/plan/cost_model.hpp"  // training_state_bytes
+#include "minimllm/layout/memory_model.hpp"  // training_state_bytes
 
 namespace minimllm {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "minimllm/core/types.hpp"
+#include "minimllm/layout/row_route.hpp"
 #include "minimllm/parallel/communicator.hpp"
-#include "minimllm/plan/row_route.hpp"
 
 namespace minimllm {
 

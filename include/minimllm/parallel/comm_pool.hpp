@@ -1,5 +1,5 @@
 // CommPool: communicators cached by sorted rank set, at most `capacity` held by each rank, least recently
-// used evicted (the bookkeeping is plan/comm_ledger.hpp's CommLedger, which the simulator also plays).
+// used evicted (the bookkeeping is layout/comm_ledger.hpp's CommLedger, which the simulator also plays).
 //
 // Safety without extra messages: every rank calls acquire() for EVERY group of a step (members and
 // non-members alike), in the same canonical order (the plan is identical on every rank). The pool's
@@ -17,8 +17,8 @@
 #include <memory>
 #include <vector>
 
+#include "minimllm/layout/comm_ledger.hpp"
 #include "minimllm/parallel/communicator.hpp"
-#include "minimllm/plan/comm_ledger.hpp"
 
 namespace minimllm {
 

@@ -7,8 +7,8 @@
 
 #include "minimllm/core/phase.hpp"
 #include "minimllm/kernels/attention.hpp"
+#include "minimllm/layout/rank_work.hpp"
 #include "minimllm/parallel/communicator.hpp"
-#include "minimllm/plan/rank_work.hpp"
 
 namespace minimllm {
 

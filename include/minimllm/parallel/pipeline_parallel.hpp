@@ -6,8 +6,8 @@
 
 #include <vector>
 
+#include "minimllm/layout/model_parallel.hpp"  // stage_layer_counts
 #include "minimllm/parallel/communicator.hpp"
-#include "minimllm/plan/model_parallel.hpp"  // stage_layer_counts
 
 namespace minimllm {
 

@@ -16,9 +16,9 @@
 #include <string>
 
 #include "minimllm/core/world.hpp"
+#include "minimllm/layout/model_parallel.hpp"
 #include "minimllm/parallel/communicator.hpp"
 #include "minimllm/parallel/tensor_parallel.hpp"
-#include "minimllm/plan/model_parallel.hpp"
 
 namespace minimllm {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/layout/rank_work.hpp"
 #include "minimllm/model/model_inputs.hpp"
-#include "minimllm/plan/rank_work.hpp"
 #include "minimllm/step/sample_movement.hpp"
 
 namespace minimllm {

@@ -1,16 +1,14 @@
 // A step planned: its global batch, the plan every rank agrees on, this rank's work under it, and what
-// the cost model predicts. Made once per step (StepPlanner::plan, then StepPlanner::agree) and consumed by
-// the step's stages.
+// the cost model predicts. Made once per step (planning/step_planner.hpp: StepPlanner::plan, then agree) and
+// consumed by the step's stages.
 #pragma once
 
 #include <exception>
 
-#include "minimllm/core/world.hpp"
 #include "minimllm/data/sampler.hpp"
-#include "minimllm/plan/layout_source.hpp"
-#include "minimllm/plan/plan_traffic.hpp"
-#include "minimllm/plan/rank_work.hpp"
-#include "minimllm/plan/step_plan.hpp"
+#include "minimllm/layout/plan_prediction.hpp"
+#include "minimllm/layout/rank_work.hpp"
+#include "minimllm/layout/step_plan.hpp"
 
 namespace minimllm {
 
@@ -20,7 +18,7 @@ struct PlannedStep {
   StepPlan plan;
   RankWork work;
   PlanPrediction prediction;
-  PlanTraffic traffic;  // what the plan moves between ranks and nodes (plan/plan_traffic.hpp)
+  PlanTraffic traffic;  // what the plan moves between ranks and nodes (layout/plan_prediction.hpp)
   // Generating the batch, planning it, deriving this rank's work and predicting the plan's time (and
   // receiving the plan, when one rank plans for all).
   double planning_seconds = 0.0;
@@ -34,37 +32,5 @@ struct PlannedStep {
 // A step with a given plan (tests, benchmarks, calibration): this rank's work derived from it, no
 // prediction. linear_weight: Model::linear_weight_in_attention_pairs (balances context-parallel chunks).
 PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_size, double linear_weight);
-
-// Each step's plan from the run's layout source. Every rank plans on its own when the policy is
-// deterministic; otherwise (flexsp's MILP under a wall-clock limit: ranks could stop the solver at
-// different points) rank 0 plans and agree() broadcasts its plan, so all ranks run the same one.
-class StepPlanner {
- public:
-  StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& world, double linear_weight);
-  // Under tensor parallelism: plans over `units` (a data world, parallel/rank_grid.hpp: this rank's work
-  // is its unit's), agreed over `agreement` (the whole world, so that every data world runs rank 0's plan).
-  StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& units, const World& agreement,
-              double linear_weight);
-
-  // Host work only, no MPI, and const: safe on a helper thread while the main thread runs kernels
-  // (PlanAhead). A planner that is not deterministic runs on rank 0 only (the others get the batch and
-  // awaiting_plan).
-  PlannedStep plan(int step) const;
-  // Collective over the world, on the thread that drives MPI, before the step runs (a no-op for a
-  // deterministic policy or a step already agreed on): rank 0's plan (or its planning failure, rethrown on
-  // every rank as the same InputError or std::runtime_error) to every rank, whose work and prediction then
-  // follow from it.
-  void agree(PlannedStep& planned) const;
-
- private:
-  // The step with its plan: this rank's work, the prediction and the traffic.
-  PlannedStep with_plan(GlobalBatch batch, StepPlan plan) const;
-
-  const Sampler& sampler_;
-  const LayoutSource& layouts_;
-  World world_;      // the ranks the plans place work on
-  World agreement_;  // the ranks that run the same plan
-  double linear_weight_;
-};
 
 }  // namespace minimllm

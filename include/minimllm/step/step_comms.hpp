@@ -4,8 +4,8 @@
 
 #include <memory>
 
+#include "minimllm/layout/step_plan.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
-#include "minimllm/plan/step_plan.hpp"
 
 namespace minimllm {
 

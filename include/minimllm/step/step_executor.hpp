@@ -12,8 +12,8 @@
 
 #include "minimllm/core/phase.hpp"
 #include "minimllm/core/transfer.hpp"
+#include "minimllm/layout/rank_work.hpp"
 #include "minimllm/model/model.hpp"
-#include "minimllm/plan/rank_work.hpp"
 #include "minimllm/step/gradient_sync.hpp"
 #include "minimllm/step/step_inputs.hpp"
 

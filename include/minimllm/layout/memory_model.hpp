@@ -1,0 +1,33 @@
+// The memory a rank holds, as plain data: what the model allocates (model/model.hpp computes it) and the
+// planners bound their plans by (planning/memory_fit.hpp).
+#pragma once
+
+#include <cstddef>
+
+namespace minimllm {
+
+// What one rank holds (bytes), as the model allocates it (memory_model() in model/model.hpp computes it
+// from the model's own accounting; the planners receive it as data):
+//   state + fixed + per_patch x (patches it encodes in the step)
+//         + per_row x (its rows of a micro-batch) + per_key_row x (the micro-batch's rows, g > 1 only)
+struct MemoryModel {
+  double state = 0.0;          // parameters, gradients and AdamW moments (training_state_bytes)
+  double fixed = 0.0;          // activation-side bytes that do not grow with rows (bf16 rounded weights)
+  double per_row = 0.0;        // per LLM row this rank holds in a micro-batch
+  double per_key_row = 0.0;    // per gathered key row under context parallelism (every row of the batch)
+  double per_patch = 0.0;      // per encoder patch this rank encodes (held until the encoder's backward)
+  double linear_weight = 0.0;  // a token's GEMM work in causal attention pairs (chunk balancing)
+  // The encoder's own stage (parallel.encoder_stage, layout/model_parallel.hpp): a unit's encoder ranks are
+  // not its LLM ranks, so a rank's peak is the larger of state + fixed + its micro-batch and state + fixed +
+  // its patches, not their sum (state: the fuller stage's, an upper bound for the other).
+  bool encoder_apart = false;
+};
+
+// Bytes per rank of a model's training state with AdamW's moments over `optimizer_shards` ranks (1:
+// replicated; the distributed optimizer, model/parameter_shards.hpp): parameters and gradients whole
+// (4 + 4 bytes each), the two moments of the largest balanced shard, ceil(parameters / shards) (8 bytes
+// each), and with more than one shard the buffer its summed gradient is reduce-scattered into (4 bytes
+// each).
+double training_state_bytes(std::size_t parameters, int optimizer_shards);
+
+}  // namespace minimllm

@@ -1,0 +1,79 @@
+// RankWork: what a StepPlan asks of one rank — which images it encodes, which chunk of which sample's
+// fused sequence it holds in each LLM micro-batch (context parallelism), and the row routes that join
+// the two layouts. Derived from (plan, batch) alone, so every rank can derive any rank's work.
+#pragma once
+
+#include <vector>
+
+#include "minimllm/layout/row_route.hpp"
+#include "minimllm/layout/step_plan.hpp"
+
+namespace minimllm {
+
+// Splits a sequence of `tokens` rows over `ranks` contiguous chunks with balanced cost, where row i
+// (0-based) costs linear_weight + (i + 1): a linear part (GEMMs) plus causal attention over i+1 keys.
+// Returns ranks+1 boundaries; chunks may be empty when tokens < ranks.
+std::vector<int> balanced_chunk_bounds(int tokens, int ranks, double linear_weight);
+
+// First sample (0-based, within a group's list of n) of micro-batch m of `parts`: consecutive, as even
+// as possible blocks [begin(m), begin(m+1)).
+inline int micro_batch_begin(int n, int m, int parts) {
+  return static_cast<int>(static_cast<long long>(n) * m / parts);
+}
+// First sample (position in group.samples) of micro-batch m of a group (m = micro_batches: the end):
+// its packed bins' ends, or near-equal blocks.
+inline int micro_batch_begin(const LlmGroup& group, int m) {
+  if (group.micro_batch_ends.empty())
+    return micro_batch_begin(static_cast<int>(group.samples.size()), m, group.micro_batches);
+  return m == 0 ? 0 : group.micro_batch_ends[m - 1];
+}
+
+// Disaggregated plans run as a pipeline over `stages` = the most micro-batches of any LLM group
+// (step_executor.cpp). Micro-batch m of a group of `parts` is stage m, except its last, which is always
+// the last stage: the stage whose gradients come back last (a group's last micro-batch ends with the
+// group's work), so encoder ranks run it backward last.
+inline int pipeline_stage(int m, int parts, int stages) { return m + 1 == parts ? stages - 1 : m; }
+// Encoder ranks run the forward of the last stage first (groups of one micro-batch start at once), then
+// stages 0, 1, ..., stages - 2; the backward in stage order.
+inline int forward_stage(int position, int stages) { return position == 0 ? stages - 1 : position - 1; }
+
+struct SequenceChunk {
+  int sample = 0;          // index into the global batch
+  int begin = 0, end = 0;  // rows of the sample's fused sequence held here
+};
+
+struct MicroBatchWork {
+  std::vector<int> samples;           // in order
+  std::vector<SequenceChunk> chunks;  // this rank's chunk of each sample, same order (may be empty)
+  std::vector<int> sample_offsets;    // first row of each sample in the gathered keys (size samples+1)
+  // Context parallelism: kv_order[i] is where sample-major key row i sits in the rank-major result of an
+  // all-gather of every member's local rows; member_rows[r] = local rows of group member r.
+  std::vector<int> kv_order;
+  std::vector<int> member_rows;
+  int received_offset = 0;  // first row of this micro-batch's image rows in the received buffer
+  int stage = 0;            // disaggregated plans: its pipeline stage (pipeline_stage)
+};
+
+// Disaggregated plans: what this rank does in one pipeline stage on the encoder side.
+struct EncoderStageWork {
+  std::vector<int> images;  // global image numbers this rank encodes in the stage, in order
+  RowRoute route;           // the stage's rows: send rows numbered within the stage's encoder output,
+                            // received rows as in RankWork::image_route (the whole step's buffer)
+};
+
+struct RankWork {
+  int group = -1;  // index of this rank's LLM group; -1: no LLM work
+  std::vector<int> group_ranks;
+  std::vector<MicroBatchWork> micro_batches;
+  std::vector<int> images;  // global image numbers this rank encodes, in order
+  RowRoute image_route;     // encoder output rows -> received image rows
+  int received_rows = 0;    // image rows this rank's LLM chunks need
+  // Disaggregated plans only (empty otherwise): one per pipeline stage, stages = the most micro-batches
+  // of any group.
+  std::vector<EncoderStageWork> stages;
+};
+
+RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size,
+                          double linear_weight);
+
+}  // namespace minimllm

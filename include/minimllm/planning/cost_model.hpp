@@ -1,0 +1,183 @@
+// CostModel: predicted time of each sample's work per phase on a group of g ranks, collectives in the
+// standard alpha-beta models (ring or tree, hierarchical over nodes), and memory per rank.
+//   compute(s, g) = (a2 s^2 + a1 s + c) / g        s: tokens (LLM) or patches of one image (encoder)
+//   comm(s, g)    = 0 for g = 1, else cp_layers x (all-gather + reduce-scatter of kv_row_bytes x s bytes
+//                   over the group's span: collectives below)
+// The encoder attends within each image, so its cost is per image (a sample with several images costs
+// the sum over its images); the LLM cost is per sample (one fused causal sequence).
+// Per-step terms outside those phases (StepCost) complete a step's time: generating and packing each
+// rank's inputs, the gradient all-reduce and the optimizer (predict_step, planning/step_prediction.hpp).
+// Coefficients come from calibration on the machine (`minimllm calibrate`, planning/calibration.hpp) or from
+// defaults derived from the model's FLOPs and a nominal rate; the network from the machine
+// (config/machine_config.hpp, apply_machine).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "minimllm/config/machine_config.hpp"
+#include "minimllm/config/run_config.hpp"
+#include "minimllm/layout/memory_model.hpp"
+
+namespace minimllm {
+
+struct PhaseCost {
+  double a2 = 0.0, a1 = 0.0, c = 0.0;  // seconds per token^2, per token, per sample (encoder: per image)
+  double operator()(double s) const { return (a2 * s + a1) * s + c; }
+};
+
+// One link class in the alpha-beta model.
+struct LinkCost {
+  double latency = 0.0;    // alpha: seconds per message step of a collective
+  double bandwidth = 1e9;  // 1 / beta: bytes per second per rank, one direction
+};
+
+// ring: a collective on n ranks takes n - 1 message steps (all-reduce 2(n - 1)); tree: ceil(log2 n)
+// (recursive doubling and halving; NCCL's trees for all-reduce); both with the same bandwidth terms.
+enum class CollectiveAlgorithm { ring, tree };
+CollectiveAlgorithm collective_algorithm_from_string(const std::string& name);  // "" = ring
+const char* to_string(CollectiveAlgorithm algorithm);
+
+// Collectives on one link class (Thakur, Rabenseifner and Gropp, "Optimization of collective
+// communication operations in MPICH", IJHPCA 2005; bytes counted as nccl-tests' bus bytes):
+//   steps(n)             = n - 1 (ring) or ceil(log2 n) (tree)
+//   all-gather(n, S)     = steps(n) alpha + (n-1)/n S / bandwidth          S: the gathered buffer
+//   reduce-scatter(n, S) = steps(n) alpha + (n-1)/n S / bandwidth          S: the buffer reduced
+//   all-reduce(n, S)     = 2 steps(n) alpha + 2(n-1)/n S / bandwidth       S: the buffer
+//   all-to-all(p, B)     = p alpha + B / bandwidth      pairwise exchange with p peers, B bytes sent
+// All are 0 on one rank (and all-to-all with no peer).
+double collective_steps(CollectiveAlgorithm algorithm, int n);
+double all_gather_time(const LinkCost& link, CollectiveAlgorithm algorithm, int n, double bytes);
+double reduce_scatter_time(const LinkCost& link, CollectiveAlgorithm algorithm, int n, double bytes);
+double all_reduce_time(const LinkCost& link, CollectiveAlgorithm algorithm, int n, double bytes);
+double all_to_all_time(const LinkCost& link, int peers, double bytes);
+
+// A group of `ranks` ranks over the nodes: the nodes it touches and the most members on one of them.
+struct GroupSpan {
+  int ranks = 1, nodes = 1, per_node = 1;
+};
+
+// The two link classes and the algorithm. Collectives over a span are hierarchical: within one node the
+// intra-node link alone, one rank per node the inter-node link alone; otherwise intra-node, then between
+// the nodes (each local rank on its own rail, carrying 1/per_node of the data), then intra-node again:
+//   all-gather     = AG_inter(nodes, S / per_node) + AG_intra(per_node, S)
+//   reduce-scatter = RS_intra(per_node, S)         + RS_inter(nodes, S / per_node)
+//   all-reduce     = RS_intra(per_node, S) + AR_inter(nodes, S / per_node) + AG_intra(per_node, S)
+struct Network {
+  LinkCost intra, inter;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  double all_gather(const GroupSpan& span, double bytes) const;
+  double reduce_scatter(const GroupSpan& span, double bytes) const;
+  double all_reduce(const GroupSpan& span, double bytes) const;
+};
+
+// Per-step terms outside the encoder, boundary and LLM phases.
+struct StepCost {
+  // Generating and packing one rank's inputs:
+  //   data_c + data_per_image * images + data_per_patch * patches + data_per_token * rows.
+  double data_c = 0.0, data_per_image = 0.0, data_per_patch = 0.0, data_per_token = 0.0;
+  double optimizer = 0.0;   // one AdamW step over every parameter (every rank, the same)
+  double grad_bytes = 0.0;  // the gradient buffer, all-reduced over the world every step
+  // The all-reduce's links (the machine's, or a calibration's all-reduce measurement).
+  LinkCost allreduce_intra{5e-6, 10e9}, allreduce_inter{20e-6, 1e9};
+  // A calibration's measurements of pipeline stages' point-to-point messages and of the tensor-parallel
+  // groups' all-reduce (on tensor_parallel_ranks ranks, per message step); absent (latency and bandwidth
+  // 0, tensor_parallel_ranks 0), the model uses the collectives' links (point_to_point(), tp_allreduce()).
+  LinkCost point_to_point_intra{0.0, 0.0}, point_to_point_inter{0.0, 0.0};
+  int tensor_parallel_ranks = 0;
+  LinkCost tensor_parallel_allreduce{0.0, 0.0};
+  // Creating one communicator on its members (MPI_Comm_create_group, or ncclCommInitRank with NCCL): a
+  // step whose layout needs groups the pool does not hold pays it once (a step's groups are disjoint and
+  // created concurrently). The machine's machine.comm_creation_ms, a calibration's measurement, or this
+  // default: an assumption for MPI on one node (docs/INPUT.md, "machine").
+  double comm_creation = 1e-4;
+  // The forward's share of an image's encoder time (forward + backward), which decides when a
+  // disaggregated pipeline's rows reach the LLM: 1/3 by FLOPs (a backward does twice a forward's GEMM
+  // work), or what `minimllm calibrate` measured.
+  double encoder_forward_share = 1.0 / 3.0;
+};
+
+struct CostModel {
+  PhaseCost encoder, llm;           // compute, on one rank
+  LinkCost intra_node, inter_node;  // collectives within a node (NVLink domain) / between nodes
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  // Ranks per node of the links: the NVLink domain where it is larger than a node.
+  int ranks_per_node = 1;
+  // Context parallelism: every LLM layer all-gathers K|V rows of the micro-batch (forward) and
+  // reduce-scatters their gradients (backward); kv_row_bytes per token and layer.
+  double kv_row_bytes = 0.0;
+  double cp_layers = 1.0;
+  double boundary_bytes_per_patch = 0.0;  // encoder output row forward + its gradient backward
+  // A sample's raw inputs as its loader holds them: int32 token ids, fp32 pixels (plan_traffic.hpp).
+  double input_bytes_per_token = 4.0, input_bytes_per_patch = 0.0;
+  MemoryModel memory;
+  double capacity_bytes = 0.0;         // memory per rank; 0: unlimited
+  std::string capacity_source;         // where the capacity came from, for messages
+  double encoder_reserve_bytes = 0.0;  // kept free of LLM rows for the encoder's activations
+  StepCost step;                       // data, gradient all-reduce, optimizer
+  // LLM pipeline stages (parallel.pp, layout/model_parallel.hpp): a group running m micro-batches takes
+  // (m + pipeline_stages - 1) / m of its LLM work (the 1F1B bubble); 1: no pipeline.
+  int pipeline_stages = 1;
+
+  // Time of one sample of s tokens on a group of g ranks (g consecutive ranks starting at first_rank).
+  double llm_time(double s, int g, int first_rank = 0) const;
+  // The same for a group whose ranks do (spans = true) or do not span nodes.
+  double llm_time_spanning(double s, int g, bool spans) const { return llm(s) / g + llm_comm(s, g, spans); }
+  // Context-parallel communication of one sample on g ranks (0 for g = 1); linear in s for fixed (g,
+  // spans).
+  double llm_comm(double s, int g, bool spans) const;
+  double encoder_time(double patches) const { return encoder(patches); }  // one image
+  const LinkCost& link(bool spans) const { return spans ? inter_node : intra_node; }
+  // One point-to-point message (pipeline stages): the calibration's measurement, else the collectives'
+  // link per message step (a ring's step is one such message).
+  const LinkCost& point_to_point(bool spans) const;
+  // The all-reduce of a tensor-parallel group of n ranks inside a node, per message step: the
+  // calibration's measurement on n ranks, else the gradient all-reduce's intra-node link.
+  const LinkCost& tp_allreduce(int n) const;
+  int node_of(int rank) const { return rank / ranks_per_node; }
+  bool spans_nodes(int first_rank, int g) const;
+  // The span of g consecutive ranks from first_rank; of g ranks placed as planners place them (from a
+  // node boundary when larger than a node, else inside one unless `spans`: then across two).
+  GroupSpan span_of(int first_rank, int g) const;
+  GroupSpan packed_span(int g, bool spans) const;
+  Network network() const { return {intra_node, inter_node, algorithm}; }
+  // Gradient all-reduce over n ranks (0 for one rank): hierarchical on the step's all-reduce links.
+  double grad_sync(int n) const;
+
+  // Memory. Rows the fullest member of a group of g holds of a micro-batch of `tokens` tokens: the first
+  // chunk of cost-balanced chunks (rank_work.hpp), the micro-batch taken as one sequence (an upper bound
+  // of any member's rows, up to rounding).
+  double chunk_rows(double tokens, int g) const;
+  // Bytes a member of a group of g ranks holds for a micro-batch (per_row x chunk_rows + per_key_row x
+  // tokens when g > 1).
+  double micro_batch_bytes(double tokens, int g) const;
+  // Largest tokens a group of g ranks can hold in one micro-batch (memory less state, fixed and the
+  // encoder reserve), or +inf without a capacity.
+  double token_capacity(int g) const;
+  bool bounded() const { return capacity_bytes > 0.0; }
+};
+
+// The model's parameters by where a model-parallel grid puts them (layout/model_parallel.hpp).
+struct ParameterSplit {
+  double encoder = 0.0;    // patch embedding, blocks, final norm, projector
+  double llm_block = 0.0;  // one LLM block
+  double embedding = 0.0;  // the token embedding (the first pipeline stage)
+  double head = 0.0;       // final norm and LM head (the last pipeline stage)
+  int llm_layers = 0;
+  double total() const { return encoder + llm_layers * llm_block + embedding + head; }
+};
+ParameterSplit parameter_split(const ModelConfig& model);
+
+// Defaults from the model's analytic FLOPs at `gflops` per rank and a nominal network (10 GB/s and
+// 5 us per step within a node, 1 GB/s and 20 us between nodes); calibration replaces them with measured
+// ones, a machine section (apply_machine) with the machine's. Uncalibrated, the step terms hold only the
+// gradient all-reduce on the nominal links (data and optimizer are not modelled: 0). No memory model and
+// no capacity: the driver sets them (memory_model() in model/model.hpp).
+CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_per_node);
+
+// The machine's links (both the collectives' and the gradient all-reduce's), its algorithm and its
+// NVLink domain (the cost model's "node" for links), where given.
+void apply_machine(CostModel& cost, const MachineConfig& machine);
+
+}  // namespace minimllm

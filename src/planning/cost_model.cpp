@@ -1,0 +1,229 @@
+#include "minimllm/planning/cost_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace minimllm {
+
+// ---------------------------------------------------------------------------------------------------
+// Collectives
+
+CollectiveAlgorithm collective_algorithm_from_string(const std::string& name) {
+  if (name.empty() || name == "ring") return CollectiveAlgorithm::ring;
+  if (name == "tree") return CollectiveAlgorithm::tree;
+  throw InputError(fmt::format("collective algorithm '{}': valid: ring, tree", name));
+}
+
+const char* to_string(CollectiveAlgorithm algorithm) {
+  return algorithm == CollectiveAlgorithm::tree ? "tree" : "ring";
+}
+
+double collective_steps(CollectiveAlgorithm algorithm, int n) {
+  if (n <= 1) return 0.0;
+  if (algorithm == CollectiveAlgorithm::ring) return n - 1.0;
+  return std::ceil(std::log2(static_cast<double>(n)) - 1e-12);
+}
+
+double all_gather_time(const LinkCost& link, CollectiveAlgorithm algorithm, int n, double bytes) {
+  if (n <= 1) return 0.0;
+  return collective_steps(algorithm, n) * link.latency + (n - 1.0) / n * bytes / link.bandwidth;
+}
+
+double reduce_scatter_time(const LinkCost& link, CollectiveAlgorithm algorithm, int n, double bytes) {
+  return all_gather_time(link, algorithm, n, bytes);  // the mirror image: same steps, same bytes
+}
+
+double all_reduce_time(const LinkCost& link, CollectiveAlgorithm algorithm, int n, double bytes) {
+  return 2.0 * all_gather_time(link, algorithm, n, bytes);  // reduce-scatter, then all-gather
+}
+
+double all_to_all_time(const LinkCost& link, int peers, double bytes) {
+  if (peers <= 0) return 0.0;
+  return peers * link.latency + bytes / link.bandwidth;
+}
+
+double Network::all_gather(const GroupSpan& span, double bytes) const {
+  if (span.nodes <= 1) return all_gather_time(intra, algorithm, span.ranks, bytes);
+  return all_gather_time(inter, algorithm, span.nodes, bytes / span.per_node) +
+         all_gather_time(intra, algorithm, span.per_node, bytes);
+}
+
+double Network::reduce_scatter(const GroupSpan& span, double bytes) const {
+  return all_gather(span, bytes);  // the same two steps in the opposite order
+}
+
+double Network::all_reduce(const GroupSpan& span, double bytes) const {
+  if (span.nodes <= 1) return all_reduce_time(intra, algorithm, span.ranks, bytes);
+  return reduce_scatter_time(intra, algorithm, span.per_node, bytes) +
+         all_reduce_time(inter, algorithm, span.nodes, bytes / span.per_node) +
+         all_gather_time(intra, algorithm, span.per_node, bytes);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// CostModel
+
+double CostModel::llm_comm(double s, int g, bool spans) const {
+  if (g <= 1) return 0.0;
+  const GroupSpan span = packed_span(g, spans);
+  const Network net = network();
+  const double bytes = kv_row_bytes * s;
+  return cp_layers * (net.all_gather(span, bytes) + net.reduce_scatter(span, bytes));
+}
+
+double CostModel::llm_time(double s, int g, int first_rank) const {
+  return llm_time_spanning(s, g, spans_nodes(first_rank, g));
+}
+
+bool CostModel::spans_nodes(int first_rank, int g) const {
+  return node_of(first_rank) != node_of(first_rank + std::max(g, 1) - 1);
+}
+
+GroupSpan CostModel::span_of(int first_rank, int g) const {
+  g = std::max(g, 1);
+  const int first = node_of(first_rank), last = node_of(first_rank + g - 1);
+  GroupSpan span{g, last - first + 1, 0};
+  for (int node = first; node <= last; ++node) {
+    const int begin = std::max(first_rank, node * ranks_per_node);
+    const int end = std::min(first_rank + g, (node + 1) * ranks_per_node);
+    span.per_node = std::max(span.per_node, end - begin);
+  }
+  return span;
+}
+
+GroupSpan CostModel::packed_span(int g, bool spans) const {
+  g = std::max(g, 1);
+  if (!spans) return {g, 1, g};
+  // Larger than a node: from a node boundary (place_groups); else across the boundary of two nodes.
+  if (g > ranks_per_node) return span_of(0, g);
+  return {g, 2, (g + 1) / 2};
+}
+
+double CostModel::grad_sync(int n) const {
+  if (n <= 1) return 0.0;
+  const Network net{step.allreduce_intra, step.allreduce_inter, algorithm};
+  return net.all_reduce(span_of(0, n), step.grad_bytes);  // the world: ranks 0 .. n-1
+}
+
+double CostModel::chunk_rows(double tokens, int g) const {
+  if (g <= 1 || tokens <= 0.0) return std::max(0.0, tokens);
+  // The first chunk ends where the prefix cost k (w + 1/2) + k^2 / 2 reaches 1/g of the whole (rank_work.cpp:
+  // a row costs w + (i + 1)), plus one row of rounding.
+  const double w = memory.linear_weight + 0.5;
+  const double first = -w + std::sqrt(w * w + (2.0 * w * tokens + tokens * tokens) / g);
+  return std::min(tokens, first + 1.0);
+}
+
+double CostModel::micro_batch_bytes(double tokens, int g) const {
+  return memory.per_row * chunk_rows(tokens, g) + (g > 1 ? memory.per_key_row * tokens : 0.0);
+}
+
+double CostModel::token_capacity(int g) const {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (!bounded()) return kInf;
+  const double free_bytes = capacity_bytes - memory.state - memory.fixed - encoder_reserve_bytes;
+  if (free_bytes <= 0.0) return 0.0;
+  const double a = memory.per_row, b = g > 1 ? memory.per_key_row : 0.0;
+  if (g <= 1 || a <= 0.0) return a + b > 0.0 ? free_bytes / (a + b) : kInf;
+  // micro_batch_bytes(T) = min(a T, a (first(T) + 1)) + b T, increasing: the larger of the two branches'
+  // solutions. The chunk branch, a (-w + sqrt(w^2 + (2 w T + T^2) / g) + 1) + b T = F, squared:
+  //   (1/g - beta^2) T^2 + 2 (w / g + c beta) T + (w^2 - c^2) = 0,  c = F / a - 1 + w, beta = b / a,
+  // whose root with c - beta T >= 0 is 2C / (-B - sqrt(B^2 - 4AC)) whatever the sign of A.
+  const double w = memory.linear_weight + 0.5;
+  const double c = free_bytes / a - 1.0 + w, beta = b / a;
+  double chunked = 0.0;
+  if (c > w) {
+    const double qa = 1.0 / g - beta * beta, qb = 2.0 * (w / g + c * beta), qc = w * w - c * c;
+    chunked = 2.0 * qc / (-qb - std::sqrt(std::max(0.0, qb * qb - 4.0 * qa * qc)));
+  }
+  return std::max(chunked, free_bytes / (a + b));
+}
+
+namespace {
+
+// FLOPs per row of a linear layer: 2 per multiply-add forward, 4 backward (input and weight gradients).
+double linear_flops(double in, double out) { return 6.0 * in * out; }
+
+// GEMM FLOPs per row of one pre-norm block (QKV, attention output, MLP in and out), forward + backward.
+double block_flops_per_row(double width, double hidden) {
+  return linear_flops(width, 3 * width) + linear_flops(width, width) + linear_flops(width, hidden) +
+         linear_flops(hidden, width);
+}
+
+double block_params(double width, double hidden) {
+  return 4 * width * width + 2 * width * hidden + 2 * width;
+}
+
+LinkCost link_of(const LinkSpec& spec) { return {1e-6 * spec.latency_us, 1e9 * spec.bandwidth_gbs}; }
+
+}  // namespace
+
+CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_per_node) {
+  const EncoderConfig& e = config.model.encoder;
+  const LlmConfig& m = config.model.llm;
+  const double rate = gflops * 1e9;
+  const double w = m.width, layers = m.layers, hidden = m.mlp_ratio * w, vocab = m.vocab;
+  const double ew = e.width, elayers = e.layers, ehidden = e.mlp_ratio * ew;
+  const double pixels = static_cast<double>(e.channels) * e.patch * e.patch;
+
+  CostModel cost;
+  cost.ranks_per_node = std::max(1, ranks_per_node);
+  // LLM: attention costs 12 * width FLOPs per causal pair per layer (forward + backward) and a sample of
+  // s tokens has s(s+1)/2 pairs: 6 * width * layers * (s^2 + s). GEMMs are linear in s (blocks + LM head).
+  const double attention = 6.0 * w * layers;
+  cost.llm.a2 = attention / rate;
+  cost.llm.a1 = (layers * block_flops_per_row(w, hidden) + linear_flops(w, vocab) + attention) / rate;
+  cost.llm.c = 20e-6;  // launches and packing per sample
+  // Encoder, per image of p patches: bidirectional attention (p^2 pairs, 12 * width FLOPs each per layer),
+  // patch embedding (no pixel gradient: 4 FLOPs per multiply-add), blocks, projector to the LLM width.
+  cost.encoder.a2 = 12.0 * ew * elayers / rate;
+  cost.encoder.a1 = (4.0 * pixels * ew + elayers * block_flops_per_row(ew, ehidden) + linear_flops(ew, w) +
+                     linear_flops(w, w)) /
+                    rate;
+  cost.encoder.c = 10e-6;  // per image
+
+  cost.intra_node = {5e-6, 10e9};
+  cost.inter_node = {20e-6, 1e9};
+  cost.kv_row_bytes = 2.0 * w * 4.0;  // K|V floats of one token in one layer
+  cost.cp_layers = layers;
+  cost.boundary_bytes_per_patch = 2.0 * w * 4.0;  // embedding row forward, its gradient backward
+  cost.input_bytes_per_patch = 4.0 * pixels;
+
+  cost.step.grad_bytes = 4.0 * parameter_split(config.model).total();  // fp32 gradients
+  return cost;
+}
+
+ParameterSplit parameter_split(const ModelConfig& model) {
+  const EncoderConfig& e = model.encoder;
+  const LlmConfig& m = model.llm;
+  const double w = m.width, ew = e.width, pixels = static_cast<double>(e.channels) * e.patch * e.patch;
+  ParameterSplit split;
+  split.encoder = pixels * ew + e.layers * block_params(ew, e.mlp_ratio * ew) + ew + ew * w + w * w;
+  split.llm_block = block_params(w, m.mlp_ratio * w);
+  split.embedding = static_cast<double>(m.vocab) * w;
+  split.head = w + w * m.vocab;
+  split.llm_layers = m.layers;
+  return split;
+}
+
+void apply_machine(CostModel& cost, const MachineConfig& machine) {
+  if (machine.intra_node.given()) cost.intra_node = cost.step.allreduce_intra = link_of(machine.intra_node);
+  if (machine.inter_node.given()) cost.inter_node = cost.step.allreduce_inter = link_of(machine.inter_node);
+  cost.algorithm = collective_algorithm_from_string(machine.collective_algorithm);
+  if (machine.comm_creation_ms > 0.0) cost.step.comm_creation = 1e-3 * machine.comm_creation_ms;
+  const int domain = machine.nvlink_domain > 0 ? machine.nvlink_domain : machine.ranks_per_node;
+  if (domain > 0) cost.ranks_per_node = domain;
+}
+
+const LinkCost& CostModel::point_to_point(bool spans) const {
+  const LinkCost& measured = spans ? step.point_to_point_inter : step.point_to_point_intra;
+  return measured.bandwidth > 0.0 ? measured : link(spans);
+}
+
+const LinkCost& CostModel::tp_allreduce(int n) const {
+  return step.tensor_parallel_ranks == n ? step.tensor_parallel_allreduce : step.allreduce_intra;
+}
+
+}  // namespace minimllm
