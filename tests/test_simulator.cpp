@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "hdf5_attributes.hpp"
 #include "hdf5_records.hpp"
 #include "minimllm/config/input_error.hpp"
 #include "minimllm/data/sampler.hpp"
@@ -22,7 +23,9 @@
 namespace minimllm {
 namespace {
 
+using testing_support::read_number_attribute;
 using testing_support::read_record_field;
+using testing_support::read_string_attribute;
 
 TEST(Simulator, ProjectsEveryPolicyAboveItsLowerBound) {
   RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
@@ -74,6 +77,16 @@ TEST(Simulator, ProjectsEveryPolicyAboveItsLowerBound) {
   long long static_cp = 0;
   H5Aread(attr, H5T_NATIVE_LLONG, &static_cp);
   EXPECT_EQ(static_cp, result[0].cp);
+  // Where the simulation came from and what it simulated, as a run records it.
+  EXPECT_EQ(read_number_attribute(run, "steps"), 3.0);
+  EXPECT_EQ(read_number_attribute(run, "global_batch"), 256.0);
+  EXPECT_EQ(read_number_attribute(run, "seed"), static_cast<double>(config.seed));
+  EXPECT_FALSE(read_string_attribute(run, "git_revision").empty());
+  EXPECT_FALSE(read_string_attribute(run, "minimllm_version").empty());
+  EXPECT_EQ(read_string_attribute(run, "deck_sha256").size(), 64u);
+  EXPECT_EQ(read_string_attribute(run, "start_time_utc").size(), 20u);
+  EXPECT_EQ(read_string_attribute(run, "end_time_utc").size(), 20u);
+  EXPECT_LE(H5Aexists(run, "ranks"), 0);  // the real ranks' provenance is not the virtual cluster's
   H5Aclose(attr), H5Gclose(run), H5Fclose(file);
   unlink(options.out_path.c_str());
 }

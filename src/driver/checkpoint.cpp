@@ -123,13 +123,6 @@ std::vector<float> slices_of(const std::vector<float>& whole, const Model& model
   return local;
 }
 
-std::string utc_now() {
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return stamp;
-}
-
 void broadcast(std::string& text, MPI_Comm comm) {
   long long size = static_cast<long long>(text.size());
   MPI_Bcast(&size, 1, MPI_LONG_LONG, 0, comm);

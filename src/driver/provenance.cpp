@@ -63,13 +63,6 @@ void sha256_block(const unsigned char* block, std::array<std::uint32_t, 8>& h) {
   h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
-std::string utc_now() {
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return stamp;
-}
-
 // "13.0" from CUDA's 13000-style version numbers.
 [[maybe_unused]] std::string cuda_version_string(int v) {
   return fmt::format("{}.{}", v / 1000, v % 1000 / 10);
@@ -87,6 +80,13 @@ const long long* find_int(const std::vector<RunAttribute>& attributes, const std
 }
 
 }  // namespace
+
+std::string utc_now() {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return stamp;
+}
 
 std::string sha256_hex(const std::string& bytes) {
   std::array<std::uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,

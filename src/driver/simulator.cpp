@@ -1,6 +1,7 @@
 #include "minimllm/driver/simulator.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/machine.hpp"
+#include "minimllm/driver/provenance.hpp"
 #include "minimllm/driver/resolve_cost_model.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/gemm_rate.hpp"
@@ -268,6 +270,49 @@ ResolvedMachine simulation_machine(const RunConfig& config, const SimulateOption
   return resolve_machine(section, section_name, {per_node, per_node_source}, peak, memory);
 }
 
+// Where a simulation came from (/run, docs/HDF5.md): the build's provenance as a run records it, without
+// the real ranks' (the virtual cluster is /run virtual_ranks and the machine_* attributes), and what was
+// simulated.
+std::vector<RunAttribute> simulation_provenance(const RunConfig& config, const SimulateOptions& options,
+                                                const std::string& start_time) {
+  std::vector<RunAttribute> out;
+  for (RunAttribute& a : gather_provenance(config, World::of(MPI_COMM_SELF), options.command_line)) {
+    if (a.name == "ranks" || a.name == "ranks_per_node" || a.name == "nodes" || a.name == "hostnames" ||
+        a.name == "devices" || a.name == "slurm_environment")
+      continue;
+    if (a.name == "hostname") a.name = "simulated_on";
+    if (a.name == "start_time_utc") a.value = start_time;
+    out.push_back(std::move(a));
+  }
+  out.push_back({"seed", static_cast<long long>(config.seed)});
+  out.push_back({"steps", static_cast<long long>(config.steps)});
+  out.push_back({"global_batch", static_cast<long long>(config.data.global_batch)});
+  out.push_back({"policies", fmt::format("{}", fmt::join(options.policies, ", "))});
+  out.push_back({"planning_ms", options.planning_seconds >= 0.0
+                                    ? fmt::format("{} (--planning-ms)", 1e3 * options.planning_seconds)
+                                    : std::string("measured per step on this host")});
+  return out;
+}
+
+// What makes a projection mean little, said before it: a virtual cluster of this host's rate and memory
+// (no machine file or section), and a global batch too small to give every data-parallel unit a sample.
+std::string simulation_warnings(const RunConfig& config, const ResolvedMachine& machine, int units) {
+  std::string out;
+  if (machine.section == "none")
+    out += fmt::format(
+        "warning: no --machine and no machine section in the deck: every virtual rank is this host ({}; "
+        "{}); pass --machine inputs/machines/dgx-h100.yaml (or a file of your cluster) to project a real "
+        "one\n",
+        machine.peak_source, machine.memory_source.empty() ? "memory unbounded" : machine.memory_source);
+  if (config.data.global_batch < units)
+    out += fmt::format(
+        "warning: data.global_batch = {} samples over {} data-parallel units, less than one each: every plan "
+        "must spread samples over context-parallel groups; raise --global-batch (a multiple of {}) for a "
+        "data-parallel study\n",
+        config.data.global_batch, units, units);
+  return out;
+}
+
 // The reference: static at options.cp, or (0) at the fastest degree of cp_degrees() whose bins hold the
 // batch; the degrees tried go to cp_steps.
 Projection project_static(const RunConfig& config, const SimulateOptions& options,
@@ -333,6 +378,7 @@ SimulationCostModel simulation_cost_model(const RunConfig& config, const Simulat
 }
 
 std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptions& options) {
+  const std::string start_time = utc_now();
   const ModelParallel grid = model_parallel_of(config);
   if (options.ranks % grid.ranks_per_unit() != 0)
     throw InputError(fmt::format("parallel.tp x parallel.pp = {}: must divide --ranks {}",
@@ -370,6 +416,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
                             ? fmt::format("{} at {:.1f} GFLOP/s per rank", choice.source, gflops)
                             : choice.source)
                  << machine.describe();
+  if (options.log) *options.log << simulation_warnings(config, machine, units);
   if (options.log && !grid.trivial())
     *options.log << fmt::format(
         "model-parallel grid: tp {} x pp {}{} (encoder tp {}), {} units of {} ranks regrouped by the "
@@ -416,8 +463,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
   if (!options.out_path.empty()) {
     Hdf5RunWriter out(options.out_path, options.overwrite);
     out.set_run_attribute("mode", "simulate");
-    out.set_run_attribute("deck_text", config.deck_text);
-    out.set_run_attribute("deck_path", config.deck_path);
+    out.set_run_attributes(simulation_provenance(config, options, start_time));
     out.set_run_attribute("virtual_ranks", static_cast<long long>(options.ranks));
     out.set_run_attribute(
         "model_parallel",
@@ -449,6 +495,7 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
         sources += fmt::format(", solver {}: {}", status, steps);
       out.set_run_attribute("plan_sources_" + sum.policy, sources);
     }
+    out.set_run_attribute("end_time_utc", utc_now());
     out.close();  // flushed, fsynced, the lock released
   }
   if (options.log) {

@@ -17,6 +17,9 @@ namespace minimllm {
 std::vector<RunAttribute> gather_provenance(const RunConfig& config, const World& world,
                                             const std::string& command_line);
 
+// Now, in UTC, as ISO 8601: "2026-11-28T21:16:12Z".
+std::string utc_now();
+
 // One line for the banner: revision, compiler, nodes and ranks per node, SLURM job.
 std::string provenance_summary(const std::vector<RunAttribute>& provenance);
 

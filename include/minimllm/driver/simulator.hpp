@@ -33,8 +33,9 @@ struct SimulateOptions {
   // Planning work per step charged to the projection (--planning-ms): < 0, the planner's own wall time on
   // this machine, measured per step; >= 0, this value for every step (deterministic projections).
   double planning_seconds = -1.0;
-  std::string cost_model;  // calibration file (overrides the deck's parallel.cost_model); empty: none
-  std::string out_path;    // HDF5 output; empty: none
+  std::string cost_model;    // calibration file (overrides the deck's parallel.cost_model); empty: none
+  std::string out_path;      // HDF5 output; empty: none
+  std::string command_line;  // recorded in /run; empty when simulate() was called from a test
   bool overwrite = false;
   std::ostream* log = nullptr;
 };
