@@ -1,5 +1,5 @@
 // A step's raw inputs where its plan uses them. Each rank's loader holds a contiguous shard of the global
-// batch (sample_loader_rank, planning/plan_traffic.hpp), as a distributed sampler gives each rank its share,
+// batch (sample_loader_rank, layout/plan_prediction.hpp), as a distributed sampler gives each rank its share,
 // and generates only its own samples' token ids and pixels; one all-to-all then moves each sample's token
 // ids to every member of its LLM group and each image's pixels to its encoder rank. Those are the bytes
 // plan_traffic() counts and movement_seconds() charges; the run pays them in its data phase, and
