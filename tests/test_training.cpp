@@ -409,7 +409,23 @@ TEST(Training, ShippedReferenceProblemsHaveTheirReferences) {
     EXPECT_LE(ref->invariance_relative_tolerance, 1e-5);
     EXPECT_GE(ref->invariance_steps, 1);
     EXPECT_LT(ref->invariance_steps, config.steps);
+    EXPECT_EQ(ref->problem_sha256, problem_sha256(config.deck_text));
+    EXPECT_GT(ref->min_timed_seconds, 0.0);
   }
+}
+
+// The reference problem is its deck less the sections a reported run may change (docs/RUN_RULES.md).
+TEST(Training, ProblemDigestIgnoresOnlyTheFreeSections) {
+  const std::string deck =
+      "name: p\nsteps: 3  # three\nparallel: {policy: dhp}\nruntime:\n  blas_threads: 2\n"
+      "data:\n  global_batch: 8\n";
+  EXPECT_EQ(problem_text(deck), "name: p\nsteps: 3\ndata:\n  global_batch: 8\n");
+  const std::string relaid =
+      "# a comment\nname: p\nsteps: 3\nparallel:\n  policy: orch\n  cp: 2\n"
+      "machine: {peak_gflops: 1}\ndata:\n  global_batch: 8\n";
+  EXPECT_EQ(problem_sha256(relaid), problem_sha256(deck));
+  EXPECT_NE(problem_sha256("name: p\nsteps: 4\ndata:\n  global_batch: 8\n"), problem_sha256(deck));
+  EXPECT_NE(problem_sha256("name: p\nsteps: 3\ndata:\n  global_batch: 16\n"), problem_sha256(deck));
 }
 
 // The benchmark verdict: a run is VALID against a reference made from the same problem, and INVALID, with
@@ -419,6 +435,11 @@ class BenchmarkVerdictTest : public ::testing::Test {
   static void SetUpTestSuite() {
     config_ = new RunConfig(quickstart(4));
     config_->parallel.policy = "dhp";
+    // The run rules judge against the deck's own text: it says 4 steps (rule 3), and the peak is one no
+    // GEMM here reaches (rule 5: a peak below the attainable rate is INVALID).
+    const std::string::size_type at = config_->deck_text.find("steps: 40");
+    config_->deck_text.replace(at, 9, "steps: 4");
+    config_->machine.peak_gflops = 1e6;
     result_ = new TrainResult(train(*config_, World::of(MPI_COMM_WORLD), {}));
   }
   static void TearDownTestSuite() { delete config_, delete result_; }
@@ -455,6 +476,41 @@ TEST_F(BenchmarkVerdictTest, MatchingRunIsValidWithItsRates) {
   double steps = 0.0;
   for (int i = 1; i < 4; ++i) steps += result_->steps[i].step_seconds;
   EXPECT_GE(result_->timed_seconds, 0.99 * steps);
+}
+
+// The run rules (docs/RUN_RULES.md, "When a result counts"): each broken one makes the run INVALID, named.
+TEST_F(BenchmarkVerdictTest, RunRulesAreEnforcedNamingTheRule) {
+  const World world = World::of(MPI_COMM_WORLD);
+  BenchmarkReference ref = reference();
+  ref.problem_sha256 = problem_sha256(config_->deck_text);
+  EXPECT_TRUE(judge_run(*config_, ref, *result_, world).valid);
+  const auto reason = [&](const RunConfig& config, const BenchmarkReference& r, const TrainResult& result) {
+    const BenchmarkVerdict v = judge_run(config, r, result, world);
+    EXPECT_FALSE(v.valid);
+    return v.reason;
+  };
+  // 2: another problem (a changed model) is not the reference's.
+  BenchmarkReference other = ref;
+  other.problem_sha256 = problem_sha256(config_->deck_text + "model: {init_std: 0.03}\n");
+  EXPECT_NE(reason(*config_, other, *result_).find("rule 2 (the shipped problem)"), std::string::npos);
+  // 3: fewer steps than the deck's, or another global batch.
+  RunConfig shorter = *config_;
+  shorter.steps = 3;
+  EXPECT_NE(reason(shorter, ref, *result_).find("rule 3 (every step)"), std::string::npos);
+  RunConfig smaller = *config_;
+  smaller.data.global_batch /= 2;
+  EXPECT_NE(reason(smaller, ref, *result_).find("rule 3 (every sample)"), std::string::npos);
+  // 5: a peak below what this machine's GEMM reached, which makes MFU exceed 1.
+  TrainResult gamed = *result_;
+  gamed.peak_gflops_per_rank = 1e-3;
+  gamed.attainable_gflops_per_rank = 50.0;
+  const std::string why = reason(*config_, ref, gamed);
+  EXPECT_NE(why.find("rule 5 (the MFU peak): the peak of 0.0 GFLOP/s"), std::string::npos) << why;
+  EXPECT_NE(why.find("MFU"), std::string::npos) << why;
+  // A run too short to time.
+  BenchmarkReference longer = ref;
+  longer.min_timed_seconds = 1e6;
+  EXPECT_NE(reason(*config_, longer, *result_).find("too short to time"), std::string::npos);
 }
 
 TEST_F(BenchmarkVerdictTest, WrongLossIsInvalidNamingTheStep) {

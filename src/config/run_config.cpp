@@ -325,20 +325,28 @@ RunConfig load_run_config(const std::string& path) {
 BenchmarkReference load_benchmark_reference(const std::string& path) {
   const std::string text = read_input_file(path, "benchmark reference");
   const YAML::Node root = load_yaml_document(text, path);
-  const std::vector<std::string> keys = {
+  const std::vector<std::string> required = {
       "problem", "step", "loss", "relative_tolerance", "invariance_steps", "invariance_relative_tolerance"};
+  std::vector<std::string> keys = required;
+  keys.insert(keys.end(), {"problem_sha256", "min_timed_seconds"});
   if (!root.IsMap())
     fail(path, "(top level)", show(root), "a benchmark reference must be a YAML map with keys " + join(keys));
   const Section top(path, root, "", keys);
   BenchmarkReference ref;
   ref.path = path;
-  for (const std::string& key : keys) top.require(key);
+  for (const std::string& key : required) top.require(key);
   top.read_name("problem", ref.problem);
   top.read_int("step", ref.step, 0);
   top.read_real("loss", ref.loss, above(0.0));
   top.read_real("relative_tolerance", ref.relative_tolerance, half_open(0.0, 1.0));
   top.read_int("invariance_steps", ref.invariance_steps, 1);
   top.read_real("invariance_relative_tolerance", ref.invariance_relative_tolerance, half_open(0.0, 1.0));
+  top.read_string("problem_sha256", ref.problem_sha256);
+  if (!ref.problem_sha256.empty() &&
+      (ref.problem_sha256.size() != 64 ||
+       ref.problem_sha256.find_first_not_of("0123456789abcdef") != std::string::npos))
+    top.fail_at("problem_sha256", "must be 64 lower-case hex digits (a SHA-256)");
+  top.read_real("min_timed_seconds", ref.min_timed_seconds, at_least(0.0));
   return ref;
 }
 

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <limits>
 #include <ostream>
+#include <sstream>
 
+#include "minimllm/driver/provenance.hpp"  // sha256_hex
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/planning/policy_registry.hpp"
 
@@ -22,7 +24,76 @@ double relative_difference(double a, double b) {
   return std::isfinite(d) ? d : std::numeric_limits<double>::infinity();
 }
 
+// Whether a line of the deck opens one of the sections a reported run may change (docs/RUN_RULES.md,
+// "Tiers").
+bool opens_free_section(const std::string& line) {
+  for (const char* key : {"parallel:", "runtime:", "machine:"})
+    if (line.rfind(key, 0) == 0) return true;
+  return false;
+}
+
+// The run rules a finished benchmark run must also obey (docs/RUN_RULES.md, "When a result counts"): the
+// shipped problem, all of its steps and samples, a peak MFU is measured against that the deck did not
+// lower below what this machine reaches, and a timed run long enough to mean something.
+std::vector<std::string> run_rule_failures(const RunConfig& config, const BenchmarkReference& ref,
+                                           const TrainResult& result, const BenchmarkVerdict& v) {
+  std::vector<std::string> failures;
+  const std::string digest = problem_sha256(config.deck_text);
+  if (!ref.problem_sha256.empty() && digest != ref.problem_sha256)
+    failures.push_back(fmt::format(
+        "rule 2 (the shipped problem): the deck, less its parallel, runtime and machine sections, has sha256 "
+        "{}, not the reference's {}: only parallel: and runtime: may change",
+        digest, ref.problem_sha256));
+  const RunConfig deck = parse_run_config(config.deck_text, config.deck_path);
+  if (config.steps != deck.steps)
+    failures.push_back(
+        fmt::format("rule 3 (every step): the run has {} steps, the deck {} (--steps changes "
+                    "the problem)",
+                    config.steps, deck.steps));
+  if (config.data.global_batch != deck.data.global_batch)
+    failures.push_back(
+        fmt::format("rule 3 (every sample): the global batch is {}, the deck's {} "
+                    "(--global-batch changes the problem)",
+                    config.data.global_batch, deck.data.global_batch));
+  if (result.attainable_gflops_per_rank > 0.0 &&
+      result.peak_gflops_per_rank < result.attainable_gflops_per_rank)
+    failures.push_back(fmt::format(
+        "rule 5 (the MFU peak): the peak of {:.1f} GFLOP/s per rank ({}) is below the {:.1f} GFLOP/s this "
+        "machine's GEMM reached ({}); give the hardware's dense peak or leave it to be measured",
+        result.peak_gflops_per_rank, result.peak_source, result.attainable_gflops_per_rank,
+        result.attainable_source));
+  if (v.mfu > 1.0)
+    failures.push_back(
+        fmt::format("rule 5 (the MFU peak): MFU {:.4f} exceeds 1: the peak ({:.1f} GFLOP/s per "
+                    "rank, {}) is not the hardware's",
+                    v.mfu, result.peak_gflops_per_rank, result.peak_source));
+  if (v.timed_seconds < ref.min_timed_seconds)
+    failures.push_back(
+        fmt::format("the timed steps took {:.3f} s, less than the reference's minimum of "
+                    "{:.1f} s: too short to time; run a larger problem",
+                    v.timed_seconds, ref.min_timed_seconds));
+  return failures;
+}
+
 }  // namespace
+
+std::string problem_text(const std::string& deck_text) {
+  std::string out, line;
+  std::istringstream in(deck_text);
+  bool skipping = false;
+  while (std::getline(in, line)) {
+    if (const size_t comment = line.find('#');
+        comment != std::string::npos && line.find_first_of("\"'") == std::string::npos)
+      line.erase(comment);
+    line.erase(line.find_last_not_of(" \t\r") + 1);
+    if (line.empty()) continue;
+    if (line[0] != ' ') skipping = opens_free_section(line);
+    if (!skipping) out += line + "\n";
+  }
+  return out;
+}
+
+std::string problem_sha256(const std::string& deck_text) { return sha256_hex(problem_text(deck_text)); }
 
 std::optional<BenchmarkReference> find_benchmark_reference(const RunConfig& config,
                                                            const std::string& cli_reference) {
@@ -117,6 +188,8 @@ BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& re
     v.attainable_fraction = attainable_fraction(result, v.mfu);
   }
 
+  v.rule_failures = run_rule_failures(config, ref, result, v);
+  failures.insert(failures.end(), v.rule_failures.begin(), v.rule_failures.end());
   v.valid = failures.empty();
   for (const std::string& f : failures) v.reason += (v.reason.empty() ? "" : "; ") + f;
   return v;
@@ -141,6 +214,12 @@ void print_verdict(std::ostream& out, const RunConfig& config, const BenchmarkRe
       config.parallel.policy, v.invariance_steps - 1, v.invariance_max_relative_difference,
       ref.invariance_relative_tolerance,
       pass(v.invariance_max_relative_difference <= ref.invariance_relative_tolerance));
+  out << fmt::format(
+      "  (d) run rules: the problem (sha256 {}{}), every step and sample, the MFU peak{}: {}\n",
+      problem_sha256(config.deck_text).substr(0, 12),
+      ref.problem_sha256.empty() ? ", not checked: the reference has no problem_sha256" : "",
+      ref.min_timed_seconds > 0 ? fmt::format(", at least {:.1f} s timed", ref.min_timed_seconds) : "",
+      pass(v.rule_failures.empty()));
   out << fmt::format(
       "FOM {}: {:.1f} {} training tokens/s | {:.3f} samples/s | MFU {:.2f}% of the hardware peak, {:.2f}% of "
       "the attainable GEMM rate ({} steps after the warm-up in {:.3f} s on {} ranks)\n",

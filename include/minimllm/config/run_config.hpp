@@ -191,8 +191,14 @@ struct BenchmarkReference {
   double relative_tolerance = 0.0;             // |loss - reference| / reference must not exceed it
   int invariance_steps = 1;                    // steps re-run under `static` for the layout-invariance check
   double invariance_relative_tolerance = 0.0;  // largest relative loss difference allowed there
+  // Run rules (optional keys; the shipped references have both): the SHA-256 of the problem, the deck
+  // without its `parallel:`, `runtime:` and `machine:` sections (problem_sha256, driver/benchmark.hpp),
+  // and the least wall time of the timed steps.
+  std::string problem_sha256;
+  double min_timed_seconds = 0.0;
 };
-// Every key is required; throws InputError naming path, key, value and what is valid.
+// Every key but problem_sha256 and min_timed_seconds is required; throws InputError naming path, key,
+// value and what is valid.
 BenchmarkReference load_benchmark_reference(const std::string& path);
 
 }  // namespace minimllm

@@ -21,6 +21,12 @@ namespace minimllm {
 std::optional<BenchmarkReference> find_benchmark_reference(const RunConfig& config,
                                                            const std::string& cli_reference);
 
+// A reference problem's content: the deck's text without its `parallel:`, `runtime:` and `machine:`
+// sections (which a reported run may change, docs/RUN_RULES.md), without comments, blank lines and trailing
+// spaces; problem_sha256 is its SHA-256, which a reference file's `problem_sha256` must match.
+std::string problem_text(const std::string& deck_text);
+std::string problem_sha256(const std::string& deck_text);
+
 struct BenchmarkVerdict {
   bool valid = false;
   std::string reason;  // why not VALID (every failed check, "; "-separated); empty when valid
@@ -30,6 +36,8 @@ struct BenchmarkVerdict {
   // Check (b): layout invariance, the first steps re-run under `static` from the same initial state.
   int invariance_steps = 0;
   double invariance_max_relative_difference = 0.0;
+  // Check (c): the run rules (docs/RUN_RULES.md): each one broken, named; empty when all hold.
+  std::vector<std::string> rule_failures;
   // Figure of merit: rates over the steps after the warm-up (TrainResult::timed_seconds).
   double tokens_per_second = 0.0, samples_per_second = 0.0, mfu = 0.0;
   double attainable_fraction =
