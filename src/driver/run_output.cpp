@@ -68,6 +68,9 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
                                             ? std::string(to_string(default_gemm_backend()))
                                             : r.gemm_backend});
   attributes.push_back({"gemm_choice", r.gemm_choice});
+  attributes.push_back({"seed", static_cast<long long>(config.seed)});
+  attributes.push_back({"steps", static_cast<long long>(config.steps)});
+  attributes.push_back({"global_batch", static_cast<long long>(config.data.global_batch)});
   attributes.push_back({"placement", config.parallel.placement});
   attributes.push_back({"policy", config.parallel.policy});
   attributes.push_back({"cp", static_cast<long long>(config.parallel.cp)});
@@ -99,6 +102,23 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
     writer_.reset();
     throw;
   }
+}
+
+void RunOutput::describe_step_tables() {
+  for (const std::string& name : rank_table_names())
+    writer_->set_table_attribute("/ranks/" + name, "units", rank_table_unit(name));
+  const std::pair<const char*, const char*> plan_units[] = {
+      {"/plans/llm_group_of_rank", "group (-1: no LLM work)"},
+      {"/plans/llm_group_size", "rank"},
+      {"/plans/llm_group_samples", "sample"},
+      {"/plans/encoder_images_of_rank", "image"},
+      {"/plans/policy", "code (attribute names)"},
+      {"/plans/planner_source", "code (attribute names)"},
+      {"/plans/solver_status", "code (attribute names)"},
+      {"/plans/solver_gap", "1 (-1: none)"},
+      {"/plans/solver_seconds", "s"}};
+  for (const auto& [table, unit] : plan_units) writer_->set_table_attribute(table, "units", unit);
+  tables_described_ = true;
 }
 
 void RunOutput::append_code(const std::string& table, CodeTable& codes, const std::string& value) {
@@ -143,6 +163,7 @@ void RunOutput::append_step_tables(const StepMetrics& metrics, const PlannedStep
   writer_->append_value("/plans/solver_gap", plan.origin.solver_gap);
   writer_->append_value("/plans/solver_seconds", plan.origin.solver_seconds);
 
+  if (!tables_described_) describe_step_tables();
   const PlanPrediction& p = planned.prediction;
   static const std::vector<Column> predicted_columns = {
       {"step_s", "s"}, {"data_s", "s"},      {"encoder_s", "s"},  {"boundary_s", "s"},

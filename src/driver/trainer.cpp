@@ -12,6 +12,7 @@
 #include "minimllm/core/watchdog.hpp"
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/checkpoint_schedule.hpp"
+#include "minimllm/driver/provenance.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/driver/run_setup.hpp"
 #include "minimllm/metrics/cpu_peak.hpp"
@@ -134,7 +135,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   try {
     if (out) {
       out.writer().set_run_attributes(
-          {{"peak_resident_mib", rss},
+          {{"end_time_utc", utc_now()},
+           {"peak_resident_mib", rss},
            {"start_resident_mib", start_resident},
            {"peak_resident_scope",
             run.own_peak ? "this run" : "the process so far (the peak could not be reset)"},

@@ -41,6 +41,12 @@ const std::vector<std::string>& rank_table_names() {
   return names;
 }
 
+const char* rank_table_unit(const std::string& name) {
+  if (name == "model_flops") return "FLOP";
+  if (name == "llm_rows" || name == "encoder_rows") return "row";
+  return "s";  // step_seconds and every phase's <phase>_seconds
+}
+
 CommPoolStats pool_activity(const CommPoolStats& now, const CommPoolStats& before) {
   CommPoolStats d;
   d.hits = now.hits - before.hits, d.misses = now.misses - before.misses;

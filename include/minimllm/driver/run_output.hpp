@@ -57,9 +57,11 @@ class RunOutput {
     size_t named = 0;  // names written to the attribute so far
   };
   void append_code(const std::string& table, CodeTable& codes, const std::string& value);
+  void describe_step_tables();  // a `units` attribute on every /ranks and /plans table
 
   std::unique_ptr<Hdf5RunWriter> writer_;
   CodeTable policies_, sources_, solver_statuses_;
+  bool tables_described_ = false;  // the units of /ranks and /plans are written with their first rows
 };
 
 }  // namespace minimllm

@@ -22,6 +22,8 @@ struct RankStepValues {
 };
 // "step_seconds", each phase's seconds_column, "model_flops", "llm_rows", "encoder_rows".
 const std::vector<std::string>& rank_table_names();
+// The unit of a /ranks table's values: "s" for the times, "FLOP", "row" (docs/HDF5.md).
+const char* rank_table_unit(const std::string& name);
 
 struct StepMetrics {
   StepRecord record;                             // identical on every rank, but output_seconds
