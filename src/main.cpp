@@ -9,7 +9,6 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -18,6 +17,7 @@
 
 #include "minimllm/config/machine_config.hpp"
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/config/strict_yaml.hpp"
 #include "minimllm/core/agreement.hpp"
 #include "minimllm/core/device.hpp"
 #include "minimllm/driver/agreement.hpp"
@@ -28,6 +28,7 @@
 #include "minimllm/driver/run_output.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/driver/simulator.hpp"
+#include "minimllm/metrics/output_file.hpp"
 #include "minimllm/plan/calibration.hpp"
 #include "minimllm/plan/planner.hpp"
 #include "minimllm/step/finite_check.hpp"
@@ -82,7 +83,24 @@ struct Input {
   std::optional<minimllm::BenchmarkReference> reference;  // run
   std::string out;                                        // run (before any policy suffix), calibrate
   std::string checkpoint;                                 // run: the checkpoint file; empty: none
+  // The files every rank reads, whose contents the ranks agree on (the deck, the calibration, the
+  // reference, the machine file); a --restart checkpoint is read by rank 0 alone and broadcast.
+  std::vector<minimllm::RunInputFile> inputs;
 };
+
+// Each of inputs' text as this rank read it (the deck's as parsed, the others read again).
+std::vector<minimllm::InputText> input_texts(const Input& input) {
+  std::vector<minimllm::InputText> texts;
+  for (const minimllm::RunInputFile& file : input.inputs) {
+    if (file.what == "deck")
+      texts.push_back({file.what, input.config.deck_path, input.config.deck_text});
+    else if (!file.path.empty() && !std::filesystem::exists(file.path))  // its reader reports it
+      texts.push_back({file.what, file.path, "", false});
+    else if (!file.path.empty())
+      texts.push_back({file.what, file.path, minimllm::read_input_file(file.path, file.what.c_str())});
+  }
+  return texts;
+}
 
 // The output files of a run: one, or with --policy all one per policy (<out stem>-<policy>.h5).
 std::vector<std::string> run_output_paths(const minimllm::RunRequest& request, const std::string& out) {
@@ -118,6 +136,7 @@ Input read_run_input(const minimllm::RunRequest& request, const minimllm::World&
   // A bad reference is invalid input (exit 2, no output file).
   input.reference = minimllm::find_benchmark_reference(config, request.reference);
   input.out = request.out.empty() ? default_output_name(config.name) : request.out;
+  input.inputs = run_input_files(request, config);
   const bool checkpointing = request.checkpoint_every > 0 || !request.checkpoint.empty();
   if (checkpointing)
     input.checkpoint =
@@ -135,8 +154,10 @@ Input read_run_input(const minimllm::RunRequest& request, const minimllm::World&
   // is checked before anything runs.
   if (world.is_root()) {
     std::vector<minimllm::RunInputFile> inputs = run_input_files(request, config);
+    std::vector<minimllm::RunInputFile> out_inputs = inputs;
+    out_inputs.push_back({"restart checkpoint", request.restart});  // the checkpoint may go on (below)
     for (const std::string& path : run_output_paths(request, input.out))
-      minimllm::check_output_path(path, request.overwrite, inputs);
+      minimllm::check_output_path(path, request.overwrite, out_inputs);
     if (checkpointing) {
       inputs.push_back({"output file", input.out});
       // A run may go on writing the checkpoint it restarts from (a requeued job's chain); any other
@@ -161,14 +182,13 @@ Input read_simulate_input(const minimllm::SimulateRequest& request, const miniml
                                std::to_string(request.ranks) +
                                " (static forms ranks / cp data-parallel replicas of cp ranks); or --cp best");
   if (!request.machine.empty()) minimllm::load_machine_file(request.machine);  // invalid: exit 2 now
-  if (world.is_root() && !request.out.empty()) {  // only rank 0 simulates and writes
-    std::string cost_model = request.cost_model;
-    if (cost_model.empty() && !input.config.parallel.cost_model.empty())
-      cost_model = minimllm::resolve_against_deck(input.config.deck_path, input.config.parallel.cost_model);
-    minimllm::check_output_path(
-        request.out, request.overwrite,
-        {{"deck", request.deck}, {"calibration file", cost_model}, {"machine file", request.machine}});
-  }
+  std::string cost_model = request.cost_model;
+  if (cost_model.empty() && !input.config.parallel.cost_model.empty())
+    cost_model = minimllm::resolve_against_deck(input.config.deck_path, input.config.parallel.cost_model);
+  input.inputs = {
+      {"deck", request.deck}, {"calibration file", cost_model}, {"machine file", request.machine}};
+  if (world.is_root() && !request.out.empty())  // only rank 0 simulates and writes
+    minimllm::check_output_path(request.out, request.overwrite, input.inputs);
   return input;
 }
 
@@ -176,9 +196,11 @@ Input read_calibrate_input(const minimllm::CalibrateRequest& request) {
   Input input;
   input.config = minimllm::load_run_config(request.deck);
   input.out = request.out.empty() ? input.config.name + "-calibration.yaml" : request.out;
+  input.inputs = {{"deck", request.deck}};
   if (minimllm::same_file(input.out, request.deck))
     throw minimllm::InputError(input.out + ": the calibration file would replace the deck " + request.deck +
                                "; choose another --out");
+  minimllm::check_replaceable(input.out, "--out");  // never a link, device, FIFO or directory
   std::error_code ec;
   if (!request.overwrite && std::filesystem::exists(input.out, ec))
     throw minimllm::InputError(input.out + ": output file exists; pass --overwrite to replace it");
@@ -258,10 +280,10 @@ int calibrate(const minimllm::CalibrateRequest& request, const Input& input, con
   std::exception_ptr error;
   try {
     if (world.is_root()) {
-      std::ofstream file(out, std::ios::binary | std::ios::trunc);
-      file << minimllm::calibration_to_yaml(calibration);
-      file.close();
-      if (!file) throw std::runtime_error("cannot write " + out);
+      // Written beside out and renamed (linked without --overwrite): never through a planted link.
+      const std::string text = minimllm::calibration_to_yaml(calibration);
+      minimllm::write_file_atomically(out, text.data(), text.size(), "calibration file", "--out",
+                                      request.overwrite);
       std::cout << "calibration written to " << out << "\n";
     }
   } catch (...) {
@@ -327,6 +349,16 @@ int main(int argc, char** argv) {
       error = std::current_exception();
     }
     minimllm::agree_on_error(world.comm, error);
+    // Every rank read the same bytes of every input (a rank started in another directory, with another
+    // deck, would train silently wrong): exit 2 naming the file and the first rank that differs.
+    std::vector<minimllm::InputText> texts;
+    try {
+      texts = input_texts(*input);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    minimllm::agree_on_error(world.comm, error);
+    minimllm::agree_on_input_contents(world.comm, texts);
   } catch (...) {
     code = report_agreed(std::current_exception(), err);
     input.reset();

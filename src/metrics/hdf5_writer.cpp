@@ -31,6 +31,7 @@
 #include "hdf5_helpers.hpp"
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/metrics/file_lock.hpp"
+#include "minimllm/metrics/output_file.hpp"
 
 namespace minimllm {
 using hdf5::check;
@@ -218,7 +219,10 @@ namespace {
 // fails (EEXIST) when path exists, so of two runs that both did not see the file only one gets it; on a
 // file system without hard links, path is claimed with O_EXCL and renamed over. Returns 0 or an errno.
 int give_name(const std::string& part, const std::string& path, bool overwrite) {
-  if (overwrite) return ::rename(part.c_str(), path.c_str()) == 0 ? 0 : errno;
+  if (overwrite) {
+    check_replaceable(path, "--out");  // a link, device or FIFO planted since the first check is refused
+    return ::rename(part.c_str(), path.c_str()) == 0 ? 0 : errno;
+  }
   if (::link(part.c_str(), path.c_str()) == 0) {
     ::unlink(part.c_str());
     return 0;
@@ -233,6 +237,17 @@ int give_name(const std::string& part, const std::string& path, bool overwrite) 
   return error;
 }
 
+// Whether HDF5's file descriptor of file and fd are the same file (device and inode).
+bool same_open_file(hid_t file, int fd) {
+  void* handle = nullptr;
+  struct stat a {};
+  struct stat b {};
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || handle == nullptr ||
+      ::fstat(*static_cast<int*>(handle), &a) != 0 || ::fstat(fd, &b) != 0)
+    return false;
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 }  // namespace
 
 Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
@@ -241,23 +256,44 @@ Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
     return fmt::format("{}: output file exists; pass --overwrite to replace it or choose another --out",
                        path);
   };
-  std::error_code ec;
-  if (!overwrite && std::filesystem::exists(path, ec)) throw InputError(exists_message());
+  // Only a regular file is ever replaced (a link is not followed): InputError naming anything else.
+  if (check_replaceable(path, "--out") && !overwrite) throw InputError(exists_message());
   // Before the file is touched: a running writer of path holds this lock, and --overwrite respects it.
   lock_ = std::make_unique<FileLock>(path, "HDF5 output file");
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures surface only as our exceptions
 
-  // The file is made as `<path>.<pid>.part` beside path and given its name only once its layout is flushed
-  // and fsynced: a run killed while creating it (kill -9, a node crash) leaves no unreadable file at path
-  // (at most the .part file), and --overwrite replaces the old file only then.
-  const std::string part = fmt::format("{}.{}.part", path, ::getpid());
+  // The file is made as `<path>.<pid>.XXXXXX.part` beside path and given its name only once its layout is
+  // flushed and fsynced: a run killed while creating it (kill -9, a node crash) leaves no unreadable file at
+  // path (at most the .part file), and --overwrite replaces the old file only then. The name is made by
+  // mkstemp (exclusive, unguessable), so no planted link is followed; HDF5 then opens that same file.
+  std::string part;
+  int part_fd = -1;
+  try {
+    part_fd = create_temporary(path, fmt::format(".{}.", ::getpid()), ".part", part);
+  } catch (const std::exception&) {
+    lock_.reset();
+    throw std::runtime_error(
+        fmt::format("{}: cannot create HDF5 output file: {}", path,
+                    create_failure_reason(path, "its temporary file could not be made")));
+  }
   const auto abandon = [&] {  // the .part file and the lock go; path is untouched
     h_.reset();
+    if (part_fd >= 0) ::close(part_fd);
+    part_fd = -1;
     ::unlink(part.c_str());
     lock_.reset();
   };
   // Default (serial) access: only rank 0 writes.
   h_->file = H5Fcreate(part.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (h_->file >= 0 && !same_open_file(h_->file, part_fd)) {  // the name was replaced in between
+    abandon();
+    throw InputError(
+        fmt::format("{}: its temporary file {} was replaced by another process while being "
+                    "created; choose a directory only you can write",
+                    path, part));
+  }
+  if (part_fd >= 0) ::close(part_fd);
+  part_fd = -1;
   if (h_->file < 0) {
     const std::string reason = create_failure_reason(path, "HDF5 could not create it");
     abandon();
@@ -403,6 +439,7 @@ void Hdf5RunWriter::set_run_attributes(const std::vector<RunAttribute>& attribut
 void Hdf5RunWriter::update_run_attributes(const std::string& path,
                                           const std::vector<RunAttribute>& attributes) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  check_replaceable(path, "--out");               // a link planted since the run is not followed
   const FileLock lock(path, "HDF5 output file");  // no other minimllm may be writing it
   Scoped file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), [](hid_t id) -> herr_t {
     close_file(id, {});
