@@ -1,7 +1,8 @@
 // minimllm entry point: MPI and Kokkos set-up, the command line, and exit codes
 // (0 success, 1 runtime failure, among them a non-finite loss or gradient with one line naming the step,
 // 2 invalid input with one line naming what is wrong, 3 a benchmark run judged INVALID, 75 a run stopped
-// by SIGUSR1 after writing its checkpoint).
+// by SIGUSR1 after writing its checkpoint, 128 + the signal (143 SIGTERM, 130 SIGINT, 138 SIGUSR1 without
+// a checkpoint) for a run a signal stopped after a step).
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -20,6 +21,7 @@
 #include "minimllm/config/strict_yaml.hpp"
 #include "minimllm/core/agreement.hpp"
 #include "minimllm/core/device.hpp"
+#include "minimllm/core/stop_request.hpp"
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/calibrate.hpp"
@@ -47,10 +49,6 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
   const auto dot = path.rfind(".h5");
   return dot == std::string::npos ? path + "-" + suffix : path.substr(0, dot) + "-" + suffix + ".h5";
 }
-
-// A run stopped by SIGUSR1 after writing its checkpoint: EX_TEMPFAIL of sysexits.h, "try again later" (a
-// batch script requeues the job on it).
-constexpr int kStoppedOnRequest = 75;
 
 // Trains, then, for a benchmark run, judges it: the verdict is printed and added to the run's file.
 // Returns 3 for an INVALID run, else 0.
@@ -207,6 +205,13 @@ Input read_calibrate_input(const minimllm::CalibrateRequest& request) {
   return input;
 }
 
+// A run a signal stopped after a step (core/stop_request.hpp): 75 for SIGUSR1 with a checkpoint written
+// (EX_TEMPFAIL of sysexits.h, "try again later": a batch script requeues the job on it), else 128 + the
+// signal (143 SIGTERM, 130 SIGINT, 138 SIGUSR1 without checkpoints).
+int stopped_code(const minimllm::TrainResult& result) {
+  return minimllm::stop_exit_code(result.stop_signal, result.checkpoints_written > 0);
+}
+
 int run(const minimllm::RunRequest& request, Input input, const minimllm::World& world,
         const std::string& command_line) {
   minimllm::RunConfig& config = input.config;
@@ -225,7 +230,7 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
   if (request.policy != "all") {
     if (!request.policy.empty()) config.parallel.policy = request.policy;
     const int code = train_and_judge(config, world, options, reference, result);
-    return result.stopped_on_request ? kStoppedOnRequest : code;
+    return result.stopped_on_request ? stopped_code(result) : code;
   }
   // Every planner on the same data, one after the other, each from the same initial model.
   std::vector<std::pair<std::string, minimllm::TrainResult>> results;
@@ -237,6 +242,7 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
     options.out_path = paths[p];
     code = std::max(code, train_and_judge(config, world, options, reference, result));
     results.emplace_back(policy, result);
+    if (result.stopped_on_request) return stopped_code(result);  // the policies after it do not run
   }
   if (world.is_root()) minimllm::print_policy_comparison(std::cout, results, config.parallel.cp);
   return code;
@@ -317,7 +323,11 @@ int report_agreed(std::exception_ptr error, std::ostream& err) {
 // printed once and every rank returns its exit code in order. Only a failure in the middle of training,
 // when the other ranks wait in a collective, still ends in MPI_Abort, after the HDF5 file was closed.
 int main(int argc, char** argv) {
+  // Before anything else: SIGUSR1, SIGTERM or SIGINT at start-up is recorded, and a run stops after its
+  // first step (core/stop_request.hpp). Again after MPI_Init, in case it installed handlers of its own.
+  minimllm::install_stop_request_handler();
   MPI_Init(&argc, &argv);  // first: the checks below agree over MPI (MPI_Init prints nothing)
+  minimllm::install_stop_request_handler();
   const minimllm::World world = minimllm::World::of(MPI_COMM_WORLD);
   std::ostringstream discard;
   std::ostream& out = world.is_root() ? std::cout : discard;
@@ -334,6 +344,8 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
+  // Only a run stops between steps; simulate and calibrate end as the signal's default action does.
+  if (!cli.run) minimllm::remove_stop_request_handler();
 
   std::optional<Input> input;
   try {

@@ -71,7 +71,8 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       "on heterogeneous batches, with per-step metrics in HDF5. Exit codes: 0 success, 1 runtime failure,\n"
       "2 invalid input (deck or command line), 3 a benchmark run finished INVALID (its results are kept; "
       "see\n"
-      "docs/RUN_RULES.md), 75 stopped by SIGUSR1 after a checkpoint (resume with run --restart).",
+      "docs/RUN_RULES.md), 75 stopped by SIGUSR1 after a checkpoint (resume with run --restart), 143, 130\n"
+      "or 138 stopped after a step by SIGTERM, SIGINT or SIGUSR1 without a checkpoint (docs/RUNNING.md).",
       "minimllm"};
   app.set_version_flag("--version", std::string("minimllm ") + MINIMLLM_VERSION);
   app.require_subcommand(1);
@@ -121,7 +122,7 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       ->check(CLI::Range(1, 1 << 30));
   run->add_option("--checkpoint", request.checkpoint,
                   "Checkpoint file (default: the --out path with .ckpt.h5 in place of .h5). Given alone, a "
-                  "checkpoint is written only when SIGUSR1 stops the run (exit 75)")
+                  "checkpoint is written only when a signal stops the run (SIGUSR1: exit 75)")
       ->check(non_empty());
   run->add_option("--restart", request.restart,
                   "Continue the run a checkpoint holds (same deck) from its next step to --steps, writing "

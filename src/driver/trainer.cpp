@@ -226,12 +226,11 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   StepExecutor executor(model, grad_sync_options(config), rank_grid.encoder_groups());
   // Ends the run when no phase changes for runtime.stall_timeout seconds (core/watchdog.hpp).
   Watchdog watchdog(world.rank, config.runtime.stall_timeout);
-  // SIGUSR1 (e.g. Slurm's --signal before the walltime) asks a checkpointing run to stop after the step.
+  // SIGUSR1, SIGTERM or SIGINT, also one received at start-up, stops the run after a step (with a
+  // checkpoint when checkpointing). main installs the handlers first thing; a caller of train() gets them
+  // here, keeping a signal already received.
   const bool checkpointing = !options.checkpoint_path.empty();
-  if (checkpointing) install_stop_request_handler();
-  // SIGUSR1's default action back when the loop ends, also by an exception (a NaN, a failed write).
-  const std::unique_ptr<void, void (*)(void*)> stop_handler(checkpointing ? &result : nullptr,
-                                                            [](void*) { remove_stop_request_handler(); });
+  install_stop_request_handler();
   result.first_step = first_step;
   const auto checkpoint = [&](int next_step) {
     heartbeat("checkpoint");
@@ -305,23 +304,19 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     if (log) log->flush();
     if (step == first_step) t_timed = t_written;
     watchdog.step_finished(step_seconds);
-    if (!checkpointing) continue;
     const bool last = step + 1 == config.steps;
-    const bool due = options.checkpoint_every > 0 && ((step + 1) % options.checkpoint_every == 0 || last);
-    int stop = stop_requested() ? 1 : 0;  // the ranks may have seen the signal at different steps
-    MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, world.comm);
-    if (due || stop) checkpoint(step + 1);
+    const bool due =
+        checkpointing && options.checkpoint_every > 0 && ((step + 1) % options.checkpoint_every == 0 || last);
+    const int stop = agree_on_stop(world.comm);  // the ranks may have seen the signal at different steps
+    if (due || (stop && checkpointing)) checkpoint(step + 1);
     if (stop && !last) {
       result.stopped_on_request = true;
-      if (out)
-        out.writer().set_run_attribute(
-            "stopped",
-            fmt::format("SIGUSR1 after step {}: checkpoint {} holds the state after {} steps; resume "
-                        "with run --restart {}",
-                        step, options.checkpoint_path, step + 1, options.checkpoint_path));
+      result.stop_signal = stop;
+      if (out) out.writer().set_run_attribute("stopped", stop_note(stop, step, options.checkpoint_path));
       break;
     }
   }
+  clear_stop_request();
   heartbeat("end of run");
   // Steps planned before the loop paid for their planning there: their wall time counts it all the same.
   double loop[2] = {now_seconds() - t_loop + planned_ahead_seconds[0],
@@ -356,8 +351,9 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
                         result.checkpoints_written, options.checkpoint_path, result.checkpoint_seconds,
                         100.0 * result.checkpoint_seconds / result.loop_seconds);
   if (log && result.stopped_on_request)
-    *log << fmt::format("stopped by SIGUSR1 after step {} of {}: resume with run --restart {}\n",
-                        result.steps.back().step, config.steps, options.checkpoint_path);
+    *log << fmt::format("stopped by {} after step {} of {}{}\n", stop_signal_name(result.stop_signal),
+                        result.steps.back().step, config.steps,
+                        checkpointing ? ": resume with run --restart " + options.checkpoint_path : "");
   return result;
 }
 
