@@ -46,6 +46,13 @@ std::string attributes_text(std::vector<RunAttribute> attributes) {
   return text;
 }
 
+// A stored digest as a message shows it: its first 12 hex digits, or what it is not (a damaged attribute
+// may hold anything, a newline too).
+std::string shown_digest(const std::string& digest) {
+  const bool hex = digest.size() == 64 && digest.find_first_not_of("0123456789abcdef") == std::string::npos;
+  return hex ? digest.substr(0, 12) : "(not a sha256)";
+}
+
 std::string values_digest(const std::vector<float>& values) {
   return sha256_hex(values.data(), values.size() * sizeof(float));
 }
@@ -155,7 +162,7 @@ herr_t read_array(hid_t group, const char* name, const H5L_info_t*, void* out) {
   }
   if (!digest.empty() && digest != values_digest(values)) {
     read.damaged = fmt::format("/state/{} does not match its sha256 (stored {}, computed {})", name,
-                               digest.substr(0, 12), values_digest(values).substr(0, 12));
+                               shown_digest(digest), values_digest(values).substr(0, 12));
     return 1;
   }
   read.arrays.emplace_back(name, std::move(values));
@@ -249,7 +256,7 @@ CheckpointContents read_checkpoint_file(const std::string& path) {
       throw InputError(fmt::format(
           "{}: damaged checkpoint: the /checkpoint attributes do not match their sha256 (stored {}, computed "
           "{}); restart from an intact one",
-          path, stored.substr(0, 12), computed.substr(0, 12)));
+          path, shown_digest(stored), computed.substr(0, 12)));
   }
   return contents;
 }
