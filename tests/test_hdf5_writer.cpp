@@ -22,6 +22,7 @@
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/metrics/checkpoint_file.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
+#include "minimllm/metrics/output_file.hpp"
 
 namespace fs = std::filesystem;
 using minimllm::FileLock;
@@ -777,4 +778,30 @@ TEST_F(Hdf5WriterTest, CheckpointFileDamageIsInputError) {
     H5Aclose(a), H5Sclose(space), H5Gclose(g), H5Fclose(f);
   }
   expect_damage("the /checkpoint attributes do not match their sha256");
+}
+
+// What a killed writer left (its .part file, a checkpoint's temporary) is removed by the next writer of
+// the same path, which holds the lock; nothing else beside it is touched, and never through a link.
+TEST_F(Hdf5WriterTest, TheNextWriterRemovesAKilledWritersTemporaries) {
+  const std::string path = file("left.h5");
+  const std::string victim = file("victim.txt");
+  std::ofstream(victim) << "victim\n";
+  for (const std::string& stale : {path + ".12345.part", path + ".999.AbC123.part"})
+    std::ofstream(stale) << "stale";
+  std::ofstream(path + ".notes.txt") << "kept";
+  fs::create_symlink(victim, path + ".1.part");
+  {
+    Hdf5RunWriter w(path, false);
+    w.close();
+  }
+  EXPECT_FALSE(fs::exists(path + ".12345.part"));
+  EXPECT_FALSE(fs::exists(path + ".999.AbC123.part"));
+  EXPECT_TRUE(fs::exists(path + ".notes.txt"));
+  EXPECT_TRUE(fs::is_symlink(path + ".1.part"));
+  EXPECT_TRUE(fs::exists(victim));
+  const std::string checkpoint = file("left.ckpt.h5");
+  std::ofstream(checkpoint + ".tmp.4242") << "stale";
+  std::ofstream(checkpoint + ".tmp.Xy12Zw") << "stale";
+  EXPECT_EQ(minimllm::remove_stale_temporaries(checkpoint, ".tmp.", ""), 2);
+  EXPECT_FALSE(fs::exists(checkpoint + ".tmp.4242"));
 }

@@ -28,6 +28,7 @@
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/metrics/cpu_peak.hpp"
 #include "minimllm/metrics/file_lock.hpp"
+#include "minimllm/metrics/output_file.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/model/parameter_shards.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
@@ -185,6 +186,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
   if (!options.checkpoint_path.empty() && world.is_root()) {
     try {
       checkpoint_lock = std::make_unique<FileLock>(options.checkpoint_path, "checkpoint file");
+      if (checkpoint_lock->held()) remove_stale_temporaries(options.checkpoint_path, ".tmp.", "");
     } catch (...) {
       error = std::current_exception();
     }

@@ -77,8 +77,10 @@ FileLock::FileLock(const std::string& path, const std::string& what) : path_(loc
     struct stat held {};
     struct stat named {};
     if (::fstat(fd_, &held) == 0 && ::lstat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
-        held.st_ino == named.st_ino)
+        held.st_ino == named.st_ino) {
+      held_ = true;
       break;
+    }
     ::close(fd_);
     fd_ = -1;
   }

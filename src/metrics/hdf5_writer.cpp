@@ -260,7 +260,8 @@ Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
   if (check_replaceable(path, "--out") && !overwrite) throw InputError(exists_message());
   // Before the file is touched: a running writer of path holds this lock, and --overwrite respects it.
   lock_ = std::make_unique<FileLock>(path, "HDF5 output file");
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures surface only as our exceptions
+  if (lock_->held()) remove_stale_temporaries(path, ".", ".part");  // a killed writer's .part files
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);                      // failures surface only as our exceptions
 
   // The file is made as `<path>.<pid>.XXXXXX.part` beside path and given its name only once its layout is
   // flushed and fsynced: a run killed while creating it (kill -9, a node crash) leaves no unreadable file at

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +57,30 @@ int create_temporary(const std::string& path, const std::string& infix, const st
   ::umask(mask);
   ::fchmod(fd, 0644 & ~mask);
   return fd;
+}
+
+int remove_stale_temporaries(const std::string& path, const std::string& infix, const std::string& suffix) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(path).parent_path();
+  const std::string prefix = fs::path(path).filename().string() + infix;
+  if (dir.empty()) dir = ".";
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string middle = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    const bool plain = middle.size() <= 40 && std::all_of(middle.begin(), middle.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '.';
+                       });
+    struct stat st {};
+    if (plain && ::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+        ::unlink(it->path().c_str()) == 0)
+      ++removed;
+  }
+  return removed;
 }
 
 void sync_directory_of(const std::string& path) {

@@ -27,6 +27,12 @@ int create_temporary(const std::string& path, const std::string& infix, const st
 void write_file_atomically(const std::string& path, const void* bytes, std::size_t size,
                            const std::string& what, const std::string& flag, bool overwrite);
 
+// Removes what a killed writer of path left beside it: this user's regular files named
+// `<path><infix>MIDDLE<suffix>`, MIDDLE 1-40 letters, digits or dots (the names create_temporary makes,
+// and the `<path>.<pid>.part` and `<path>.tmp.<pid>` of before). Call it only while holding path's lock
+// (FileLock::held): then no other writer of path is running. Returns how many it removed.
+int remove_stale_temporaries(const std::string& path, const std::string& infix, const std::string& suffix);
+
 // fsync of path's directory, so that a rename survives a crash of the node (best effort).
 void sync_directory_of(const std::string& path);
 
