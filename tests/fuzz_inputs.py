@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Mutation fuzzing of minimllm's inputs for a bounded time (ctest `fuzz_inputs`; issue 30).
 
-Usage: tests/fuzz_inputs.py MPIEXEC MINIMLLM WORK_DIR [SECONDS [SEED]]
+Usage: tests/fuzz_inputs.py MPIEXEC MINIMLLM DECK WORK_DIR [SECONDS [SEED]]
 
-Each case mutates one input of a small valid run and runs it: the deck (a line deleted or repeated, a
+DECK is inputs/quickstart.yaml (made smaller: 2 steps of 8 samples). Each case mutates one input of a small
+valid run and runs it: the deck (a line deleted or repeated, a
 value replaced by an edge value or a random word, a byte flipped, the text cut short), the command line
 (flags with edge values, repeated, dropped or unknown) or a checkpoint (an attribute given an edge value
 or another type, or removed; a bit flipped in a dataset's data; a dataset cut short or removed: with h5py,
@@ -22,12 +23,13 @@ import subprocess
 import sys
 import time
 
-if len(sys.argv) < 4:
+if len(sys.argv) < 5:
     print(__doc__, file=sys.stderr)
     sys.exit(2)
-mpiexec, minimllm, work = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
-seconds = float(sys.argv[4]) if len(sys.argv) > 4 else 60.0
-seed = int(sys.argv[5]) if len(sys.argv) > 5 else int(time.time())
+mpiexec, minimllm = sys.argv[1], os.path.abspath(sys.argv[2])
+deck_path, work = os.path.abspath(sys.argv[3]), os.path.abspath(sys.argv[4])
+seconds = float(sys.argv[5]) if len(sys.argv) > 5 else 60.0
+seed = int(sys.argv[6]) if len(sys.argv) > 6 else int(time.time())
 rng = random.Random(seed)
 try:
     import h5py
@@ -43,24 +45,15 @@ os.chdir(work)
 os.mkfifo("fifo")
 CASE_SECONDS = 30  # a case's bound: set-up and two tiny steps take about a second
 
-# Small and fast: no start-up GEMM measurement, two steps of a tiny model.
-BASE_DECK = """name: fuzz
-seed: 7
-steps: 2
-model:
-  init_std: 0.02
-  encoder: {width: 32, heads: 2, layers: 1, mlp_ratio: 4, patch: 4, channels: 3}
-  llm: {width: 64, heads: 4, layers: 2, mlp_ratio: 4, vocab: 64}
-data:
-  global_batch: 8
-  text: {median: 32, sigma: 0.6, min: 8, max: 96}
-  images: {mean_per_sample: 1.0, max_per_sample: 2, min_side: 8, max_side: 16, classes: 4}
-  incoherence: 0.2
-  noise: 0.1
-optimizer: {lr: 0.01, beta1: 0.9, beta2: 0.95, eps: 1.0e-8, weight_decay: 0.0, warmup_steps: 1}
-parallel: {policy: dhp, cp: 1}
-runtime: {peak_gflops_per_rank: 100, blas_threads: 1, gemm: blas, stall_timeout: 20}
-"""
+# The quickstart deck made small and fast: two steps of 8 samples, no start-up GEMM measurement.
+with open(deck_path) as f:
+    BASE_DECK = f.read()
+for old, new in (("steps: 40", "steps: 2"), ("global_batch: 16", "global_batch: 8"),
+                 ("peak_gflops_per_rank: 0", "peak_gflops_per_rank: 100, gemm: blas")):
+    if old not in BASE_DECK:
+        print(f"fuzz_inputs: {deck_path} has no '{old}' to make it small", file=sys.stderr)
+        sys.exit(2)
+    BASE_DECK = BASE_DECK.replace(old, new)
 EDGE = ["0", "1", "-1", "2", "3", "7", "63", "65", "0.5", "-0.0", "1e-300", "1e300", "nan", ".nan", ".inf",
         "-.inf", "2147483647", "2147483648", "-2147483649", "9223372036854775808", "0x10", "1_000", '""',
         "x", "[]", "{}", "null", "true", "~", "'7'", "[1, 2]", "{a: 1}", "16777216", "1e9"]
