@@ -21,6 +21,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -237,15 +238,13 @@ int give_name(const std::string& part, const std::string& path, bool overwrite) 
   return error;
 }
 
-// Whether HDF5's file descriptor of file and fd are the same file (device and inode).
-bool same_open_file(hid_t file, int fd) {
-  void* handle = nullptr;
-  struct stat a {};
-  struct stat b {};
-  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || handle == nullptr ||
-      ::fstat(*static_cast<int*>(handle), &a) != 0 || ::fstat(fd, &b) != 0)
-    return false;
-  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+// `<path>.<pid>.XXXXXX.part`, XXXXXX random letters and digits: a name no other user can guess.
+std::string part_name(const std::string& path) {
+  static const char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device device;
+  std::string suffix(6, 'x');
+  for (char& c : suffix) c = kChars[device() % (sizeof(kChars) - 1)];
+  return fmt::format("{}.{}.{}.part", path, ::getpid(), suffix);
 }
 
 }  // namespace
@@ -265,38 +264,25 @@ Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
 
   // The file is made as `<path>.<pid>.XXXXXX.part` beside path and given its name only once its layout is
   // flushed and fsynced: a run killed while creating it (kill -9, a node crash) leaves no unreadable file at
-  // path (at most the .part file), and --overwrite replaces the old file only then. The name is made by
-  // mkstemp (exclusive, unguessable), so no planted link is followed; HDF5 then opens that same file.
+  // path (at most the .part file), and --overwrite replaces the old file only then. The name cannot be
+  // guessed, and HDF5 creates it exclusively (O_CREAT | O_EXCL, which never follows a link): a name planted
+  // there is never written through; another random name is tried.
   std::string part;
-  int part_fd = -1;
-  try {
-    part_fd = create_temporary(path, fmt::format(".{}.", ::getpid()), ".part", part);
-  } catch (const std::exception&) {
-    lock_.reset();
-    throw std::runtime_error(
-        fmt::format("{}: cannot create HDF5 output file: {}", path,
-                    create_failure_reason(path, "its temporary file could not be made")));
-  }
   const auto abandon = [&] {  // the .part file and the lock go; path is untouched
     h_.reset();
-    if (part_fd >= 0) ::close(part_fd);
-    part_fd = -1;
     ::unlink(part.c_str());
     lock_.reset();
   };
   // Default (serial) access: only rank 0 writes.
-  h_->file = H5Fcreate(part.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (h_->file >= 0 && !same_open_file(h_->file, part_fd)) {  // the name was replaced in between
-    abandon();
-    throw InputError(
-        fmt::format("{}: its temporary file {} was replaced by another process while being "
-                    "created; choose a directory only you can write",
-                    path, part));
+  for (int attempt = 0; attempt < 8 && h_->file < 0; ++attempt) {
+    part = part_name(path);
+    h_->file = H5Fcreate(part.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    struct stat st {};
+    if (h_->file < 0 && ::lstat(part.c_str(), &st) != 0) break;  // not a name taken: a real failure
   }
-  if (part_fd >= 0) ::close(part_fd);
-  part_fd = -1;
   if (h_->file < 0) {
     const std::string reason = create_failure_reason(path, "HDF5 could not create it");
+    part.clear();  // not ours: nothing to remove
     abandon();
     throw std::runtime_error(fmt::format("{}: cannot create HDF5 output file: {}", path, reason));
   }
