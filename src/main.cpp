@@ -1,7 +1,8 @@
 // minimllm entry point: MPI and Kokkos set-up, the command line, and exit codes
 // (0 success, 1 runtime failure, among them a non-finite loss or gradient with one line naming the step,
 // 2 invalid input with one line naming what is wrong, 3 a benchmark run judged INVALID, 75 a run stopped
-// by SIGUSR1 after writing its checkpoint).
+// by SIGUSR1 after writing its checkpoint, 128 + the signal (143 SIGTERM, 130 SIGINT, 138 SIGUSR1 without
+// a checkpoint) for a run a signal stopped after a step).
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -9,7 +10,6 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -18,8 +18,10 @@
 
 #include "minimllm/config/machine_config.hpp"
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/config/strict_yaml.hpp"
 #include "minimllm/core/agreement.hpp"
 #include "minimllm/core/device.hpp"
+#include "minimllm/core/stop_request.hpp"
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/benchmark.hpp"
 #include "minimllm/driver/calibrate.hpp"
@@ -28,6 +30,7 @@
 #include "minimllm/driver/run_output.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/driver/simulator.hpp"
+#include "minimllm/metrics/output_file.hpp"
 #include "minimllm/planning/calibration.hpp"
 #include "minimllm/planning/planner.hpp"
 #include "minimllm/planning/policy_registry.hpp"
@@ -47,10 +50,6 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
   const auto dot = path.rfind(".h5");
   return dot == std::string::npos ? path + "-" + suffix : path.substr(0, dot) + "-" + suffix + ".h5";
 }
-
-// A run stopped by SIGUSR1 after writing its checkpoint: EX_TEMPFAIL of sysexits.h, "try again later" (a
-// batch script requeues the job on it).
-constexpr int kStoppedOnRequest = 75;
 
 // Trains, then, for a benchmark run, judges it: the verdict is printed and added to the run's file.
 // Returns 3 for an INVALID run, else 0.
@@ -83,7 +82,24 @@ struct Input {
   std::optional<minimllm::BenchmarkReference> reference;  // run
   std::string out;                                        // run (before any policy suffix), calibrate
   std::string checkpoint;                                 // run: the checkpoint file; empty: none
+  // The files every rank reads, whose contents the ranks agree on (the deck, the calibration, the
+  // reference, the machine file); a --restart checkpoint is read by rank 0 alone and broadcast.
+  std::vector<minimllm::RunInputFile> inputs;
 };
+
+// Each of inputs' text as this rank read it (the deck's as parsed, the others read again).
+std::vector<minimllm::InputText> input_texts(const Input& input) {
+  std::vector<minimllm::InputText> texts;
+  for (const minimllm::RunInputFile& file : input.inputs) {
+    if (file.what == "deck")
+      texts.push_back({file.what, input.config.deck_path, input.config.deck_text});
+    else if (!file.path.empty() && !std::filesystem::exists(file.path))  // its reader reports it
+      texts.push_back({file.what, file.path, "", false});
+    else if (!file.path.empty())
+      texts.push_back({file.what, file.path, minimllm::read_input_file(file.path, file.what.c_str())});
+  }
+  return texts;
+}
 
 // The output files of a run: one, or with --policy all one per policy (<out stem>-<policy>.h5).
 std::vector<std::string> run_output_paths(const minimllm::RunRequest& request, const std::string& out) {
@@ -120,6 +136,7 @@ Input read_run_input(const minimllm::RunRequest& request, const minimllm::World&
   // A bad reference is invalid input (exit 2, no output file).
   input.reference = minimllm::find_benchmark_reference(config, request.reference);
   input.out = request.out.empty() ? default_output_name(config.name) : request.out;
+  input.inputs = run_input_files(request, config);
   const bool checkpointing = request.checkpoint_every > 0 || !request.checkpoint.empty();
   if (checkpointing)
     input.checkpoint =
@@ -137,8 +154,10 @@ Input read_run_input(const minimllm::RunRequest& request, const minimllm::World&
   // is checked before anything runs.
   if (world.is_root()) {
     std::vector<minimllm::RunInputFile> inputs = run_input_files(request, config);
+    std::vector<minimllm::RunInputFile> out_inputs = inputs;
+    out_inputs.push_back({"restart checkpoint", request.restart});  // the checkpoint may go on (below)
     for (const std::string& path : run_output_paths(request, input.out))
-      minimllm::check_output_path(path, request.overwrite, inputs);
+      minimllm::check_output_path(path, request.overwrite, out_inputs);
     if (checkpointing) {
       inputs.push_back({"output file", input.out});
       // A run may go on writing the checkpoint it restarts from (a requeued job's chain); any other
@@ -164,14 +183,13 @@ Input read_simulate_input(const minimllm::SimulateRequest& request, const miniml
                                std::to_string(request.ranks) +
                                " (static forms ranks / cp data-parallel replicas of cp ranks); or --cp best");
   if (!request.machine.empty()) minimllm::load_machine_file(request.machine);  // invalid: exit 2 now
-  if (world.is_root() && !request.out.empty()) {  // only rank 0 simulates and writes
-    std::string cost_model = request.cost_model;
-    if (cost_model.empty() && !input.config.parallel.cost_model.empty())
-      cost_model = minimllm::resolve_against_deck(input.config.deck_path, input.config.parallel.cost_model);
-    minimllm::check_output_path(
-        request.out, request.overwrite,
-        {{"deck", request.deck}, {"calibration file", cost_model}, {"machine file", request.machine}});
-  }
+  std::string cost_model = request.cost_model;
+  if (cost_model.empty() && !input.config.parallel.cost_model.empty())
+    cost_model = minimllm::resolve_against_deck(input.config.deck_path, input.config.parallel.cost_model);
+  input.inputs = {
+      {"deck", request.deck}, {"calibration file", cost_model}, {"machine file", request.machine}};
+  if (world.is_root() && !request.out.empty())  // only rank 0 simulates and writes
+    minimllm::check_output_path(request.out, request.overwrite, input.inputs);
   return input;
 }
 
@@ -180,13 +198,22 @@ Input read_calibrate_input(const minimllm::CalibrateRequest& request) {
   input.config = minimllm::load_run_config(request.deck);
   minimllm::check_policy(input.config);
   input.out = request.out.empty() ? input.config.name + "-calibration.yaml" : request.out;
+  input.inputs = {{"deck", request.deck}};
   if (minimllm::same_file(input.out, request.deck))
     throw minimllm::InputError(input.out + ": the calibration file would replace the deck " + request.deck +
                                "; choose another --out");
+  minimllm::check_replaceable(input.out, "--out");  // never a link, device, FIFO or directory
   std::error_code ec;
   if (!request.overwrite && std::filesystem::exists(input.out, ec))
     throw minimllm::InputError(input.out + ": output file exists; pass --overwrite to replace it");
   return input;
+}
+
+// A run a signal stopped after a step (core/stop_request.hpp): 75 for SIGUSR1 with a checkpoint written
+// (EX_TEMPFAIL of sysexits.h, "try again later": a batch script requeues the job on it), else 128 + the
+// signal (143 SIGTERM, 130 SIGINT, 138 SIGUSR1 without checkpoints).
+int stopped_code(const minimllm::TrainResult& result) {
+  return minimllm::stop_exit_code(result.stop_signal, result.checkpoints_written > 0);
 }
 
 int run(const minimllm::RunRequest& request, Input input, const minimllm::World& world,
@@ -207,7 +234,7 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
   if (request.policy != "all") {
     if (!request.policy.empty()) config.parallel.policy = request.policy;
     const int code = train_and_judge(config, world, options, reference, result);
-    return result.stopped_on_request ? kStoppedOnRequest : code;
+    return result.stopped_on_request ? stopped_code(result) : code;
   }
   // Every planner on the same data, one after the other, each from the same initial model.
   std::vector<std::pair<std::string, minimllm::TrainResult>> results;
@@ -219,6 +246,7 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
     options.out_path = paths[p];
     code = std::max(code, train_and_judge(config, world, options, reference, result));
     results.emplace_back(policy, result);
+    if (result.stopped_on_request) return stopped_code(result);  // the policies after it do not run
   }
   if (world.is_root()) minimllm::print_policy_comparison(std::cout, results, config.parallel.cp);
   return code;
@@ -262,10 +290,10 @@ int calibrate(const minimllm::CalibrateRequest& request, const Input& input, con
   std::exception_ptr error;
   try {
     if (world.is_root()) {
-      std::ofstream file(out, std::ios::binary | std::ios::trunc);
-      file << minimllm::calibration_to_yaml(calibration);
-      file.close();
-      if (!file) throw std::runtime_error("cannot write " + out);
+      // Written beside out and renamed (linked without --overwrite): never through a planted link.
+      const std::string text = minimllm::calibration_to_yaml(calibration);
+      minimllm::write_file_atomically(out, text.data(), text.size(), "calibration file", "--out",
+                                      request.overwrite);
       std::cout << "calibration written to " << out << "\n";
     }
   } catch (...) {
@@ -299,7 +327,11 @@ int report_agreed(std::exception_ptr error, std::ostream& err) {
 // printed once and every rank returns its exit code in order. Only a failure in the middle of training,
 // when the other ranks wait in a collective, still ends in MPI_Abort, after the HDF5 file was closed.
 int main(int argc, char** argv) {
+  // Before anything else: SIGUSR1, SIGTERM or SIGINT at start-up is recorded, and a run stops after its
+  // first step (core/stop_request.hpp). Again after MPI_Init, in case it installed handlers of its own.
+  minimllm::install_stop_request_handler();
   MPI_Init(&argc, &argv);  // first: the checks below agree over MPI (MPI_Init prints nothing)
+  minimllm::install_stop_request_handler();
   const minimllm::World world = minimllm::World::of(MPI_COMM_WORLD);
   std::ostringstream discard;
   std::ostream& out = world.is_root() ? std::cout : discard;
@@ -316,6 +348,8 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
+  // Only a run stops between steps; simulate and calibrate end as the signal's default action does.
+  if (!cli.run) minimllm::remove_stop_request_handler();
 
   std::optional<Input> input;
   try {
@@ -331,6 +365,16 @@ int main(int argc, char** argv) {
       error = std::current_exception();
     }
     minimllm::agree_on_error(world.comm, error);
+    // Every rank read the same bytes of every input (a rank started in another directory, with another
+    // deck, would train silently wrong): exit 2 naming the file and the first rank that differs.
+    std::vector<minimllm::InputText> texts;
+    try {
+      texts = input_texts(*input);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    minimllm::agree_on_error(world.comm, error);
+    minimllm::agree_on_input_contents(world.comm, texts);
   } catch (...) {
     code = report_agreed(std::current_exception(), err);
     input.reset();

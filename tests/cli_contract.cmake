@@ -58,6 +58,11 @@ expect_no_file(steps_zero_no_output zero.h5)
 expect(invalid_deck 2 "bad_width.yaml: model.llm.width = 65" ${MINIMLLM} run bad_width.yaml --out bad.h5)
 expect_no_file(invalid_deck_no_output bad.h5)
 expect(invalid_deck_two_ranks 2 "model.llm.width" ${MPIEXEC} -n 2 ${MINIMLLM} run bad_width.yaml --out bad2.h5)
+# A layout that does not fit the ranks names the deck as well as the key.
+file(WRITE ${WORK_DIR}/tp_pp.yaml "name: tp_pp\nparallel: {tp: 2, pp: 2}\n")
+expect(layout_names_the_deck 2 "tp_pp.yaml: parallel.tp x parallel.pp = 2 x 2 = 4: must divide the 2 ranks"
+       ${MPIEXEC} -n 2 ${MINIMLLM} run tp_pp.yaml --out tp_pp.h5)
+expect_no_file(layout_names_the_deck_no_output tp_pp.h5)
 expect_no_file(invalid_deck_two_ranks_no_output bad2.h5)
 expect(typo_key 2 "stepz" ${MINIMLLM} run typo.yaml --out typo.h5)
 expect(unknown_policy 2 "--policy: magic not in" ${MINIMLLM} run --policy magic --out policy.h5)
@@ -400,6 +405,172 @@ expect(checkpoint_policy_all 2 "--policy all: checkpoints and restarts are per r
        --policy all --checkpoint-every 1 --out ck5.h5)
 expect(restart_benchmark 2 "cannot be restarted" ${MINIMLLM} run ${SOURCE_DIR}/inputs/reference/small.yaml
        --restart ck.ckpt.h5 --out ck6.h5)
+
+# Untrusted paths and inputs (issue 30; docs/HDF5.md, "Output safety", docs/RUNNING.md, "Inputs"): on a
+# shared directory another user may plant names. A link, FIFO, device or directory at any name a run
+# creates or replaces is refused (exit 2 naming it) and nothing is written through it; an input is a
+# regular file of at most 64 MiB, refused at once otherwise (a FIFO used to hang the run); no input is
+# replaced by an output; command-line numbers are finite and integers decimal. A hang fails in 30 s.
+set(expect_timeout 30)
+file(MAKE_DIRECTORY ${WORK_DIR}/planted)
+file(WRITE ${WORK_DIR}/planted/victim.txt "victim\n")
+file(SHA256 ${WORK_DIR}/planted/victim.txt victim_sha)
+file(COPY ${SOURCE_DIR}/inputs/quickstart.yaml DESTINATION ${WORK_DIR}/planted)
+file(SHA256 ${WORK_DIR}/planted/quickstart.yaml planted_deck_sha)
+# plant(NAME COMMAND...): makes a planted name with a shell command in planted/.
+macro(plant)
+  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY ${WORK_DIR}/planted RESULT_VARIABLE planted_rc)
+endmacro()
+plant(ln -s victim.txt lock.h5.lock)
+expect(planted_lock_link 2 "lock.h5.lock: is a symbolic link" ${MINIMLLM} run --steps 1 --out planted/lock.h5)
+check_same(planted_lock_link_victim_untouched ${WORK_DIR}/planted/victim.txt ${victim_sha})
+expect_no_file(planted_lock_link_no_output planted/lock.h5)
+plant(ln -s nowhere.txt dangling.h5.lock)
+expect(planted_dangling_lock_link 2 "dangling.h5.lock: is a symbolic link" ${MINIMLLM} run --steps 1
+       --out planted/dangling.h5)
+expect_no_file(planted_dangling_lock_link_creates_nothing planted/nowhere.txt)
+plant(ln -s victim.txt link.h5)
+expect(planted_out_link 2 "link.h5: is a symbolic link" ${MINIMLLM} run --steps 1 --out planted/link.h5 --overwrite)
+check_same(planted_out_link_victim_untouched ${WORK_DIR}/planted/victim.txt ${victim_sha})
+expect(planted_out_link_two_ranks 2 "link.h5: is a symbolic link" ${MPIEXEC} -n 2 ${MINIMLLM} run --steps 1
+       --out planted/link.h5 --overwrite)
+plant(mkfifo fifo.h5)
+expect(planted_out_fifo 2 "fifo.h5: is a FIFO" ${MINIMLLM} run --steps 1 --out planted/fifo.h5 --overwrite)
+plant(test -p fifo.h5)
+check_match(planted_out_fifo_kept "${planted_rc}" "^0$")
+plant(mkfifo fifolock.h5.lock)
+expect(planted_lock_fifo 2 "fifolock.h5.lock: is a FIFO" ${MINIMLLM} run --steps 1 --out planted/fifolock.h5)
+# A character device (a copy of /dev/null's node, where this process may make one; never /dev/null itself,
+# which a binary without the check would replace).
+plant(mknod null.h5 c 1 3)
+if(planted_rc EQUAL 0)
+  expect(out_character_device 2 "null.h5: is a character device" ${MINIMLLM} run --steps 1 --out planted/null.h5
+         --overwrite)
+  plant(test -c null.h5)
+  check_match(out_character_device_kept "${planted_rc}" "^0$")
+else()
+  message(STATUS "skip out_character_device: mknod is not permitted here")
+endif()
+file(MAKE_DIRECTORY ${WORK_DIR}/planted/dir.h5)
+expect(out_directory 2 "dir.h5: is a directory" ${MINIMLLM} run --steps 1 --out planted/dir.h5 --overwrite)
+plant(ln -s quickstart.yaml ck_link.ckpt.h5.lock)
+expect(planted_checkpoint_lock_link 2 "ck_link.ckpt.h5.lock: is a symbolic link" ${MINIMLLM} run
+       planted/quickstart.yaml --steps 1 --checkpoint-every 1 --checkpoint planted/ck_link.ckpt.h5 --out planted/ck.h5)
+check_same(planted_checkpoint_lock_link_deck_untouched ${WORK_DIR}/planted/quickstart.yaml ${planted_deck_sha})
+plant(ln -s victim.txt ck_out.ckpt.h5)
+expect(planted_checkpoint_link 2 "ck_out.ckpt.h5: is a symbolic link" ${MINIMLLM} run --steps 1 --checkpoint-every 1
+       --checkpoint planted/ck_out.ckpt.h5 --overwrite --out planted/ck2.h5)
+check_same(planted_checkpoint_link_victim_untouched ${WORK_DIR}/planted/victim.txt ${victim_sha})
+plant(ln -s victim.txt cal_link.yaml)
+expect(planted_calibration_out_link 2 "cal_link.yaml: is a symbolic link" ${MINIMLLM} calibrate
+       planted/quickstart.yaml ${quick_calibration} --out planted/cal_link.yaml --overwrite)
+check_same(planted_calibration_out_link_victim_untouched ${WORK_DIR}/planted/victim.txt ${victim_sha})
+plant(ln -s victim.txt sim_link.h5)
+expect(planted_simulate_out_link 2 "sim_link.h5: is a symbolic link" ${MINIMLLM} simulate planted/quickstart.yaml
+       --ranks 4 --out planted/sim_link.h5 --overwrite)
+# The lock file may not be an input either (it is created and holds a pid).
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy ${WORK_DIR}/planted/quickstart.yaml ${WORK_DIR}/planted/lk.h5.lock)
+expect(lock_is_deck 2 "lk.h5: the lock file planted/lk.h5.lock of the output file would replace the deck" ${MINIMLLM}
+       run planted/lk.h5.lock --steps 1 --out planted/lk.h5)
+check_same(lock_is_deck_untouched ${WORK_DIR}/planted/lk.h5.lock ${planted_deck_sha})
+# A restart's checkpoint is an input: --out may not replace it (its own --checkpoint may go on).
+file(COPY ${WORK_DIR}/ck.ckpt.h5 DESTINATION ${WORK_DIR}/planted)
+file(SHA256 ${WORK_DIR}/planted/ck.ckpt.h5 self_sha)
+expect(out_is_restart_checkpoint 2 "would replace the restart checkpoint" ${MINIMLLM} run --steps 4
+       --restart planted/ck.ckpt.h5 --out planted/ck.ckpt.h5 --overwrite)
+check_same(out_is_restart_checkpoint_untouched ${WORK_DIR}/planted/ck.ckpt.h5 ${self_sha})
+
+# Inputs: regular files of bounded size, refused at once (a FIFO as the deck used to hang the run).
+plant(mkfifo deck.fifo)
+expect(deck_fifo 2 "deck.fifo: cannot read deck: not a regular file" ${MINIMLLM} run planted/deck.fifo --out f.h5)
+expect(deck_fifo_two_ranks 2 "deck.fifo: cannot read deck: not a regular file" ${MPIEXEC} -n 2 ${MINIMLLM} run
+       planted/deck.fifo --out f.h5)
+expect(deck_dev_zero 2 "/dev/zero: cannot read deck: not a regular file" ${MINIMLLM} run /dev/zero --out z.h5)
+expect(cost_model_dev_zero 2 "/dev/zero: cannot read calibration file: not a regular file" ${MINIMLLM} run
+       --steps 1 --cost-model /dev/zero --out z.h5)
+expect(machine_dev_urandom 2 "/dev/urandom: cannot read machine file: not a regular file" ${MINIMLLM} simulate
+       planted/quickstart.yaml --ranks 4 --machine /dev/urandom)
+expect(reference_fifo 2 "deck.fifo: cannot read benchmark reference: not a regular file" ${MINIMLLM} run
+       --steps 1 --reference planted/deck.fifo --out z.h5)
+expect(restart_fifo 2 "deck.fifo: not a regular file" ${MINIMLLM} run --steps 4 --restart planted/deck.fifo
+       --out z.h5)
+plant(truncate -s 65M big.yaml)
+expect(deck_too_large 2 "big.yaml: cannot read deck: 68157440 bytes, more than the 64 MiB" ${MINIMLLM} run
+       planted/big.yaml --out z.h5)
+file(REMOVE ${WORK_DIR}/planted/big.yaml)
+expect_no_file(inputs_no_output z.h5)
+
+# Command-line numbers: finite, in readable bounds; integers in decimal; no empty path.
+foreach(flag --memory-gib --gflops --planning-ms)
+  expect(simulate_nan${flag} 2 "${flag}: 'nan' is not a finite number in" ${MINIMLLM} simulate
+         planted/quickstart.yaml --ranks 4 ${flag} nan)
+  expect(simulate_inf${flag} 2 "${flag}: 'inf' is not a finite number in [[(]0, [0-9e+]+\\]" ${MINIMLLM} simulate
+         planted/quickstart.yaml --ranks 4 ${flag} inf)
+endforeach()
+expect(simulate_memory_out_of_range 2 "--memory-gib: 1e300 is outside \\(0, 1e\\+06\\]" ${MINIMLLM} simulate
+       planted/quickstart.yaml --ranks 4 --memory-gib 1e300)
+expect(steps_hex 2 "--steps: '0x10' is not a decimal integer" ${MINIMLLM} run --steps 0x10 --out hex.h5)
+expect(steps_octal_read_as_decimal 0 "" ${MINIMLLM} run --steps 010 --global-batch 8 --out planted/dec.h5)
+check_match(steps_octal_read_as_decimal_ten "${last_out}" "step +9/10")
+expect(ranks_binary 2 "--ranks: '0b11' is not a decimal integer" ${MINIMLLM} simulate planted/quickstart.yaml
+       --ranks 0b11)
+# (through sh: CMake drops an empty argument)
+expect(out_empty 2 "--out: an empty path" sh -c "\"$0\" run --steps 1 --out ''" ${MINIMLLM})
+expect(checkpoint_empty 2 "--checkpoint: an empty path" sh -c "\"$0\" run --steps 1 --out e.h5 --checkpoint ''"
+       ${MINIMLLM})
+expect(restart_empty 2 "--restart: an empty path" sh -c "\"$0\" run --steps 1 --out e.h5 --restart ''" ${MINIMLLM})
+expect_no_file(empty_paths_no_output e.h5)
+expect(calibrate_rows_beyond_memory 2 "--rows 1073741824 rows per call: .*GiB per rank, more than the" ${MINIMLLM}
+       calibrate planted/quickstart.yaml --rows 1073741824 --out planted/rows.yaml)
+expect_no_file(calibrate_rows_beyond_memory_no_output planted/rows.yaml)
+
+# Every rank reads the same bytes of every input: two working directories whose decks differ in the seed.
+file(MAKE_DIRECTORY ${WORK_DIR}/agree_a ${WORK_DIR}/agree_b)
+file(WRITE ${WORK_DIR}/agree_a/deck.yaml "name: agree\nseed: 1\n")
+file(WRITE ${WORK_DIR}/agree_b/deck.yaml "name: agree\nseed: 2\n")
+expect(ranks_read_other_decks 2 "deck.yaml: the deck differs between ranks: rank 1 read sha256 [0-9a-f]+, rank 0"
+       ${MPIEXEC} -n 1 -wdir ${WORK_DIR}/agree_a ${MINIMLLM} run deck.yaml --steps 1 --out agree.h5 : -n 1 -wdir
+       ${WORK_DIR}/agree_b ${MINIMLLM} run deck.yaml --steps 1 --out agree.h5)
+expect_no_file(ranks_read_other_decks_no_output agree_a/agree.h5)
+file(WRITE ${WORK_DIR}/agree_b/deck.yaml "name: agree\nseed: 1\n")
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy ${WORK_DIR}/cal.yaml ${WORK_DIR}/agree_a/cal.yaml)
+file(READ ${WORK_DIR}/cal.yaml cal_text)
+file(WRITE ${WORK_DIR}/agree_b/cal.yaml "${cal_text}# another copy\n")
+expect(ranks_read_other_calibrations 2 "cal.yaml: the calibration file differs between ranks: rank 1" ${MPIEXEC}
+       -n 1 -wdir ${WORK_DIR}/agree_a ${MINIMLLM} run deck.yaml --steps 1 --cost-model cal.yaml --out agree.h5 : -n 1
+       -wdir ${WORK_DIR}/agree_b ${MINIMLLM} run deck.yaml --steps 1 --cost-model cal.yaml --out agree.h5)
+
+# A damaged checkpoint is exit 2 with one line, never an abort: one flipped bit in /state/params (its
+# sha256 no longer matches), a next_step of 2^40 (the attributes' sha256 no longer matches).
+set(python /usr/bin/python3)  # Debian's, with python3-h5py (as in fault_injection.sh)
+if(NOT EXISTS ${python})
+  set(python python3)
+endif()
+execute_process(COMMAND ${python} -c "import h5py" RESULT_VARIABLE no_h5py OUTPUT_QUIET ERROR_QUIET)
+if(no_h5py EQUAL 0)
+  file(COPY ${WORK_DIR}/ck.ckpt.h5 DESTINATION ${WORK_DIR}/damaged)
+  execute_process(COMMAND ${python} -c "
+import h5py, numpy as np
+with h5py.File('damaged/ck.ckpt.h5', 'r+') as f:
+    p = f['state/params']
+    v = p[0:1].view(np.uint32) ^ np.uint32(1)
+    p[0:1] = v.view(np.float32)
+" WORKING_DIRECTORY ${WORK_DIR})
+  expect(checkpoint_bit_flip 2 "ck.ckpt.h5: damaged checkpoint: /state/params does not match its sha256" ${MPIEXEC}
+         -n 2 ${MINIMLLM} run --steps 4 --restart damaged/ck.ckpt.h5 --out damaged.h5)
+  file(COPY ${WORK_DIR}/ck.ckpt.h5 DESTINATION ${WORK_DIR}/damaged2)
+  execute_process(COMMAND ${python} -c "
+import h5py, numpy as np
+with h5py.File('damaged2/ck.ckpt.h5', 'r+') as f:
+    f['checkpoint'].attrs['next_step'] = np.int64(1 << 40)
+" WORKING_DIRECTORY ${WORK_DIR})
+  expect(checkpoint_next_step_changed 2 "ck.ckpt.h5: damaged checkpoint: the /checkpoint attributes do not match"
+         ${MPIEXEC} -n 2 ${MINIMLLM} run --steps 4 --restart damaged2/ck.ckpt.h5 --out damaged.h5)
+  expect_no_file(damaged_checkpoint_no_output damaged.h5)
+else()
+  message(STATUS "skip checkpoint_bit_flip, checkpoint_next_step_changed: python3 cannot import h5py")
+endif()
+set(expect_timeout 120)
 
 if(failures GREATER 0)
   message(FATAL_ERROR "${failures} command-line contract check(s) failed")

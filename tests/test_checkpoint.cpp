@@ -5,13 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <string>
 
 #include "minimllm/config/input_error.hpp"
+#include "minimllm/driver/checkpoint.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/trainer.hpp"
+#include "minimllm/metrics/checkpoint_file.hpp"
+#include "minimllm/model/model.hpp"
 #include "mpi_world.hpp"
 
 namespace minimllm {
@@ -195,6 +199,40 @@ TEST(Restart, RefusesACheckpointOfAnotherRunOnEveryRank) {
   missing.restart_path = file.path + ".missing";
   EXPECT_THROW(train(longer, world, missing), InputError);
   EXPECT_NO_THROW(train(longer, world, resume));
+}
+
+// A checkpoint whose fields are out of range (here written whole, with matching digests, as a hand-made or
+// foreign file would be) is invalid input on every rank, never a wrapped step count or an abort later.
+TEST(Restart, RefusesOutOfRangeFieldsOnEveryRank) {
+  const RemoveAtEnd file{temp_path("range.ckpt.h5")};
+  const RemoveAtEnd edited{temp_path("range_edited.ckpt.h5")};
+  const World world = World::of(MPI_COMM_WORLD);
+  RunConfig config = quickstart(2, "static");
+  train_checkpointing(config, world, file.path, 2);
+  config.steps = 4;
+  const auto refused = [&](const std::string& name, const decltype(RunAttribute::value)& value,
+                           const std::string& says) {
+    if (world.is_root()) {
+      CheckpointContents c = read_checkpoint_file(file.path);
+      for (RunAttribute& a : c.attributes)
+        if (a.name == name) a.value = value;
+      write_checkpoint_file(edited.path, c);
+    }
+    MPI_Barrier(world.comm);
+    try {
+      read_restart_point(edited.path, config, world, parameter_count(config.model));
+      ADD_FAILURE() << name << ": accepted; expected: " << says;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused("next_step", 1LL << 40, "next_step = 1099511627776 is outside");
+  refused("next_step", -1LL, "next_step = -1 is outside");
+  refused("world_size", 0LL, "world_size = 0 is outside");
+  refused("planning_gflops_per_rank", std::nan(""), "planning_gflops_per_rank = nan");
+  refused("planning_gflops_per_rank", -1.0, "planning_gflops_per_rank = -1");
+  refused("planning_capacity_bytes", std::nan(""), "planning_capacity_bytes = nan");
+  refused("gemm_selection", std::string("fwd 1x1=magic"), "gemm_selection:");
 }
 
 }  // namespace

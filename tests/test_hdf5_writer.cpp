@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -16,9 +18,11 @@
 #include <vector>
 
 #include "hdf5_records.hpp"
+#include "minimllm/config/input_error.hpp"
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/metrics/checkpoint_file.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
+#include "minimllm/metrics/output_file.hpp"
 
 namespace fs = std::filesystem;
 using minimllm::FileLock;
@@ -681,4 +685,123 @@ TEST_F(Hdf5WriterTest, CheckpointFileFailuresNameTheFile) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(unwritable), std::string::npos) << e.what();
   }
+}
+
+// Names another user may plant in a shared directory (issue 30): a link at the lock or at the output is
+// refused, and one at the temporary names of before (<path>.<pid>.part, <checkpoint>.tmp.<pid>, guessable
+// from the pid) is never followed: the writers make their temporary files with mkstemp.
+TEST_F(Hdf5WriterTest, PlantedLinksAreNeverFollowed) {
+  const std::string victim = file("victim.txt");
+  std::ofstream(victim) << "victim\n";
+  const auto victim_text = [&] {
+    std::ifstream in(victim);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string path = file("planted.h5");
+  fs::create_symlink(victim, FileLock::lock_path(path));
+  EXPECT_THROW(Hdf5RunWriter(path, false), minimllm::InputError);
+  EXPECT_THROW(FileLock::check_not_busy(path), minimllm::InputError);
+  fs::remove(FileLock::lock_path(path));
+  const std::string part = path + "." + std::to_string(::getpid()) + ".part";
+  fs::create_symlink(victim, part);
+  const std::string checkpoint = file("planted.ckpt.h5");
+  const std::string temporary = checkpoint + ".tmp." + std::to_string(::getpid());
+  fs::create_symlink(victim, temporary);
+  {
+    Hdf5RunWriter w(path, false);
+    w.append_step(make_record(0));
+    w.close();
+  }
+  minimllm::CheckpointContents c;
+  c.attributes = {{"next_step", 1LL}};
+  c.arrays = {{"params", {1.0f}}};
+  minimllm::write_checkpoint_file(checkpoint, c);
+  EXPECT_EQ(victim_text(), "victim\n");
+  EXPECT_TRUE(fs::is_symlink(part));
+  EXPECT_TRUE(fs::is_symlink(temporary));
+  EXPECT_EQ(read_steps(path).size(), 1u);
+  EXPECT_EQ(minimllm::read_checkpoint_file(checkpoint).array("params", checkpoint), std::vector<float>{1.0f});
+  const std::string linked = file("linked.h5");
+  fs::create_symlink(victim, linked);
+  EXPECT_THROW(Hdf5RunWriter(linked, true), minimllm::InputError);  // even with overwrite
+  EXPECT_THROW(minimllm::write_checkpoint_file(linked, c), minimllm::InputError);
+  EXPECT_EQ(victim_text(), "victim\n");
+  EXPECT_TRUE(fs::is_symlink(linked));
+}
+
+// A FIFO at the lock's name is refused at once (open used to block until a writer came).
+TEST_F(Hdf5WriterTest, FifoAtTheLockIsRefusedWithoutBlocking) {
+  const std::string path = file("fifo.h5");
+  ASSERT_EQ(::mkfifo(FileLock::lock_path(path).c_str(), 0644), 0);
+  EXPECT_THROW(FileLock::check_not_busy(path), minimllm::InputError);
+  EXPECT_THROW(Hdf5RunWriter(path, false), minimllm::InputError);
+  EXPECT_FALSE(fs::exists(path));
+}
+
+// One flipped bit in a dataset, or a changed attribute, makes the checkpoint invalid input naming it.
+TEST_F(Hdf5WriterTest, CheckpointFileDamageIsInputError) {
+  const std::string path = file("damaged.ckpt.h5");
+  minimllm::CheckpointContents c;
+  c.attributes = {{"next_step", 5LL}, {"deck_name", std::string("q")}};
+  c.arrays = {{"params", {1.0f, 2.0f, 3.0f}}};
+  const auto expect_damage = [&](const std::string& says) {
+    try {
+      minimllm::read_checkpoint_file(path);
+      ADD_FAILURE() << "damage not seen; expected: " << says;
+    } catch (const minimllm::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  minimllm::write_checkpoint_file(path, c);
+  {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "state/params", H5P_DEFAULT);
+    float values[3];
+    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
+    std::uint32_t bits;
+    std::memcpy(&bits, &values[1], sizeof(bits));
+    bits ^= 1u;  // the lowest mantissa bit
+    std::memcpy(&values[1], &bits, sizeof(bits));
+    H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
+    H5Dclose(d), H5Fclose(f);
+  }
+  expect_damage("damaged checkpoint: /state/params does not match its sha256");
+  minimllm::write_checkpoint_file(path, c);
+  {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = H5Gopen2(f, "checkpoint", H5P_DEFAULT);
+    EXPECT_GE(H5Adelete(g, "next_step"), 0);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(g, "next_step", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    const long long next = 1LL << 40;
+    EXPECT_GE(H5Awrite(a, H5T_NATIVE_LLONG, &next), 0);
+    H5Aclose(a), H5Sclose(space), H5Gclose(g), H5Fclose(f);
+  }
+  expect_damage("the /checkpoint attributes do not match their sha256");
+}
+
+// What a killed writer left (its .part file, a checkpoint's temporary) is removed by the next writer of
+// the same path, which holds the lock; nothing else beside it is touched, and never through a link.
+TEST_F(Hdf5WriterTest, TheNextWriterRemovesAKilledWritersTemporaries) {
+  const std::string path = file("left.h5");
+  const std::string victim = file("victim.txt");
+  std::ofstream(victim) << "victim\n";
+  for (const std::string& stale : {path + ".12345.part", path + ".999.AbC123.part"})
+    std::ofstream(stale) << "stale";
+  std::ofstream(path + ".notes.txt") << "kept";
+  fs::create_symlink(victim, path + ".1.part");
+  {
+    Hdf5RunWriter w(path, false);
+    w.close();
+  }
+  EXPECT_FALSE(fs::exists(path + ".12345.part"));
+  EXPECT_FALSE(fs::exists(path + ".999.AbC123.part"));
+  EXPECT_TRUE(fs::exists(path + ".notes.txt"));
+  EXPECT_TRUE(fs::is_symlink(path + ".1.part"));
+  EXPECT_TRUE(fs::exists(victim));
+  const std::string checkpoint = file("left.ckpt.h5");
+  std::ofstream(checkpoint + ".tmp.4242") << "stale";
+  std::ofstream(checkpoint + ".tmp.Xy12Zw") << "stale";
+  EXPECT_EQ(minimllm::remove_stale_temporaries(checkpoint, ".tmp.", ""), 2);
+  EXPECT_FALSE(fs::exists(checkpoint + ".tmp.4242"));
 }

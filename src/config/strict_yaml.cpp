@@ -1,16 +1,16 @@
 // Strict YAML reading (strict_yaml.hpp): loading, rendering values for messages, typed reads.
 #include "minimllm/config/strict_yaml.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 namespace minimllm {
@@ -100,17 +100,43 @@ auto parse_yaml(const std::string& origin, Load load) {
 }  // namespace
 
 std::string read_input_file(const std::string& path, const char* what) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw InputError(fmt::format("{}: cannot read {}: is a directory", path, what));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
+  // O_NONBLOCK: a FIFO must not block the open; only a regular file of at most kMaxInputFileBytes is read,
+  // so that a device (/dev/zero, /dev/urandom) or a FIFO is refused at once instead of read without end.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool directory = S_ISDIR(st.st_mode);
+    ::close(fd);
+    throw InputError(
+        fmt::format("{}: cannot read {}: {}", path, what,
+                    directory ? "is a directory" : "not a regular file (a device, FIFO or socket)"));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: cannot read {}: read error", path, what));
-  return text.str();
+  if (st.st_size > kMaxInputFileBytes) {
+    ::close(fd);
+    throw InputError(fmt::format("{}: cannot read {}: {} bytes, more than the {} MiB an input file may hold",
+                                 path, what, static_cast<long long>(st.st_size), kMaxInputFileBytes >> 20));
+  }
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw InputError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(error)));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (static_cast<long long>(text.size()) > kMaxInputFileBytes) {  // grew while being read
+      ::close(fd);
+      throw InputError(fmt::format("{}: cannot read {}: more than the {} MiB an input file may hold", path,
+                                   what, kMaxInputFileBytes >> 20));
+    }
+  }
+  ::close(fd);
+  return text;
 }
 
 std::vector<YAML::Node> load_yaml_documents(const std::string& yaml_text, const std::string& origin) {

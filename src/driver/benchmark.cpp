@@ -11,7 +11,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "minimllm/driver/provenance.hpp"  // sha256_hex
+#include "minimllm/core/sha256.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/planning/policy_registry.hpp"
 

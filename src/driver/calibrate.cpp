@@ -10,10 +10,12 @@
 #include <numeric>
 #include <ostream>
 
+#include "minimllm/config/input_error.hpp"
 #include "minimllm/config/strict_yaml.hpp"
 #include "minimllm/core/clock.hpp"
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/memory_check.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/gemm_rate.hpp"
@@ -281,6 +283,26 @@ double measure_comm_creation_seconds(const World& world) {
   return slowest;
 }
 
+// A call's activations (the model calibrate runs is unsharded, without recomputation) against the memory of
+// a rank, before the calls' batches and workspaces are allocated: --rows too large for this machine is
+// invalid input (exit 2 naming the flag), agreed over the ranks, not a failed allocation.
+void check_rows_fit(const RunConfig& config, const World& world, int rows, int image_rows, bool from_flag) {
+  const MemoryBudget budget = memory_budget(world, config.machine);  // collective
+  const GemmPrecision precision = gemm_precision_from_string(config.runtime.precision);
+  const double need = activation_bytes(config.model, precision, Recompute::none, rows, 0) +
+                      activation_bytes(config.model, precision, Recompute::none, 0, image_rows);
+  std::exception_ptr error;
+  if (budget.bytes > 0.0 && need > budget.bytes) {
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    error = std::make_exception_ptr(InputError(fmt::format(
+        "{}{} rows per call: a call's activations need {:.1f} GiB per rank, more than the {:.1f} GiB "
+        "available ({}); give fewer rows",
+        from_flag ? "--rows " : config.deck_path + ": ", rows, need / kGiB, budget.bytes / kGiB,
+        budget.source())));
+  }
+  agree_on_error(world.comm, error);
+}
+
 // The machine section a calibration writes (usable by simulate --machine): what these ranks can
 // measure, and in the notes what was measured how and what could not be.
 void measure_machine(const RunConfig& config, const World& world, Calibration& c) {
@@ -370,6 +392,7 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
       options.rows_per_call > 0
           ? options.rows_per_call
           : std::max(max_side * max_side, static_cast<int>(std::lround(patches / world.size)));
+  check_rows_fit(config, world, rows, image_rows, options.rows_per_call > 0);
 
   // The calls: LLM sample lengths spread geometrically over the deck's range, image sides linearly (at
   // least three sizes each where the range allows, so a2, a1 and c are all determined).

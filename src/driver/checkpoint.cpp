@@ -6,6 +6,7 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <ctime>
 #include <exception>
 #include <map>
@@ -14,6 +15,7 @@
 #include "minimllm/config/input_error.hpp"
 #include "minimllm/core/transfer.hpp"
 #include "minimllm/driver/agreement.hpp"
+#include "minimllm/driver/gemm_choice.hpp"
 #include "minimllm/driver/provenance.hpp"
 #include "minimllm/metrics/checkpoint_file.hpp"
 
@@ -157,13 +159,27 @@ RestartPoint read_and_check(const std::string& path, const RunConfig& config, st
   same("parameter_count", static_cast<long long>(parameter_count), "model (parameter count)");
   RestartPoint point;
   point.path = path;
-  point.next_step = static_cast<int>(c.integer("next_step", path));
-  if (point.next_step >= config.steps)
+  // Every field range-checked before use: a damaged or hand-made file is invalid input, never a wrapped
+  // step count or an abort later.
+  const long long next_step = c.integer("next_step", path);
+  if (next_step < 0 || next_step > INT_MAX)
+    throw InputError(
+        fmt::format("{}: next_step = {} is outside [0, {}] (damaged file)", path, next_step, INT_MAX));
+  if (next_step >= config.steps)
     throw InputError(
         fmt::format("{}: holds the state after {} steps; this run has {} steps (--steps): nothing "
                     "is left to run",
-                    path, point.next_step, config.steps));
+                    path, next_step, config.steps));
+  point.next_step = static_cast<int>(next_step);
+  const long long world_size = c.integer("world_size", path);
+  if (world_size < 1 || world_size > INT_MAX)
+    throw InputError(
+        fmt::format("{}: world_size = {} is outside [1, {}] (damaged file)", path, world_size, INT_MAX));
   point.planning.gflops_per_rank = c.real("planning_gflops_per_rank", path);
+  if (!std::isfinite(point.planning.gflops_per_rank) || point.planning.gflops_per_rank <= 0.0)
+    throw InputError(
+        fmt::format("{}: planning_gflops_per_rank = {} is not a finite positive rate (damaged file)", path,
+                    point.planning.gflops_per_rank));
   point.planning.cost_model_source = c.text("cost_model_source", path);
   point.planning.calibration_text = c.text("calibration_text", path);
   // Checkpoints from before memory bound the plans have no capacity: their runs planned unbounded.
@@ -171,9 +187,17 @@ RestartPoint read_and_check(const std::string& path, const RunConfig& config, st
     return a.name == "planning_capacity_bytes";
   });
   point.planning.capacity_bytes = has_capacity ? c.real("planning_capacity_bytes", path) : 0.0;
+  if (!std::isfinite(point.planning.capacity_bytes) || point.planning.capacity_bytes < 0.0)
+    throw InputError(fmt::format("{}: planning_capacity_bytes = {} is not finite and >= 0 (damaged file)",
+                                 path, point.planning.capacity_bytes));
   const bool has_gemm = std::any_of(c.attributes.begin(), c.attributes.end(),
                                     [](const RunAttribute& a) { return a.name == "gemm_selection"; });
   point.planning.gemm_selection = has_gemm ? c.text("gemm_selection", path) : "";
+  try {
+    decode_gemm_selection(point.planning.gemm_selection, path);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(fmt::format("{}: gemm_selection: {} (damaged file)", path, e.what()));
+  }
   point.params = c.array("params", path);
   point.first_moment = c.array("adamw_m", path);
   point.second_moment = c.array("adamw_v", path);

@@ -18,11 +18,9 @@ CheckpointSchedule::CheckpointSchedule(const RunConfig& config, const World& wor
       run_(run),
       result_(result),
       checkpointing_(!options.checkpoint_path.empty()) {
-  if (checkpointing_) install_stop_request_handler();
-}
-
-CheckpointSchedule::~CheckpointSchedule() {
-  if (checkpointing_) remove_stop_request_handler();
+  // main installs the handlers first thing; a caller of train() gets them here, keeping a signal already
+  // received.
+  install_stop_request_handler();
 }
 
 void CheckpointSchedule::write(int next_step) {
@@ -35,19 +33,16 @@ void CheckpointSchedule::write(int next_step) {
 }
 
 bool CheckpointSchedule::after_step(int step) {
-  if (!checkpointing_) return false;
   const bool last = step + 1 == config_.steps;
-  const bool due = options_.checkpoint_every > 0 && ((step + 1) % options_.checkpoint_every == 0 || last);
-  int stop = stop_requested() ? 1 : 0;  // the ranks may have seen the signal at different steps
-  MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, world_.comm);
-  if (due || stop) write(step + 1);
+  const bool due = checkpointing_ && options_.checkpoint_every > 0 &&
+                   ((step + 1) % options_.checkpoint_every == 0 || last);
+  const int stop = agree_on_stop(world_.comm);  // the ranks may have seen the signal at different steps
+  if (due || (stop && checkpointing_)) write(step + 1);
   if (!stop || last) return false;
   result_.stopped_on_request = true;
+  result_.stop_signal = stop;
   if (*run_.out)
-    run_.out->writer().set_run_attribute(
-        "stopped", fmt::format("SIGUSR1 after step {}: checkpoint {} holds the state after {} steps; resume "
-                               "with run --restart {}",
-                               step, options_.checkpoint_path, step + 1, options_.checkpoint_path));
+    run_.out->writer().set_run_attribute("stopped", stop_note(stop, step, options_.checkpoint_path));
   return true;
 }
 

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <ostream>
 #include <string>
 
@@ -28,6 +31,50 @@ std::string policy_help() {
 
 const char* embedded_quickstart_deck() { return kQuickstartDeck; }
 
+namespace {
+
+// An integer in decimal digits only: CLI11 itself would read 0x10, 0b1, 0o7 and 010 (as octal). Leading
+// zeros are dropped, so what CLI11 converts is decimal.
+CLI::Validator decimal() {
+  return CLI::Validator(
+      [](std::string& value) {
+        if (value.empty() || value.size() > 12 || value.find_first_not_of("0123456789") != std::string::npos)
+          return "'" + value + "' is not a decimal integer";
+        value.erase(0, std::min(value.find_first_not_of('0'), value.size() - 1));
+        return std::string();
+      },
+      "INT");
+}
+
+// A finite number in [low, high] (or (low, high] when low is excluded), the bounds printed readably
+// (CLI::Range prints an infinite bound with 309 digits and lets NaN through).
+CLI::Validator finite(double low, bool low_included, double high) {
+  return CLI::Validator(
+      [=](const std::string& value) {
+        const char* begin = value.c_str();
+        char* end = nullptr;
+        const double x = value.empty() ? 0.0 : std::strtod(begin, &end);
+        const std::string range = fmt::format("{}{:g}, {:g}]", low_included ? "[" : "(", low, high);
+        if (value.empty() || end != begin + value.size() || !std::isfinite(x))
+          return fmt::format("'{}' is not a finite number in {}", value, range);
+        if (x > high || x < low || (!low_included && x == low))
+          return fmt::format("{} is outside {}", value, range);
+        return std::string();
+      },
+      "NUMBER");
+}
+
+// A path given as "" would silently fall back to the default.
+CLI::Validator non_empty() {
+  return CLI::Validator(
+      [](const std::string& value) {
+        return value.empty() ? std::string("an empty path; name a file") : std::string();
+      },
+      "FILE");
+}
+
+}  // namespace
+
 CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App app{
       "minimllm: a multimodal LLM training mini-app (vision encoder + LLM, handwritten forward and "
@@ -35,7 +82,8 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       "on heterogeneous batches, with per-step metrics in HDF5. Exit codes: 0 success, 1 runtime failure,\n"
       "2 invalid input (deck or command line), 3 a benchmark run finished INVALID (its results are kept; "
       "see\n"
-      "docs/RUN_RULES.md), 75 stopped by SIGUSR1 after a checkpoint (resume with run --restart).",
+      "docs/RUN_RULES.md), 75 stopped by SIGUSR1 after a checkpoint (resume with run --restart), 143, 130\n"
+      "or 138 stopped after a step by SIGTERM, SIGINT or SIGUSR1 without a checkpoint (docs/RUNNING.md).",
       "minimllm"};
   app.set_version_flag("--version", std::string("minimllm ") + MINIMLLM_VERSION);
   app.require_subcommand(1);
@@ -52,13 +100,16 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   run->add_option("deck", request.deck, "Input deck (default: the embedded quickstart deck)")
       ->check(CLI::ExistingFile);
   run->add_option("--out,-o", request.out,
-                  "HDF5 output file (default: <deck name>-<UTC date-time>.h5 in the working directory)");
+                  "HDF5 output file (default: <deck name>-<UTC date-time>.h5 in the working directory)")
+      ->check(non_empty());
   run->add_option("--steps", steps, "Number of steps, overriding the deck's `steps`")
+      ->transform(decimal())
       ->check(CLI::Range(1, 1 << 30));
   int run_global_batch = 0;
   run->add_option("--global-batch", run_global_batch,
                   "Samples per step over all ranks, overriding the deck's data.global_batch (e.g. ranks x "
                   "samples per rank for weak scaling)")
+      ->transform(decimal())
       ->check(CLI::Range(1, 1 << 24));
   std::vector<std::string> policies = policy_names();
   policies.push_back("all");
@@ -70,7 +121,8 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   run->footer(policy_help());
   run->add_option("--cost-model", request.cost_model,
                   "Calibration file (from minimllm calibrate) for the planners and predictions, overriding "
-                  "the deck's parallel.cost_model");
+                  "the deck's parallel.cost_model")
+      ->check(non_empty());
   run->add_flag("--calibrate", request.calibrate,
                 "Calibrate the cost model at start-up, as runtime.calibrate: true (with --policy all: before "
                 "each policy's steps)");
@@ -79,14 +131,17 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   run->add_option("--checkpoint-every", request.checkpoint_every,
                   "Write a checkpoint (model, AdamW state, step, sampler state) every N steps and after the "
                   "last, atomically replacing the previous one (docs/RUNNING.md)")
+      ->transform(decimal())
       ->check(CLI::Range(1, 1 << 30));
   run->add_option("--checkpoint", request.checkpoint,
                   "Checkpoint file (default: the --out path with .ckpt.h5 in place of .h5). Given alone, a "
-                  "checkpoint is written only when SIGUSR1 stops the run (exit 75)");
+                  "checkpoint is written only when a signal stops the run (SIGUSR1: exit 75)")
+      ->check(non_empty());
   run->add_option("--restart", request.restart,
                   "Continue the run a checkpoint holds (same deck) from its next step to --steps, writing "
                   "these steps to --out; losses are bitwise those of an uninterrupted run on the same ranks "
-                  "and policy");
+                  "and policy")
+      ->check(non_empty());
   run->add_option("--reference", request.reference,
                   "Benchmark reference to judge the run by (VALID or INVALID, exit code 3 when INVALID), "
                   "overriding the deck's benchmark.reference (docs/RUN_RULES.md)")
@@ -100,10 +155,14 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       "Plan every step of a deck for N virtual ranks with the cost model, without compute, and "
       "compare policies (projected step time, tokens/s, idle and communication shares)");
   simulate->add_option("deck", sim.deck, "Input deck")->required()->check(CLI::ExistingFile);
-  simulate->add_option("--ranks", sim.ranks, "Virtual ranks")->required()->check(CLI::Range(1, 1 << 24));
+  simulate->add_option("--ranks", sim.ranks, "Virtual ranks")
+      ->required()
+      ->transform(decimal())
+      ->check(CLI::Range(1, 1 << 24));
   simulate
       ->add_option("--ranks-per-node", sim.ranks_per_node,
                    "Virtual ranks per node, overriding the machine's ranks_per_node (default 8)")
+      ->transform(decimal())
       ->check(CLI::Range(1, 1 << 24));
   simulate
       ->add_option(
@@ -115,7 +174,7 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       ->add_option("--memory-gib", sim.memory_gib,
                    "Memory per rank in GiB, overriding machine.memory_gib (default: this machine's memory "
                    "divided among the ranks per node)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite(0.0, false, 1e6));
   std::vector<std::string> planners(policies.begin() + 1, policies.end());  // every policy but `deck`
   simulate
       ->add_option("--policy", sim.policy, "A planner (below), or all (default: all, speed-ups over static)")
@@ -140,28 +199,33 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       ->add_option("--tokens-per-rank", tokens_per_rank,
                    "Per-rank token budget of static's bins and megatron_dcp's groups, overriding the deck's "
                    "parallel.tokens_per_rank (0: derived from the longest sample)")
+      ->transform(decimal())
       ->check(CLI::Range(0, 1 << 30));
   simulate->add_option("--steps", sim_steps, "Number of steps, overriding the deck's `steps`")
+      ->transform(decimal())
       ->check(CLI::Range(1, 1 << 30));
   int global_batch = 0;
   simulate
       ->add_option("--global-batch", global_batch,
                    "Samples per step, overriding the deck's data.global_batch")
+      ->transform(decimal())
       ->check(CLI::Range(1, 1 << 24));
   simulate
       ->add_option("--gflops", sim.gflops,
                    "Cost-model rate per rank in GFLOP/s, overriding machine.peak_gflops (default: this "
                    "machine's measured sgemm rate)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite(0.0, false, 1e9));
   simulate
       ->add_option("--planning-ms", sim.planning_ms,
                    "Planning work per step charged to the projection (default: the planner's wall time on "
                    "this machine, measured per step)")
-      ->check(CLI::NonNegativeNumber);
-  simulate->add_option(
-      "--cost-model", sim.cost_model,
-      "Calibration file (from minimllm calibrate), overriding the deck's parallel.cost_model");
-  simulate->add_option("--out,-o", sim.out, "HDF5 output file (/simulation/<policy>: one row per step)");
+      ->check(finite(0.0, true, 1e7));
+  simulate
+      ->add_option("--cost-model", sim.cost_model,
+                   "Calibration file (from minimllm calibrate), overriding the deck's parallel.cost_model")
+      ->check(non_empty());
+  simulate->add_option("--out,-o", sim.out, "HDF5 output file (/simulation/<policy>: one row per step)")
+      ->check(non_empty());
   simulate->add_flag("--overwrite", sim.overwrite, "Replace the output file if it exists");
   simulate->failure_message(one_line);
 
@@ -172,14 +236,20 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       "optimizer, gradient all-reduce, collectives on the ranks it runs on), fit it and write a calibration "
       "file that decks name as parallel.cost_model");
   calibrate->add_option("deck", cal.deck, "Input deck")->required()->check(CLI::ExistingFile);
-  calibrate->add_option("--out,-o", cal.out,
-                        "Calibration file to write (YAML; default: <deck name>-calibration.yaml)");
-  calibrate->add_option("--sizes", cal.sizes, "Sizes per phase (default 5)")->check(CLI::Range(3, 64));
+  calibrate
+      ->add_option("--out,-o", cal.out,
+                   "Calibration file to write (YAML; default: <deck name>-calibration.yaml)")
+      ->check(non_empty());
+  calibrate->add_option("--sizes", cal.sizes, "Sizes per phase (default 5)")
+      ->transform(decimal())
+      ->check(CLI::Range(3, 64));
   calibrate->add_option("--repeats", cal.repeats, "Timed repetitions per size (default 3)")
+      ->transform(decimal())
       ->check(CLI::Range(1, 1000));
   calibrate
       ->add_option("--rows", cal.rows,
                    "LLM rows and encoder patches per measured call (default: the deck's mean per rank)")
+      ->transform(decimal())
       ->check(CLI::Range(1, 1 << 30));
   calibrate->add_flag("--overwrite", cal.overwrite, "Replace the output file if it exists");
   calibrate->failure_message(one_line);

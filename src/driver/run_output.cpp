@@ -10,6 +10,7 @@
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/kernels/gemm.hpp"
+#include "minimllm/metrics/output_file.hpp"
 #include "minimllm/planning/policy_registry.hpp"
 #include "minimllm/step/gradient_sync.hpp"
 
@@ -34,10 +35,16 @@ bool same_file(const std::string& a, const std::string& b) {
 void check_output_path(const std::string& path, bool overwrite, const std::vector<RunInputFile>& inputs,
                        const std::string& flag) {
   const std::string what = flag == "--out" ? "output file" : "file";
-  for (const RunInputFile& input : inputs) {
-    if (!input.path.empty() && same_file(path, input.path))
-      throw InputError(fmt::format("{}: the {} would replace the {} {}; choose another {}", path, what,
-                                   input.what, input.path, flag));
+  if (path.empty()) throw InputError(fmt::format("{} \"\": an empty path; name a file", flag));
+  // The file and its lock `<path>.lock` (which a run creates and writes its pid into).
+  for (const std::string& made : {path, FileLock::lock_path(path)}) {
+    check_replaceable(made, flag);  // a link, device, FIFO or directory there: named, never followed
+    const std::string made_what = made == path ? what : "lock file " + made + " of the " + what;
+    for (const RunInputFile& input : inputs) {
+      if (!input.path.empty() && same_file(made, input.path))
+        throw InputError(fmt::format("{}: the {} would replace the {} {}; choose another {}", path, made_what,
+                                     input.what, input.path, flag));
+    }
   }
   std::error_code ec;
   if (!overwrite && std::filesystem::exists(path, ec))

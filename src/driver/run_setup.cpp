@@ -15,6 +15,7 @@
 #include "minimllm/driver/resolve_cost_model.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/metrics/cpu_peak.hpp"
+#include "minimllm/metrics/output_file.hpp"
 #include "minimllm/model/parameter_shards.hpp"
 #include "minimllm/planning/policy_registry.hpp"
 #include "minimllm/step/memory_estimate.hpp"
@@ -149,6 +150,7 @@ RunSetup::RunSetup(const RunConfig& config, const World& world, const TrainOptio
   if (!options.checkpoint_path.empty() && world.is_root()) {
     try {
       checkpoint_lock = std::make_unique<FileLock>(options.checkpoint_path, "checkpoint file");
+      if (checkpoint_lock->held()) remove_stale_temporaries(options.checkpoint_path, ".tmp.", "");
     } catch (...) {
       error = std::current_exception();
     }

@@ -9,6 +9,7 @@
 
 #include "minimllm/core/clock.hpp"
 #include "minimllm/core/phase.hpp"
+#include "minimllm/core/stop_request.hpp"
 #include "minimllm/core/watchdog.hpp"
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/checkpoint_schedule.hpp"
@@ -117,6 +118,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     watchdog.step_finished(step_seconds);
     if (checkpoints.after_step(step)) break;
   }
+  clear_stop_request();  // acted upon, or the run finished anyway
   heartbeat("end of run");
   // Steps planned before the loop paid for their planning there: their wall time counts it all the same.
   double loop[2] = {now_seconds() - t_loop + planned_ahead_seconds[0],
@@ -154,8 +156,10 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
                         result.checkpoints_written, options.checkpoint_path, result.checkpoint_seconds,
                         100.0 * result.checkpoint_seconds / result.loop_seconds);
   if (log && result.stopped_on_request)
-    *log << fmt::format("stopped by SIGUSR1 after step {} of {}: resume with run --restart {}\n",
-                        result.steps.back().step, config.steps, options.checkpoint_path);
+    *log << fmt::format(
+        "stopped by {} after step {} of {}{}\n", stop_signal_name(result.stop_signal),
+        result.steps.back().step, config.steps,
+        options.checkpoint_path.empty() ? "" : ": resume with run --restart " + options.checkpoint_path);
   return result;
 }
 

@@ -8,6 +8,12 @@
 #include "minimllm/config/input_error.hpp"
 
 namespace minimllm {
+namespace {
+
+// "<deck>: " for a message about the grid's keys; "" for a grid not read from a deck.
+std::string where(const ModelParallel& grid) { return grid.deck.empty() ? "" : grid.deck + ": "; }
+
+}  // namespace
 
 ModelParallel model_parallel_of(const RunConfig& config) {
   ModelParallel grid;
@@ -18,37 +24,42 @@ ModelParallel model_parallel_of(const RunConfig& config) {
   grid.encoder_stage = config.parallel.encoder_stage;
   grid.distributed_optimizer = config.parallel.distributed_optimizer;
   grid.recompute = recompute_from_string(config.runtime.recompute);
+  grid.deck = config.deck_path;
   return grid;
 }
 
 void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per_node) {
   if (ranks_per_node % grid.tp != 0)
     throw InputError(fmt::format(
-        "parallel.tp = {}: must divide the ranks per node ({}): tensor parallelism stays on the intra-node "
+        "{}parallel.tp = {}: must divide the ranks per node ({}): tensor parallelism stays on the intra-node "
         "link",
-        grid.tp, ranks_per_node));
+        where(grid), grid.tp, ranks_per_node));
   if (ranks % grid.ranks_per_unit() != 0)
-    throw InputError(fmt::format("parallel.tp x parallel.pp{} = {} x {}{} = {}: must divide the {} ranks",
-                                 grid.encoder_stage ? " (+ 1: parallel.encoder_stage)" : "", grid.tp, grid.pp,
-                                 grid.encoder_stage ? " + 1" : "", grid.ranks_per_unit(), ranks));
+    throw InputError(fmt::format("{}parallel.tp x parallel.pp{} = {} x {}{} = {}: must divide the {} ranks",
+                                 where(grid), grid.encoder_stage ? " (+ 1: parallel.encoder_stage)" : "",
+                                 grid.tp, grid.pp, grid.encoder_stage ? " + 1" : "", grid.ranks_per_unit(),
+                                 ranks));
   if (grid.tp % grid.encoder_tp != 0)
     throw InputError(fmt::format(
-        "parallel.encoder_tp = {}: must divide parallel.tp (= {}): the encoder's tensor-parallel groups lie "
+        "{}parallel.encoder_tp = {}: must divide parallel.tp (= {}): the encoder's tensor-parallel groups "
+        "lie "
         "inside a stage's tp ranks, on one node (a unit's pipeline stages are on different nodes)",
-        grid.encoder_tp, grid.tp));
+        where(grid), grid.encoder_tp, grid.tp));
 }
 
 void require_runnable_grid(const ModelParallel& grid, bool disaggregated) {
   if (!disaggregated) return;
   if (grid.pp > 1)
     throw InputError(fmt::format(
-        "parallel.pp = {}: pipeline stages run with the colocated placement only (every stage's ranks run "
+        "{}parallel.pp = {}: pipeline stages run with the colocated placement only (every stage's ranks run "
         "the same plan); use a colocated policy (static, megatron_dcp, naive, orch, dhp, dhp_search, flexsp)",
-        grid.pp));
+        where(grid), grid.pp));
   if (grid.encoder_stage)
     throw InputError(
-        "parallel.encoder_stage = true: the disaggregated placement (policy disagg, parallel.placement: "
-        "disaggregated) puts the encoder on ranks of its own already; use one or the other");
+        where(grid) +
+        "parallel.encoder_stage = true: the disaggregated placement (policy disagg, "
+        "parallel.placement: disaggregated) puts the encoder on ranks of its own already; use one or "
+        "the other");
 }
 
 std::vector<int> stage_layer_counts(int layers, int stages, const std::vector<int>& listed) {

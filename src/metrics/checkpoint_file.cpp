@@ -5,6 +5,7 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,8 @@
 
 #include "hdf5_helpers.hpp"
 #include "minimllm/config/input_error.hpp"
+#include "minimllm/core/sha256.hpp"
+#include "minimllm/metrics/output_file.hpp"
 
 namespace minimllm {
 namespace {
@@ -20,7 +23,39 @@ using hdf5::check;
 using hdf5::Scoped;
 
 constexpr const char* kFormat = "minimllm checkpoint";
-constexpr long long kFormatVersion = 1;
+// 2: every /state dataset carries the sha256 of its values, and /checkpoint the sha256 of its attributes
+// (attributes_sha256); version 1 files (without them) are still read.
+constexpr long long kFormatVersion = 2;
+constexpr const char* kAttributesDigest = "attributes_sha256";
+
+// The attributes as one text (sorted by name, each `name=type:value`, doubles in shortest round-trip form),
+// whose sha256 is the attributes' digest: any changed bit of a value changes it.
+std::string attributes_text(std::vector<RunAttribute> attributes) {
+  std::sort(attributes.begin(), attributes.end(),
+            [](const RunAttribute& a, const RunAttribute& b) { return a.name < b.name; });
+  std::string text;
+  for (const RunAttribute& a : attributes) {
+    if (a.name == kAttributesDigest) continue;
+    if (const auto* s = std::get_if<std::string>(&a.value))
+      text += fmt::format("{}=s:{}:{}\n", a.name, s->size(), *s);
+    else if (const auto* d = std::get_if<double>(&a.value))
+      text += fmt::format("{}=d:{}\n", a.name, *d);
+    else
+      text += fmt::format("{}=i:{}\n", a.name, std::get<long long>(a.value));
+  }
+  return text;
+}
+
+// A stored digest as a message shows it: its first 12 hex digits, or what it is not (a damaged attribute
+// may hold anything, a newline too).
+std::string shown_digest(const std::string& digest) {
+  const bool hex = digest.size() == 64 && digest.find_first_not_of("0123456789abcdef") == std::string::npos;
+  return hex ? digest.substr(0, 12) : "(not a sha256)";
+}
+
+std::string values_digest(const std::vector<float>& values) {
+  return sha256_hex(values.data(), values.size() * sizeof(float));
+}
 
 // The HDF5 image of contents, built in memory (core driver, no backing store).
 std::vector<char> checkpoint_image(const std::string& path, const CheckpointContents& contents) {
@@ -35,6 +70,8 @@ std::vector<char> checkpoint_image(const std::string& path, const CheckpointCont
                      "create /checkpoint"),
                H5Gclose);
   for (const RunAttribute& a : contents.attributes) hdf5::write_run_attribute(group.get(), a, path);
+  hdf5::write_string_attribute(group.get(), kAttributesDigest,
+                               sha256_hex(attributes_text(contents.attributes)), path);
   Scoped state(
       check(H5Gcreate2(file.get(), "state", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path, "create /state"),
       H5Gclose);
@@ -48,21 +85,13 @@ std::vector<char> checkpoint_image(const std::string& path, const CheckpointCont
                 H5Dclose);
     check(H5Dwrite(data.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), path,
           what.c_str());
+    hdf5::write_string_attribute(data.get(), "sha256", values_digest(values), path);
   }
   check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), path, "build the checkpoint");
   const ssize_t size = check(H5Fget_file_image(file.get(), nullptr, 0), path, "build the checkpoint");
   std::vector<char> image(static_cast<size_t>(size));
   check(H5Fget_file_image(file.get(), image.data(), image.size()), path, "build the checkpoint");
   return image;
-}
-
-[[noreturn]] void fail_write(const std::string& path, const std::string& temporary, const char* what) {
-  const std::string reason = std::strerror(errno);
-  ::unlink(temporary.c_str());
-  throw std::runtime_error(
-      fmt::format("{}: cannot write the checkpoint ({} {}: {}); the previous checkpoint, "
-                  "if any, is kept",
-                  path, what, temporary, reason));
 }
 
 // The /checkpoint attribute of attr's type: a string, a float64 or an int64.
@@ -98,17 +127,45 @@ herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t*, void* out)
   }
 }
 
+// What read_array gathers: the arrays, and the first one whose stored sha256 differs from its values'.
+struct ArraysRead {
+  std::vector<std::pair<std::string, std::vector<float>>>& arrays;
+  bool digests_required = false;
+  std::string damaged;  // "/state/<name>: ..." when one fails its check
+};
+
+// The dataset's string attribute "sha256", or "" when it has none.
+std::string stored_digest(hid_t data) {
+  if (H5Aexists(data, "sha256") <= 0) return "";
+  std::vector<RunAttribute> attributes;
+  H5Aiterate2(data, H5_INDEX_NAME, H5_ITER_INC, nullptr, read_attribute, &attributes);
+  for (const RunAttribute& a : attributes)
+    if (a.name == "sha256")
+      if (const auto* text = std::get_if<std::string>(&a.value)) return *text;
+  return "";
+}
+
 herr_t read_array(hid_t group, const char* name, const H5L_info_t*, void* out) {
-  auto& arrays = *static_cast<std::vector<std::pair<std::string, std::vector<float>>>*>(out);
+  auto& read = *static_cast<ArraysRead*>(out);
   const hid_t data = H5Dopen2(group, name, H5P_DEFAULT);
   if (data < 0) return -1;
   Scoped closing(data, H5Dclose);
   Scoped space(H5Dget_space(data), H5Sclose);
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
-  if (n < 0) return -1;
+  if (n < 0 || n > (hssize_t{1} << 32)) return -1;  // a damaged extent must not allocate without bound
   std::vector<float> values(static_cast<size_t>(n));
   if (H5Dread(data, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0) return -1;
-  arrays.emplace_back(name, std::move(values));
+  const std::string digest = stored_digest(data);
+  if (digest.empty() && read.digests_required) {
+    read.damaged = fmt::format("/state/{} has no sha256 attribute", name);
+    return 1;  // stops the iteration
+  }
+  if (!digest.empty() && digest != values_digest(values)) {
+    read.damaged = fmt::format("/state/{} does not match its sha256 (stored {}, computed {})", name,
+                               shown_digest(digest), values_digest(values).substr(0, 12));
+    return 1;
+  }
+  read.arrays.emplace_back(name, std::move(values));
   return 0;
 }
 
@@ -147,44 +204,19 @@ const std::vector<float>& CheckpointContents::array(const std::string& name, con
 void write_checkpoint_file(const std::string& path, const CheckpointContents& contents) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures surface only as our exceptions
   const std::vector<char> image = checkpoint_image(path, contents);
-  const std::string temporary = fmt::format("{}.tmp.{}", path, ::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail_write(path, temporary, "creating");
-  for (size_t done = 0; done < image.size();) {
-    const ssize_t n = ::write(fd, image.data() + done, image.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = ENOSPC;
-      const int saved = errno;
-      ::close(fd);
-      errno = saved;
-      fail_write(path, temporary, "writing");
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 && errno != EINVAL) {
-    const int saved = errno;
-    ::close(fd);
-    errno = saved;
-    fail_write(path, temporary, "syncing");
-  }
-  if (::close(fd) != 0) fail_write(path, temporary, "closing");
-  if (::rename(temporary.c_str(), path.c_str()) != 0) fail_write(path, temporary, "renaming");
-  // The rename itself survives a crash of the node once the directory is synced.
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
+  write_file_atomically(path, image.data(), image.size(), "checkpoint", "--checkpoint", true);
 }
 
 CheckpointContents read_checkpoint_file(const std::string& path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
+  if (!std::filesystem::exists(path, ec))
     throw InputError(fmt::format("{}: no such checkpoint file (written by run --checkpoint-every)", path));
+  if (!std::filesystem::is_regular_file(path, ec))  // a FIFO or device would block or read without end
+    throw InputError(
+        fmt::format("{}: not a regular file (a checkpoint is one, written by run "
+                    "--checkpoint-every)",
+                    path));
   Scoped file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (file.get() < 0) throw InputError(fmt::format("{}: not an HDF5 file (not a minimllm checkpoint)", path));
   std::vector<RunAttribute> root;
@@ -201,18 +233,31 @@ CheckpointContents read_checkpoint_file(const std::string& path) {
   if (!is_checkpoint)
     throw InputError(fmt::format("{}: not a minimllm checkpoint (no format attribute '{}')", path, kFormat));
   const long long version = format.integer("format_version", path);
-  if (version != kFormatVersion)
+  if (version != 1 && version != kFormatVersion)
     throw InputError(fmt::format("{}: checkpoint format version {}; this minimllm reads version {}", path,
                                  version, kFormatVersion));
   CheckpointContents contents;
+  ArraysRead arrays{contents.arrays, version >= 2, ""};
   Scoped group(H5Gopen2(file.get(), "checkpoint", H5P_DEFAULT), H5Gclose);
   Scoped state(H5Gopen2(file.get(), "state", H5P_DEFAULT), H5Gclose);
   if (group.get() < 0 || state.get() < 0 ||
       H5Aiterate2(group.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, read_attribute, &contents.attributes) <
           0 ||
-      H5Literate(state.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, read_array, &contents.arrays) < 0)
+      H5Literate(state.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, read_array, &arrays) < 0)
     throw InputError(
         fmt::format("{}: cannot read the checkpoint (damaged, or not written by minimllm)", path));
+  if (!arrays.damaged.empty())
+    throw InputError(
+        fmt::format("{}: damaged checkpoint: {}; restart from an intact one", path, arrays.damaged));
+  if (version >= 2) {
+    const std::string stored = contents.text(kAttributesDigest, path);
+    const std::string computed = sha256_hex(attributes_text(contents.attributes));
+    if (stored != computed)
+      throw InputError(fmt::format(
+          "{}: damaged checkpoint: the /checkpoint attributes do not match their sha256 (stored {}, computed "
+          "{}); restart from an intact one",
+          path, shown_digest(stored), computed.substr(0, 12)));
+  }
   return contents;
 }
 

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "minimllm/config/input_error.hpp"
+#include "minimllm/metrics/output_file.hpp"
 
 namespace minimllm {
 namespace {
@@ -48,7 +49,18 @@ std::string FileLock::lock_path(const std::string& path) { return path + ".lock"
 
 FileLock::FileLock(const std::string& path, const std::string& what) : path_(lock_path(path)) {
   for (;;) {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // Never through a planted link (O_NOFOLLOW), never blocked by a FIFO (O_NONBLOCK); only a regular file
+    // holds the lock.
+    check_replaceable(path_, "");
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd_ < 0 && errno == ELOOP) check_replaceable(path_, "");  // a link planted since: named
+    struct stat opened {};
+    if (fd_ >= 0 && (::fstat(fd_, &opened) != 0 || !S_ISREG(opened.st_mode))) {
+      ::close(fd_);
+      fd_ = -1;
+      check_replaceable(path_, "");
+      throw InputError(fmt::format("{}: not a regular file; remove it", path_));
+    }
     if (fd_ < 0)
       throw std::runtime_error(
           fmt::format("{}: cannot create {}: {}", path, what,
@@ -64,9 +76,11 @@ FileLock::FileLock(const std::string& path, const std::string& what) : path_(loc
     // on a file no one else can see, so start again with the file now at the path.
     struct stat held {};
     struct stat named {};
-    if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
-        held.st_ino == named.st_ino)
+    if (::fstat(fd_, &held) == 0 && ::lstat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino) {
+      held_ = true;
       break;
+    }
     ::close(fd_);
     fd_ = -1;
   }
@@ -83,8 +97,9 @@ FileLock::~FileLock() {
 }
 
 void FileLock::check_not_busy(const std::string& path) {
-  const int fd = ::open(lock_path(path).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;  // no lock file: no writer
+  check_replaceable(lock_path(path), "");
+  const int fd = ::open(lock_path(path).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;  // no lock file: no writer (a link planted since is refused by the writer's lock)
   const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   const std::string message = busy ? busy_message(path, fd) : std::string();
   ::close(fd);  // releases a lock taken here

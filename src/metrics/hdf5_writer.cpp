@@ -21,6 +21,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -31,6 +32,7 @@
 #include "hdf5_helpers.hpp"
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/metrics/file_lock.hpp"
+#include "minimllm/metrics/output_file.hpp"
 
 namespace minimllm {
 using hdf5::check;
@@ -218,7 +220,10 @@ namespace {
 // fails (EEXIST) when path exists, so of two runs that both did not see the file only one gets it; on a
 // file system without hard links, path is claimed with O_EXCL and renamed over. Returns 0 or an errno.
 int give_name(const std::string& part, const std::string& path, bool overwrite) {
-  if (overwrite) return ::rename(part.c_str(), path.c_str()) == 0 ? 0 : errno;
+  if (overwrite) {
+    check_replaceable(path, "--out");  // a link, device or FIFO planted since the first check is refused
+    return ::rename(part.c_str(), path.c_str()) == 0 ? 0 : errno;
+  }
   if (::link(part.c_str(), path.c_str()) == 0) {
     ::unlink(part.c_str());
     return 0;
@@ -233,6 +238,15 @@ int give_name(const std::string& part, const std::string& path, bool overwrite) 
   return error;
 }
 
+// `<path>.<pid>.XXXXXX.part`, XXXXXX random letters and digits: a name no other user can guess.
+std::string part_name(const std::string& path) {
+  static const char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device device;
+  std::string suffix(6, 'x');
+  for (char& c : suffix) c = kChars[device() % (sizeof(kChars) - 1)];
+  return fmt::format("{}.{}.{}.part", path, ::getpid(), suffix);
+}
+
 }  // namespace
 
 Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
@@ -241,25 +255,34 @@ Hdf5RunWriter::Hdf5RunWriter(const std::string& path, bool overwrite)
     return fmt::format("{}: output file exists; pass --overwrite to replace it or choose another --out",
                        path);
   };
-  std::error_code ec;
-  if (!overwrite && std::filesystem::exists(path, ec)) throw InputError(exists_message());
+  // Only a regular file is ever replaced (a link is not followed): InputError naming anything else.
+  if (check_replaceable(path, "--out") && !overwrite) throw InputError(exists_message());
   // Before the file is touched: a running writer of path holds this lock, and --overwrite respects it.
   lock_ = std::make_unique<FileLock>(path, "HDF5 output file");
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures surface only as our exceptions
+  if (lock_->held()) remove_stale_temporaries(path, ".", ".part");  // a killed writer's .part files
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);                      // failures surface only as our exceptions
 
-  // The file is made as `<path>.<pid>.part` beside path and given its name only once its layout is flushed
-  // and fsynced: a run killed while creating it (kill -9, a node crash) leaves no unreadable file at path
-  // (at most the .part file), and --overwrite replaces the old file only then.
-  const std::string part = fmt::format("{}.{}.part", path, ::getpid());
+  // The file is made as `<path>.<pid>.XXXXXX.part` beside path and given its name only once its layout is
+  // flushed and fsynced: a run killed while creating it (kill -9, a node crash) leaves no unreadable file at
+  // path (at most the .part file), and --overwrite replaces the old file only then. The name cannot be
+  // guessed, and HDF5 creates it exclusively (O_CREAT | O_EXCL, which never follows a link): a name planted
+  // there is never written through; another random name is tried.
+  std::string part;
   const auto abandon = [&] {  // the .part file and the lock go; path is untouched
     h_.reset();
     ::unlink(part.c_str());
     lock_.reset();
   };
   // Default (serial) access: only rank 0 writes.
-  h_->file = H5Fcreate(part.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  for (int attempt = 0; attempt < 8 && h_->file < 0; ++attempt) {
+    part = part_name(path);
+    h_->file = H5Fcreate(part.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    struct stat st {};
+    if (h_->file < 0 && ::lstat(part.c_str(), &st) != 0) break;  // not a name taken: a real failure
+  }
   if (h_->file < 0) {
     const std::string reason = create_failure_reason(path, "HDF5 could not create it");
+    part.clear();  // not ours: nothing to remove
     abandon();
     throw std::runtime_error(fmt::format("{}: cannot create HDF5 output file: {}", path, reason));
   }
@@ -403,6 +426,7 @@ void Hdf5RunWriter::set_run_attributes(const std::vector<RunAttribute>& attribut
 void Hdf5RunWriter::update_run_attributes(const std::string& path,
                                           const std::vector<RunAttribute>& attributes) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  check_replaceable(path, "--out");               // a link planted since the run is not followed
   const FileLock lock(path, "HDF5 output file");  // no other minimllm may be writing it
   Scoped file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), [](hid_t id) -> herr_t {
     close_file(id, {});

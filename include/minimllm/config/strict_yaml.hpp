@@ -15,7 +15,12 @@
 
 namespace minimllm {
 
-// The whole file at `path`; throws InputError "<path>: cannot read <what>: <reason>".
+// The most bytes an input file (a deck, a calibration, a machine file, a benchmark reference) may hold.
+constexpr long long kMaxInputFileBytes = 64LL << 20;
+
+// The whole file at `path`, a regular file (links followed) of at most kMaxInputFileBytes; throws
+// InputError "<path>: cannot read <what>: <reason>" at once for anything else (a directory, a device, a
+// FIFO: opened without blocking), or when it cannot be read.
 std::string read_input_file(const std::string& path, const char* what);
 
 // Every document of yaml_text; throws InputError "<origin>: line L, column C: invalid YAML: ...".

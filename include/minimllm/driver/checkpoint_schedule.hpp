@@ -1,7 +1,8 @@
-// When a training run writes its checkpoints (docs/RUNNING.md, "Checkpoint and restart"): every
-// checkpoint_every steps and after the last step, and after the current step when SIGUSR1 (e.g. Slurm's
-// --signal before the walltime) asks a checkpointing run to stop (core/stop_request.hpp). The request is
-// agreed over the ranks after each step, as they may have seen the signal at different steps.
+// When a training run writes its checkpoints and stops early (docs/RUNNING.md, "Checkpoint and restart",
+// "Signals"): every checkpoint_every steps and after the last step; and after the current step when
+// SIGUSR1, SIGTERM or SIGINT asks the run to stop (core/stop_request.hpp), with a checkpoint where the run
+// checkpoints. The request is agreed over the ranks after each step, as they may have seen the signal at
+// different steps.
 #pragma once
 
 #include "minimllm/config/run_config.hpp"
@@ -13,16 +14,15 @@ namespace minimllm {
 
 class CheckpointSchedule {
  public:
-  // Installs the SIGUSR1 handler when options.checkpoint_path is set.
+  // Installs the stop handlers (core/stop_request.hpp), keeping a signal already received.
   CheckpointSchedule(const RunConfig& config, const World& world, const TrainOptions& options, RunSetup& run,
                      TrainResult& result);
-  // SIGUSR1's default action back, also when the loop ends by an exception (a NaN, a failed write).
-  ~CheckpointSchedule();
   CheckpointSchedule(const CheckpointSchedule&) = delete;
   CheckpointSchedule& operator=(const CheckpointSchedule&) = delete;
 
   // Collective, after step `step` completed: writes the checkpoint when one is due or a stop was
-  // requested; true when the run stops here (result.stopped_on_request and /run `stopped` set).
+  // requested; true when the run stops here (result.stopped_on_request, stop_signal and /run `stopped`
+  // set).
   bool after_step(int step);
 
  private:

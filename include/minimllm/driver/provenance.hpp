@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/core/sha256.hpp"  // sha256_hex, for the deck's
 #include "minimllm/core/world.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 
@@ -22,9 +23,6 @@ std::string utc_now();
 
 // One line for the banner: revision, compiler, nodes and ranks per node, SLURM job.
 std::string provenance_summary(const std::vector<RunAttribute>& provenance);
-
-// Lower-case hex SHA-256 (FIPS 180-4) of bytes: the same as `sha256sum` of a file holding them.
-std::string sha256_hex(const std::string& bytes);
 
 // This process's SLURM_* environment variables as sorted `name=value` lines ("" outside SLURM).
 std::string slurm_environment();

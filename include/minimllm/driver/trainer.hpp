@@ -21,7 +21,7 @@ struct TrainOptions {
   std::string command_line;     // recorded in /run (provenance); empty when not run from the command line
   std::string cost_model;       // calibration file overriding the deck's parallel.cost_model; empty: none
   // Checkpoints (driver/checkpoint.hpp): written to checkpoint_path every checkpoint_every steps and
-  // after the last step (0: only on a stop request), and, whenever checkpoint_path is set, when SIGUSR1
+  // after the last step (0: only on a stop request), and, whenever checkpoint_path is set, when a signal
   // asks the run to stop (core/stop_request.hpp). Empty: none.
   std::string checkpoint_path;
   int checkpoint_every = 0;
@@ -58,9 +58,10 @@ struct TrainResult {
   int first_step = 0;              // the step the run began with (a restart's checkpoint step, else 0)
   int checkpoints_written = 0;
   double checkpoint_seconds = 0.0;  // writing them, max over ranks of the sum (in loop_seconds too)
-  // Set when SIGUSR1 stopped the run after a step: the checkpoint then written holds its state, and
-  // `run --restart` goes on from there.
+  // Set when a signal (SIGUSR1, SIGTERM, SIGINT: core/stop_request.hpp) stopped the run after a step: the
+  // checkpoint then written, if the run checkpoints, holds its state, and `run --restart` goes on from there.
   bool stopped_on_request = false;
+  int stop_signal = 0;      // the signal, agreed over the ranks
   ResolvedMachine machine;  // the machine the run planned for (driver/machine.hpp)
 };
 

@@ -20,6 +20,7 @@ struct ModelParallel {
   bool encoder_stage = false;
   bool distributed_optimizer = false;
   Recompute recompute = Recompute::none;
+  std::string deck;  // the deck it was read from (model_parallel_of), named by the errors below
   // The unit's stages: the LLM's, and the encoder's own before them (parallel.encoder_stage).
   int unit_stages() const { return pp + (encoder_stage ? 1 : 0); }
   int ranks_per_unit() const { return tp * unit_stages(); }

@@ -19,6 +19,9 @@ class FileLock {
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
+  // Whether the lock is held (false on a file system without flock, where the writer runs unlocked).
+  bool held() const { return held_; }
+
   // `<path>.lock`: the file a writer of path holds its lock on.
   static std::string lock_path(const std::string& path);
   // Throws InputError "<path> is being written by another running minimllm (pid N)" when a running
@@ -28,6 +31,7 @@ class FileLock {
  private:
   std::string path_;  // of the lock file
   int fd_ = -1;
+  bool held_ = false;
 };
 
 // Why path could not be created, judged from its directory (missing, not writable, full), else fallback.
