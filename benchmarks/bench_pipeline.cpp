@@ -1,4 +1,4 @@
-// Pipeline parallelism's bubble (issue 15): a text-only model of 4 LLM blocks (width 256, 4 heads) trained
+// Pipeline parallelism's bubble: a text-only model of 4 LLM blocks (width 256, 4 heads) trained
 // for a few steps on one unit of 2 stages (parallel.pp = 2, 2 ranks), each step m equal samples of 256
 // tokens packed one per micro-batch (static, parallel.tokens_per_rank = 256), m = 1, 2, 4, 8. Counters:
 // the measured bubble (/steps pipeline_bubble: 1 - the stages' mean busy time in their 1F1B schedules

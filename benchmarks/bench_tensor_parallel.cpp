@@ -1,4 +1,4 @@
-// Tensor parallelism on a wide layer (issue 15): one LLM block of width 1024 (16 heads, MLP 4096) and its
+// Tensor parallelism on a wide layer: one LLM block of width 1024 (16 heads, MLP 4096) and its
 // loss over 512 rows, forward and backward (Model::llm_forward_backward), on one rank alone (the other
 // waits) and split over two ranks (parallel.tp = 2: column/row-parallel block, vocabulary-parallel loss).
 // Counters: both times (ms, median of MINIMLLM_BENCH_REPS after a warm-up, max over ranks, alternating),

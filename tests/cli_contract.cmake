@@ -250,7 +250,7 @@ else()
   message(STATUS "ok   benchmark_non_finite_no_verdict")
 endif()
 
-# Output safety (docs/HDF5.md, "Output safety"; issue 13).
+# Output safety (docs/HDF5.md, "Output safety").
 # check_same(NAME FILE SHA): FILE still has the SHA256 it had.
 macro(check_same name path sha)
   file(SHA256 ${path} same_sha)
@@ -406,7 +406,7 @@ expect(checkpoint_policy_all 2 "--policy all: checkpoints and restarts are per r
 expect(restart_benchmark 2 "cannot be restarted" ${MINIMLLM} run ${SOURCE_DIR}/inputs/reference/small.yaml
        --restart ck.ckpt.h5 --out ck6.h5)
 
-# Untrusted paths and inputs (issue 30; docs/HDF5.md, "Output safety", docs/RUNNING.md, "Inputs"): on a
+# Untrusted paths and inputs (docs/HDF5.md, "Output safety", docs/RUNNING.md, "Inputs"): on a
 # shared directory another user may plant names. A link, FIFO, device or directory at any name a run
 # creates or replaces is refused (exit 2 naming it) and nothing is written through it; an input is a
 # regular file of at most 64 MiB, refused at once otherwise (a FIFO used to hang the run); no input is

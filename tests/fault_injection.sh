@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fault injection end to end (issue 13, "Nothing lost, nothing hangs"; ctest `fault_injection`).
+# Fault injection end to end ("nothing lost, nothing hangs"; ctest `fault_injection`).
 #
 # Usage: tests/fault_injection.sh MPIEXEC MINIMLLM WORK_DIR [SEED [KILLS [SCENARIOS]]]
 #   SEED       seeds the kill targets and times (default 13), so a failure can be replayed
@@ -35,27 +35,24 @@
 #   nan        optimizer.lr: 1e6: exit 1, one line naming the step and the tensor, the same text in
 #              /run/stopped, the steps before it readable.
 #   overwrite  a second run with --overwrite on a running run's --out: exit 2 naming the running writer;
-#              the first run still completes every row (issue 13, case 1, with a real running writer).
+#              the first run still completes every row (with a real running writer).
 #   signal     SIGUSR1, SIGTERM, SIGINT to one rank, both ranks or the launcher, mid-run or at start-up
 #              (before the first step): every rank stops after the same step with the documented exit code
-#              (75, 143, 130, 138), /run/stopped set, the checkpoint holding that step (issue 30).
+#              (75, 143, 130, 138), /run/stopped set, the checkpoint holding that step.
 #
-# Issue 13's numbered cases, the test that covers each, and its result against the binary of 8068593 (the
-# main the issue was filed against) and against this tree (docs/DESIGN.md, "Faults", has the same table
-# with what each old run did, and the exit codes and messages observed here):
-#   case                                   test(s)                                                8068593      now
-#   1 --overwrite truncates a running file cli_contract overwrite_running_output, stale_lock_file,  FAIL         ok
+# The faults covered, and where (docs/DESIGN.md, "Faults", lists what each does and the exit codes):
+#   --overwrite of a running file          cli_contract overwrite_running_output, stale_lock_file,
 #                                          policy_all_running_output; here overwrite, stale_lock
-#   2 rank-local missing file hangs        cli_contract rank_local_missing_*; here missing          FAIL (hang)  ok
-#   3 NaN never detected                   cli_contract *non_finite*; here nan                      FAIL (exit 0) ok
-#   4 disk full at set-up segfaults        cli_contract disk_full_np{1,2}; here disk_*              FAIL (SEGV)  ok
-#   5 --policy all checks outputs late     cli_contract policy_all_*                                FAIL         ok
-#   6 no memory-feasibility check          cli_contract run_memory_too_large                        FAIL         ok
-#   7 --out = the deck replaces it         cli_contract out_is_*, calibrate_out_is_deck             FAIL         ok
-#   8 start-up estimate walks every step   cli_contract run_many_steps_starts_promptly              FAIL         ok
-#     a stalled rank hangs every rank      here stall                                               FAIL (hang)  ok
-#     NCCL handle used after ncclCommAbort none (needs a GPU, NCCL and an injected NCCL error)        -            -
-#   and kill -9 in the window where <out> was created: here kill_at_creation                        FAIL (1 in 3) ok
+#   a file missing on one rank             cli_contract rank_local_missing_*; here missing
+#   a non-finite loss or gradient          cli_contract *non_finite*; here nan
+#   a full disk at set-up and mid-run      cli_contract disk_full_np{1,2}; here disk_*
+#   --policy all's outputs checked first   cli_contract policy_all_*
+#   a run too large for the memory         cli_contract run_memory_too_large
+#   --out naming an input                  cli_contract out_is_*, calibrate_out_is_deck
+#   a start-up estimate of many steps      cli_contract run_many_steps_starts_promptly
+#   a stalled rank                         here stall
+#   kill -9 while <out> is created         here kill_at_creation
+#   NCCL handle used after ncclCommAbort   none (needs a GPU, NCCL and an injected NCCL error)
 set -u
 
 usage() { sed -n '2,/^set -u$/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
@@ -552,7 +549,7 @@ EOF
   done
 }
 
-# signal: stops the way batch systems send them (issue 30): SIGUSR1, SIGTERM and SIGINT, to one rank, to
+# signal: stops the way batch systems send them: SIGUSR1, SIGTERM and SIGINT, to one rank, to
 # every rank or to the launcher (which forwards them), mid-run or at start-up before the first step. Every
 # rank stops after the same step: exit 75 (SIGUSR1 with a checkpoint), 143 (SIGTERM), 130 (SIGINT), 138
 # (SIGUSR1 without --checkpoint); /run/stopped names the signal and the step; the rows are readable; the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mutation fuzzing of minimllm's inputs for a bounded time (ctest `fuzz_inputs`; issue 30).
+"""Mutation fuzzing of minimllm's inputs for a bounded time (ctest `fuzz_inputs`).
 
 Usage: tests/fuzz_inputs.py MPIEXEC MINIMLLM DECK WORK_DIR [SECONDS [SEED]]
 

@@ -374,7 +374,7 @@ TEST_F(Hdf5WriterTest, RefusesExistingFileWithoutOverwriteAndReplacesWithIt) {
 }
 
 // A second writer with overwrite on a file another writer holds (a running job) is refused before the
-// file is touched: the running writer keeps appending and its file stays readable (issue 13, item 1).
+// file is touched: the running writer keeps appending and its file stays readable.
 TEST_F(Hdf5WriterTest, OverwriteOfAFileBeingWrittenIsRefused) {
   const std::string path = file("running.h5");
   Hdf5RunWriter running(path, false);
@@ -687,7 +687,7 @@ TEST_F(Hdf5WriterTest, CheckpointFileFailuresNameTheFile) {
   }
 }
 
-// Names another user may plant in a shared directory (issue 30): a link at the lock or at the output is
+// Names another user may plant in a shared directory: a link at the lock or at the output is
 // refused, and one at the temporary names of before (<path>.<pid>.part, <checkpoint>.tmp.<pid>, guessable
 // from the pid) is never followed: the writers make their temporary files with mkstemp.
 TEST_F(Hdf5WriterTest, PlantedLinksAreNeverFollowed) {

@@ -63,6 +63,20 @@ TEST(Watchdog, FiresOnceWhenTheHeartbeatIsStaleNamingRankPhaseAndStep) {
   EXPECT_EQ(lines[0].find('\n'), std::string::npos);
 }
 
+// A rank waiting in a checkpoint write (collective: the moments are gathered, the write agreed) may be
+// waiting for a stopped rank: its line says so rather than blaming itself.
+TEST(Watchdog, ACheckpointWaitsForEveryRank) {
+  HeartbeatState state;
+  state.where = "checkpoint";
+  state.step = 7;
+  const std::string line = stall_message(1, state, 30.0, 20.0, true);
+  EXPECT_NE(line.find("in checkpoint of step 7"), std::string::npos) << line;
+  EXPECT_NE(line.find("another rank may be the one stalled"), std::string::npos) << line;
+  state.where = "encoder";
+  EXPECT_NE(stall_message(1, state, 30.0, 20.0, true).find("this rank itself made no progress"),
+            std::string::npos);
+}
+
 TEST(Watchdog, AutomaticTimeoutFollowsTheSlowestStep) {
   double offset = 0.0;
   int fired = 0;

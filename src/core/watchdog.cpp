@@ -20,9 +20,12 @@ constexpr double kMinimumTimeout = 300.0;  // seconds, the automatic timeout's f
 constexpr double kSlowestStepFactor = 10.0;
 
 // Phases in which a rank waits for the others (collectives), so a stall there is usually another rank's.
+// Phases that wait in a collective or for a peer: a checkpoint gathers the moments and agrees on its
+// write, planning agrees on rank 0's plan, pipeline stages wait for their neighbours.
 bool waits_for_others(const std::string& where) {
   return where == "grad_sync" || where == "kv_exchange" || where == "boundary" || where == "data" ||
-         where == "step metrics" || where == "end of run";
+         where == "step metrics" || where == "end of run" || where == "checkpoint" || where == "planning" ||
+         where == "pipeline";
 }
 }  // namespace
 

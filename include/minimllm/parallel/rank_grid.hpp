@@ -1,4 +1,4 @@
-// A run's fixed model-parallel groups around the planners' dynamic regrouping (issue 15's 4-D layout), in
+// A run's fixed model-parallel groups around the planners' dynamic regrouping (the 4-D layout), in
 // Megatron-LM's order, tensor parallelism innermost and pipeline stages outermost:
 //   world rank = stage x (tp x units) + unit x tp + tensor-parallel rank
 // A unit is one model replica: parallel.tp consecutive ranks (inside a node) at each of parallel.pp
