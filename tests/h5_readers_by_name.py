@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 H5TABLES = os.path.join(HERE, "..", "scripts", "h5tables.py")
 sys.path.insert(0, os.path.dirname(H5TABLES))
 import h5tables  # noqa: E402 - the module scripts/validate-simulator.sh runs
+from sample_files import make_run_and_simulation  # noqa: E402
 failures = []
 
 
@@ -85,15 +86,7 @@ def as_schema_1(path, table):
 
 
 def main(mpiexec, minimllm, work):
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    sim, run = os.path.join(work, "sim.h5"), os.path.join(work, "run.h5")
-    deck = os.path.join(HERE, "..", "inputs", "quickstart.yaml")
-    subprocess.run([minimllm, "simulate", deck, "--ranks", "8", "--steps", "3", "--gflops", "50", "--memory-gib",
-                    "16", "--planning-ms", "1", "--policy", "all", "--out", sim],
-                   check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([mpiexec, "-n", "1", minimllm, "run", "--steps", "3", "--out", run],
-                   check=True, stdout=subprocess.DEVNULL)
+    run, sim = make_run_and_simulation(mpiexec, minimllm, work, steps=3)
     for source in (sim, run):
         tables = tables_of(source)
         check(tables, f"{source}: no /simulation or /predicted table")

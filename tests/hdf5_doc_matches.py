@@ -9,8 +9,6 @@ A field added to the writer without a line in docs/HDF5.md fails here. Exit 77 (
 """
 import os
 import re
-import shutil
-import subprocess
 import sys
 
 try:
@@ -20,6 +18,9 @@ except ImportError:
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from sample_files import make_run_and_simulation  # noqa: E402
+
 DOC = os.path.join(HERE, "..", "docs", "HDF5.md")
 # Names made from a policy's name, documented once with <policy>.
 PATTERNS = [(re.compile(r"^plan_sources_[a-z_]+$"), "plan_sources_<policy>")]
@@ -36,14 +37,7 @@ def documented_names():
 
 
 def main(mpiexec, minimllm, work):
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    deck = os.path.join(HERE, "..", "inputs", "quickstart.yaml")
-    run, sim = os.path.join(work, "run.h5"), os.path.join(work, "sim.h5")
-    subprocess.run([mpiexec, "-n", "1", minimllm, "run", deck, "--steps", "2", "--out", run], check=True,
-                   stdout=subprocess.DEVNULL)
-    subprocess.run([minimllm, "simulate", deck, "--ranks", "8", "--steps", "2", "--gflops", "50",
-                    "--memory-gib", "8", "--planning-ms", "1", "--out", sim], check=True, stdout=subprocess.DEVNULL)
+    run, sim = make_run_and_simulation(mpiexec, minimllm, work)
     names = documented_names()
     missing = []
 
