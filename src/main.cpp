@@ -21,6 +21,7 @@
 #include "minimllm/config/strict_yaml.hpp"
 #include "minimllm/core/agreement.hpp"
 #include "minimllm/core/device.hpp"
+#include "minimllm/core/printable.hpp"
 #include "minimllm/core/stop_request.hpp"
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/driver/benchmark.hpp"
@@ -305,7 +306,10 @@ int calibrate(const minimllm::CalibrateRequest& request, const Input& input, con
 
 // One line in one write: std::cerr writes each << separately, and a rank killed between two writes (an
 // MPI_Abort elsewhere) would leave half a message.
-void print_line(std::ostream& out, const std::string& line) { out << line + "\n" << std::flush; }
+// One printable line, whatever input the message echoes (core/printable.hpp).
+void print_line(std::ostream& out, const std::string& line) {
+  out << minimllm::printable(line) + "\n" << std::flush;
+}
 
 // Prints an error every rank raised together (agree_on_error) once, on rank 0; returns its exit code.
 int report_agreed(std::exception_ptr error, std::ostream& err) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/core/printable.hpp"
 
 namespace minimllm {
 namespace {
@@ -586,6 +587,21 @@ TEST_P(BadDeckTest, IsOneLineNamingKeyAndValue) {
 
 INSTANTIATE_TEST_SUITE_P(Config, BadDeckTest, ::testing::ValuesIn(bad_decks()),
                          [](const ::testing::TestParamInfo<BadDeck>& info) { return info.param.label; });
+
+}  // namespace
+}  // namespace minimllm
+
+namespace minimllm {
+namespace {
+
+// An error echoes input (a key, a path) on one line: control characters and Unicode line separators in it
+// are escaped, so the message stays one printable line.
+TEST(Printable, EscapesControlCharactersAndLineSeparators) {
+  EXPECT_EQ(printable("data.images.mi\x1c_side = 8"), "data.images.mi\\x1c_side = 8");
+  EXPECT_EQ(printable("a\nb\tc\x7f"), "a\\x0ab\\x09c\\x7f");
+  EXPECT_EQ(printable("x\xc2\x85y\xe2\x80\xa8z\xe2\x80\xa9"), "x\\xc2\\x85y\\xe2\\x80\\xa8z\\xe2\\x80\\xa9");
+  EXPECT_EQ(printable("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");  // other UTF-8 is kept
+}
 
 }  // namespace
 }  // namespace minimllm

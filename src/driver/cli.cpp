@@ -11,6 +11,7 @@
 
 #include "embedded_decks.hpp"
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/core/printable.hpp"
 #include "minimllm/planning/policy_registry.hpp"
 
 #ifndef MINIMLLM_VERSION
@@ -89,7 +90,7 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   app.require_subcommand(1);
   // One line per error, as for every other invalid input.
   const auto one_line = [](const CLI::App*, const CLI::Error& e) {
-    return std::string("minimllm: error: ") + e.what() + " (see minimllm --help)\n";
+    return printable(std::string("minimllm: error: ") + e.what() + " (see minimllm --help)") + "\n";
   };
   app.failure_message(one_line);
 
