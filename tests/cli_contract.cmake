@@ -48,6 +48,11 @@ file(WRITE ${WORK_DIR}/bad_width.yaml "name: bad\nmodel:\n  llm: {width: 65, hea
 file(WRITE ${WORK_DIR}/typo.yaml "name: typo\nstepz: 3\n")
 
 expect(help 0 "" ${MINIMLLM} --help)
+expect(version 0 "" ${MINIMLLM} --version)
+if(NOT last_out MATCHES "^minimllm [0-9.]+\nrevision [0-9a-f]+.*build.*\nKokkos [0-9.]+, [A-Za-z]+ backend\nMPI: .+\nBLAS: ")
+  message(STATUS "FAIL version_says_what_was_built: ${last_out}")
+  math(EXPR failures "${failures} + 1")
+endif()
 expect(run_help 0 "" ${MINIMLLM} run --help)
 expect(no_subcommand 2 "" ${MINIMLLM})
 expect(unknown_flag 2 "--bogus" ${MINIMLLM} run --bogus)

@@ -12,6 +12,7 @@
 #include "embedded_decks.hpp"
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/core/printable.hpp"
+#include "minimllm/driver/provenance.hpp"
 #include "minimllm/planning/policy_registry.hpp"
 
 #ifndef MINIMLLM_VERSION
@@ -86,7 +87,7 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       "docs/RUN_RULES.md), 75 stopped by SIGUSR1 after a checkpoint (resume with run --restart), 143, 130\n"
       "or 138 stopped after a step by SIGTERM, SIGINT or SIGUSR1 without a checkpoint (docs/RUNNING.md).",
       "minimllm"};
-  app.set_version_flag("--version", std::string("minimllm ") + MINIMLLM_VERSION);
+  app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
   // One line per error, as for every other invalid input.
   const auto one_line = [](const CLI::App*, const CLI::Error& e) {

@@ -15,6 +15,7 @@
 
 #include "build_info.hpp"
 #include "minimllm/core/device.hpp"
+#include "minimllm/kernels/gemm.hpp"  // blas_config
 #include "minimllm/parallel/communicator.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA) || defined(MINIMLLM_ENABLE_NCCL)
@@ -47,6 +48,14 @@ const long long* find_int(const std::vector<RunAttribute>& attributes, const std
 }
 
 }  // namespace
+
+std::string version_text() {
+  return fmt::format(
+      "minimllm {}\nrevision {}{}, {} build, {}\nKokkos {}.{}.{}, {} backend\nMPI: {}\nBLAS: {}\n",
+      MINIMLLM_VERSION, MINIMLLM_GIT_REVISION, MINIMLLM_GIT_DIRTY == 1 ? " (with local changes)" : "",
+      MINIMLLM_BUILD_TYPE, MINIMLLM_COMPILER, KOKKOS_VERSION / 10000, KOKKOS_VERSION / 100 % 100,
+      KOKKOS_VERSION % 100, Kokkos::DefaultExecutionSpace::name(), mpi_library_version(), blas_config());
+}
 
 std::string utc_now() {
   char stamp[32];

@@ -18,6 +18,10 @@ namespace minimllm {
 std::vector<RunAttribute> gather_provenance(const RunConfig& config, const World& world,
                                             const std::string& command_line);
 
+// What `minimllm --version` prints: the version, the source revision, build type and compiler, the Kokkos
+// version and backend, the MPI library and the BLAS, one per line. Callable before MPI and Kokkos start.
+std::string version_text();
+
 // Now, in UTC, as ISO 8601: "2026-11-28T21:16:12Z".
 std::string utc_now();
 
