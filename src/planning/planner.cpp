@@ -407,9 +407,18 @@ const std::vector<PolicyRow>& policy_registry() {
   return rows;
 }
 
-const PolicyRow& policy_row(const std::string& name) {
+namespace {
+
+const PolicyRow* find_policy(const std::string& name) {
   for (const PolicyRow& row : policy_registry())
-    if (row.name == name) return row;
+    if (row.name == name) return &row;
+  return nullptr;
+}
+
+}  // namespace
+
+const PolicyRow& policy_row(const std::string& name) {
+  if (const PolicyRow* row = find_policy(name)) return *row;
   throw InputError(fmt::format("unknown policy '{}'; valid: {}", name, fmt::join(policy_names(), ", ")));
 }
 
@@ -423,10 +432,9 @@ const std::string& baseline_policy() { return policy_row("static").name; }
 const std::string& dynamic_baseline_policy() { return policy_row("megatron_dcp").name; }
 
 void check_policy(const RunConfig& config) {
-  const std::vector<std::string> names = policy_names();
-  if (std::find(names.begin(), names.end(), config.parallel.policy) == names.end())
+  if (!find_policy(config.parallel.policy))
     throw InputError(fmt::format("{}: parallel.policy = {}: must be one of {}", config.deck_path,
-                                 config.parallel.policy, fmt::join(names, ", ")));
+                                 config.parallel.policy, fmt::join(policy_names(), ", ")));
 }
 
 const std::vector<std::string>& planner_names() {
