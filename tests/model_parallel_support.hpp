@@ -76,7 +76,7 @@ inline int expect_held_tensors_match(const Model& split, const Model& whole) {
 inline PackedBatch informative_batch(const Sampler& sampler) {
   for (int step = 0; step < 20; ++step) {
     const GlobalBatch batch = sampler.batch(step);
-    if (batch.image_tokens() > 0 && batch.text_tokens() > 8)
+    if (batch.encoder_rows() > 0 && batch.text_tokens() > 8)
       return pack_whole_samples(sampler, step, batch.samples);
   }
   ADD_FAILURE() << "no batch with images in 20 steps";

@@ -146,7 +146,7 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.blas_threads, c.blas_threads);
   EXPECT_EQ(r.rows_per_call, c.rows_per_call);
   EXPECT_EQ(r.model.llm.vocab, 96);
-  EXPECT_EQ(r.model.encoder.width, c.model.encoder.width);
+  EXPECT_EQ(r.model.vision().width, c.model.vision().width);
   for (const auto& [a, b] : {std::pair{&r.encoder, &c.encoder}, std::pair{&r.llm, &c.llm}}) {
     EXPECT_EQ(a->cost.a2, b->cost.a2);  // bit for bit: the file holds shortest round-trip decimals
     EXPECT_EQ(a->cost.a1, b->cost.a1);
@@ -222,7 +222,7 @@ TEST(CalibrationFile, BadFilesGiveOneLineNamingFileAndKey) {
                {"collectives.all_gather.bandwidth = 0", "> 0"});
   expect_error(edited("tokens: [13, 49, 184]", "tokens: [13, 49]"), {"llm.seconds", "as many values"});
   expect_error(edited("{width: 32, heads: 2, layers: 1", "{width: 32.5, heads: 2, layers: 1"),
-               {"model.encoder.width = 32.5", "integer"});
+               {"model.vision().width = 32.5", "integer"});
   expect_error(edited("llm:\n  a2", "llm: 3\nx:\n  a2"), {"x", "unknown key"});
   expect_error(edited("  forward_share: 0.41", "  forward_share: 1.5"), {"encoder.forward_share = 1.5"});
 }
@@ -262,8 +262,10 @@ TEST(CalibrationFile, ApplySetsComputeStepTermsAndMeasuredLinksOnly) {
   const CostModel base = default_cost_model(deck, 100.0, 1);
   const CostModel cost = apply_calibration(base, c, deck.model, "cal.yaml");
   EXPECT_EQ(cost.llm.a2, c.llm.cost.a2);
-  EXPECT_EQ(cost.encoder.c, c.encoder.cost.c);
-  EXPECT_EQ(cost.step.data_per_patch, c.data.per_patch);
+  ASSERT_EQ(cost.encoders.size(), 1u);  // the vision module
+  EXPECT_EQ(cost.encoders[0].compute.c, c.encoder.cost.c);
+  EXPECT_EQ(cost.encoders[0].data_per_row, c.data.per_patch);
+  EXPECT_EQ(cost.encoders[0].data_per_item, c.data.per_image);
   EXPECT_EQ(cost.step.optimizer, c.optimizer_seconds);
   EXPECT_EQ(cost.step.encoder_forward_share, c.encoder_forward_share);
   c.encoder_forward_share = 0.0;  // a file from before it was measured: the FLOP-based 1/3 stays
@@ -296,8 +298,8 @@ TEST(StepPrediction, AddsDataGradientAllReduceAndOptimizer) {
   const GlobalBatch batch = sampler.batch(0);
   CostModel cost = default_cost_model(config, 100.0, 8);
   EXPECT_EQ(cost.step.grad_bytes, 4.0 * Model(config.model, 1).parameter_count());
-  cost.step.data_c = 1e-4, cost.step.data_per_patch = 1e-6, cost.step.data_per_token = 1e-7;
-  cost.step.data_per_image = 2e-5;
+  cost.step.data_c = 1e-4, cost.encoders.at(0).data_per_row = 1e-6, cost.step.data_per_token = 1e-7;
+  cost.encoders.at(0).data_per_item = 2e-5;
   cost.step.optimizer = 3e-4;
   for (int world : {1, 3}) {
     SCOPED_TRACE(world);
@@ -309,8 +311,8 @@ TEST(StepPrediction, AddsDataGradientAllReduceAndOptimizer) {
     for (int r = 0; r < world; ++r) {
       double images = 0.0, patches = 0.0, rows = 0.0;
       for (int s : plan.llm_groups[r].samples) {
-        rows += batch.samples[s].tokens(), patches += batch.samples[s].image_tokens();
-        images += batch.samples[s].images.size();
+        rows += batch.samples[s].tokens(), patches += batch.samples[s].encoder_rows();
+        images += batch.samples[s].items.size();
       }
       most = std::max(most, 1e-4 + 2e-5 * images + 1e-6 * patches + 1e-7 * rows);
       images_all += images, patches_all += patches, rows_all += rows;
@@ -381,9 +383,9 @@ TEST_F(CalibratedRun, DeckNamingACalibrationUsesIt) {
   const GlobalBatch batch = sampler.batch(0);
   double expected = c.data.c + c.optimizer_seconds;
   for (const SampleMeta& s : batch.samples) {
-    expected += c.llm.cost(s.tokens()) + c.data.per_image * s.images.size() +
-                c.data.per_patch * s.image_tokens() + c.data.per_token * s.tokens();
-    for (const ImageMeta& im : s.images) expected += c.encoder.cost(im.patches);
+    expected += c.llm.cost(s.tokens()) + c.data.per_image * s.items.size() +
+                c.data.per_patch * s.encoder_rows() + c.data.per_token * s.tokens();
+    for (const EncoderItem& im : s.items) expected += c.encoder.cost(im.rows);
   }
   // One rank: the boundary exchange has no peer, so no message latency.
   EXPECT_NEAR(result.steps[0].predicted_seconds, expected, 1e-9 * expected);

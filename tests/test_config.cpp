@@ -77,12 +77,12 @@ TEST(Config, FullDeckRoundTripsEveryField) {
   EXPECT_EQ(c.seed, 42u);
   EXPECT_EQ(c.steps, 7);
   EXPECT_FLOAT_EQ(c.model.init_std, 0.05f);
-  EXPECT_EQ(c.model.encoder.width, 48);
-  EXPECT_EQ(c.model.encoder.heads, 3);
-  EXPECT_EQ(c.model.encoder.layers, 2);
-  EXPECT_EQ(c.model.encoder.mlp_ratio, 2);
-  EXPECT_EQ(c.model.encoder.patch, 8);
-  EXPECT_EQ(c.model.encoder.channels, 1);
+  EXPECT_EQ(c.model.vision().width, 48);
+  EXPECT_EQ(c.model.vision().heads, 3);
+  EXPECT_EQ(c.model.vision().layers, 2);
+  EXPECT_EQ(c.model.vision().mlp_ratio, 2);
+  EXPECT_EQ(c.model.vision().patch, 8);
+  EXPECT_EQ(c.model.vision().channels, 1);
   EXPECT_EQ(c.model.llm.width, 96);
   EXPECT_EQ(c.model.llm.heads, 6);
   EXPECT_EQ(c.model.llm.layers, 3);
@@ -126,12 +126,12 @@ TEST(Config, MinimalDeckGetsDefaults) {
   EXPECT_EQ(c.seed, d.seed);
   EXPECT_EQ(c.steps, d.steps);
   EXPECT_EQ(c.model.init_std, d.model.init_std);
-  EXPECT_EQ(c.model.encoder.width, d.model.encoder.width);
-  EXPECT_EQ(c.model.encoder.heads, d.model.encoder.heads);
-  EXPECT_EQ(c.model.encoder.layers, d.model.encoder.layers);
-  EXPECT_EQ(c.model.encoder.mlp_ratio, d.model.encoder.mlp_ratio);
-  EXPECT_EQ(c.model.encoder.patch, d.model.encoder.patch);
-  EXPECT_EQ(c.model.encoder.channels, d.model.encoder.channels);
+  EXPECT_EQ(c.model.vision().width, d.model.vision().width);
+  EXPECT_EQ(c.model.vision().heads, d.model.vision().heads);
+  EXPECT_EQ(c.model.vision().layers, d.model.vision().layers);
+  EXPECT_EQ(c.model.vision().mlp_ratio, d.model.vision().mlp_ratio);
+  EXPECT_EQ(c.model.vision().patch, d.model.vision().patch);
+  EXPECT_EQ(c.model.vision().channels, d.model.vision().channels);
   EXPECT_EQ(c.model.llm.width, d.model.llm.width);
   EXPECT_EQ(c.model.llm.heads, d.model.llm.heads);
   EXPECT_EQ(c.model.llm.layers, d.model.llm.layers);
@@ -169,7 +169,7 @@ TEST(Config, PartialSectionsKeepOtherDefaults) {
   const RunConfig c = parse("name: p\nmodel: {llm: {vocab: 256}}\noptimizer:\n");
   EXPECT_EQ(c.model.llm.vocab, 256);
   EXPECT_EQ(c.model.llm.width, LlmConfig{}.width);
-  EXPECT_EQ(c.model.encoder.width, EncoderConfig{}.width);
+  EXPECT_EQ(c.model.vision().width, EncoderConfig{}.width);
   EXPECT_EQ(c.optimizer.lr, OptimizerConfig{}.lr);  // an empty section means all defaults
 }
 
@@ -199,7 +199,7 @@ TEST(Config, BoundaryValuesAreAccepted) {
       "optimizer: {beta1: 0, beta2: 0, weight_decay: 0, warmup_steps: 0}\n"
       "runtime: {peak_gflops_per_rank: 0, blas_threads: 1}\n");
   EXPECT_EQ(c.seed, 18446744073709551615ull);
-  EXPECT_EQ(c.model.encoder.layers, 0);
+  EXPECT_EQ(c.model.vision().layers, 0);
   EXPECT_EQ(c.model.llm.width, 32768);
   EXPECT_EQ(c.data.images.max_per_sample, 0);
   EXPECT_EQ(c.data.incoherence, 1.0);
@@ -370,7 +370,7 @@ std::vector<BadDeck> bad_decks() {
           {"stepz = 3", "unknown key", "did you mean 'steps'", "valid keys at the top level: name, seed"}),
       with_name("UnknownTopLevelSection", "trainer: {steps: 3}", {"trainer = {steps: 3}", "unknown key"}),
       with_name("UnknownNestedKey", "model: {encoder: {depth: 2}}",
-                {"model.encoder.depth = 2", "unknown key",
+                {"model.vision().depth = 2", "unknown key",
                  "valid keys in model.encoder: width, heads, layers, mlp_ratio, patch, channels"}),
       with_name("TypoLlmWidht", "model: {llm: {widht: 64}}",
                 {"model.llm.widht = 64", "did you mean 'width'", "valid keys in model.llm"}),
@@ -441,25 +441,25 @@ std::vector<BadDeck> bad_decks() {
       with_name("StepsZero", "steps: 0", {"steps = 0", "must be an integer >= 1"}),
       with_name("StepsNegative", "steps: -3", {"steps = -3", ">= 1"}),
       with_name("EncoderWidthZero", "model: {encoder: {width: 0}}",
-                {"model.encoder.width = 0", "[1, 65536]"}),
+                {"model.vision().width = 0", "[1, 65536]"}),
       with_name("LlmWidthZero", "model: {llm: {width: 0}}", {"model.llm.width = 0", "[1, 65536]"}),
       with_name("LlmWidthHuge", "model: {llm: {width: 131072, heads: 1}}",
                 {"model.llm.width = 131072", "[1, 65536]"}),
       with_name("EncoderHeadsZero", "model: {encoder: {heads: 0}}",
-                {"model.encoder.heads = 0", "integer in [1,"}),
+                {"model.vision().heads = 0", "integer in [1,"}),
       with_name("LlmHeadsZero", "model: {llm: {heads: 0}}", {"model.llm.heads = 0", "integer in [1,"}),
       with_name("LlmLayersZero", "model: {llm: {layers: 0}}", {"model.llm.layers = 0", "integer in [1,"}),
       with_name("EncoderLayersNegative", "model: {encoder: {layers: -1}}",
-                {"model.encoder.layers = -1", "[0,"}),
+                {"model.vision().layers = -1", "[0,"}),
       with_name("EncoderMlpRatioZero", "model: {encoder: {mlp_ratio: 0}}",
-                {"model.encoder.mlp_ratio = 0", "[1,"}),
+                {"model.vision().mlp_ratio = 0", "[1,"}),
       with_name("LlmMlpRatioZero", "model: {llm: {mlp_ratio: 0}}", {"model.llm.mlp_ratio = 0", "[1,"}),
       with_name("VocabTooSmall", "model: {llm: {vocab: 7}}",
                 {"model.llm.vocab = 7", "integer in [8, 16777216]"}),
       with_name("VocabTooLarge", "model: {llm: {vocab: 16777217}}",
                 {"model.llm.vocab = 16777217", "[8, 16777216]"}),
-      with_name("PatchZero", "model: {encoder: {patch: 0}}", {"model.encoder.patch = 0", "[1,"}),
-      with_name("ChannelsZero", "model: {encoder: {channels: 0}}", {"model.encoder.channels = 0", "[1,"}),
+      with_name("PatchZero", "model: {encoder: {patch: 0}}", {"model.vision().patch = 0", "[1,"}),
+      with_name("ChannelsZero", "model: {encoder: {channels: 0}}", {"model.vision().channels = 0", "[1,"}),
       with_name("InitStdZero", "model: {init_std: 0}", {"model.init_std = 0", "must be a number > 0"}),
       with_name("InitStdNegative", "model: {init_std: -0.1}", {"model.init_std = -0.1", "> 0"}),
       with_name("GlobalBatchZero", "data: {global_batch: 0}", {"data.global_batch = 0", "[1, 16777216]"}),
@@ -479,14 +479,14 @@ std::vector<BadDeck> bad_decks() {
                 {"data.images.max_per_sample = -1", "[0,"}),
       with_name("MinSideBelowPatch",
                 "model: {encoder: {patch: 8}}\ndata: {images: {min_side: 4, max_side: 32}}",
-                {"data.images.min_side = 4", "multiple of model.encoder.patch (= 8)"}),
+                {"data.images.min_side = 4", "multiple of model.vision().patch (= 8)"}),
       with_name("MinSideNotMultipleOfPatch", "data: {images: {min_side: 10}}",
-                {"data.images.min_side = 10", "multiple of model.encoder.patch (= 4)"}),
+                {"data.images.min_side = 10", "multiple of model.vision().patch (= 4)"}),
       with_name("MinSideZero", "data: {images: {min_side: 0}}", {"data.images.min_side = 0", "[1,"}),
       with_name("MaxSideBelowMinSide", "data: {images: {min_side: 16, max_side: 12}}",
                 {"data.images.max_side = 12", "must be >= data.images.min_side (= 16)"}),
       with_name("MaxSideNotMultipleOfPatch", "data: {images: {max_side: 30}}",
-                {"data.images.max_side = 30", "multiple of model.encoder.patch (= 4)"}),
+                {"data.images.max_side = 30", "multiple of model.vision().patch (= 4)"}),
       with_name("ClassesZero", "data: {images: {classes: 0}}", {"data.images.classes = 0", "[1,"}),
       with_name("ClassesAboveVocab", "model: {llm: {vocab: 16}}\ndata: {images: {classes: 17}}",
                 {"data.images.classes = 17", "must be <= model.llm.vocab (= 16)"}),
@@ -523,7 +523,7 @@ std::vector<BadDeck> bad_decks() {
       with_name("LlmHeadDimAboveKernelLimit", "model: {llm: {width: 512, heads: 2}}",
                 {"model.llm.width = 512", "head dimension", "<= 128"}),
       with_name("EncoderHeadDimAboveKernelLimit", "model: {encoder: {width: 256, heads: 1}}",
-                {"model.encoder.width = 256", "head dimension", "<= 128"}),
+                {"model.vision().width = 256", "head dimension", "<= 128"}),
       with_name("ParallelPlacementUnknown", "parallel: {placement: remote}",
                 {"parallel.placement = remote", "colocated, disaggregated"}),
       with_name("ParallelGroupSizeZero", "parallel: {group_sizes: [2, 0]}",
@@ -553,14 +553,14 @@ std::vector<BadDeck> bad_decks() {
       with_name("LlmWidthNotDivisibleByHeads", "model: {llm: {width: 65, heads: 4}}",
                 {"model.llm.width = 65", "divisible by model.llm.heads (= 4)"}),
       with_name("EncoderWidthNotDivisibleByHeads", "model: {encoder: {width: 30, heads: 4}}",
-                {"model.encoder.width = 30", "divisible by model.encoder.heads (= 4)"}),
+                {"model.vision().width = 30", "divisible by model.vision().heads (= 4)"}),
       with_name("HeadsAboveWidth", "model: {llm: {width: 4, heads: 8}}",
                 {"model.llm.width = 4", "divisible by model.llm.heads (= 8)"}),
       with_name("TokensPerSampleOverflow",
                 "model: {encoder: {patch: 1, channels: 1}}\ndata: {images: {min_side: 1, max_side: 32768}}",
                 {"data.images.max_side = 32768", "tokens per sample", "2^30"}),
       with_name("PixelsPerImageOverflow", "data: {images: {max_side: 65536}}",
-                {"data.images.max_side = 65536", "model.encoder.channels (= 3)", "values per image"}),
+                {"data.images.max_side = 65536", "model.vision().channels (= 3)", "values per image"}),
       with_name("TokensPerStepOverflow", "data: {global_batch: 16777216}",
                 {"data.global_batch = 16777216", "tokens per step"}),
       with_name("WeightMatrixOverflow", "model: {llm: {width: 65536, heads: 512, mlp_ratio: 4}}",
@@ -568,7 +568,7 @@ std::vector<BadDeck> bad_decks() {
       with_name("EmbeddingOverflow", "model: {llm: {width: 1024, heads: 8, vocab: 16777216}}",
                 {"model.llm.vocab = 16777216", "model.llm.width (= 1024)", "embedding weights"}),
       with_name("PatchEmbeddingOverflow", "model: {encoder: {patch: 4096, width: 64}}",
-                {"model.encoder.patch = 4096", "patch-embedding weights"}),
+                {"model.vision().patch = 4096", "patch-embedding weights"}),
   };
 }
 

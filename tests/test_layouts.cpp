@@ -80,7 +80,7 @@ Gradients run_step(const RunConfig& config, MPI_Comm comm,
 void expect_matches_reference(const RunConfig& config,
                               const std::function<StepPlan(const GlobalBatch&)>& plan_of,
                               int pool_capacity = 8) {
-  const bool images = Sampler(config).batch(0).image_tokens() > 0;
+  const bool images = Sampler(config).batch(0).encoder_rows() > 0;
   const Gradients got = run_step(config, MPI_COMM_WORLD, plan_of, pool_capacity);
   const Gradients ref =
       run_step(config, MPI_COMM_SELF, [](const GlobalBatch& b) { return make_in_order_plan(b, 1); });
@@ -137,7 +137,7 @@ TEST(Layouts, EncoderLayoutIndependentOfLlmLayout) {
   expect_matches_reference(deck(), [](const GlobalBatch& b) {
     StepPlan plan =
         make_grouped_plan(b, world_size() >= 2 ? std::vector<int>{world_size() - 1, 1} : std::vector<int>{1});
-    for (size_t i = 0; i < plan.image_owner.size(); ++i) plan.image_owner[i] = (7 * i + 3) % world_size();
+    for (size_t i = 0; i < plan.item_owner.size(); ++i) plan.item_owner[i] = (7 * i + 3) % world_size();
     return plan;
   });
 }
@@ -152,7 +152,7 @@ TEST(Layouts, DisaggregatedOneEncoderRankTwoLlmRanks) {
       shape.encoder_ranks = {0};
       shape.llm_groups =
           one_group ? std::vector<std::vector<int>>{{1, 2}} : std::vector<std::vector<int>>{{1}, {2}};
-      shape.images_follow_groups = false;
+      shape.items_follow_groups = false;
       return deal_in_order(b, shape, "test-disaggregated");
     });
   }
@@ -176,12 +176,12 @@ TEST(Layouts, DisaggregatedPipelineOverMicroBatches) {
       shape.llm_groups = four        ? std::vector<std::vector<int>>{{2}, {3}}
                          : one_group ? std::vector<std::vector<int>>{{1, 2}}
                                      : std::vector<std::vector<int>>{{1}, {2}};
-      shape.images_follow_groups = false;
+      shape.items_follow_groups = false;
       StepPlan plan = deal_in_order(b, shape, "test-pipeline");
       plan.llm_groups.front().micro_batches = std::min<int>(4, plan.llm_groups.front().samples.size());
       plan.llm_groups.back().micro_batches = std::min<int>(2, plan.llm_groups.back().samples.size());
-      for (size_t i = 0; i < plan.image_owner.size(); ++i)
-        plan.image_owner[i] = shape.encoder_ranks[(5 * i + 1) % shape.encoder_ranks.size()];
+      for (size_t i = 0; i < plan.item_owner.size(); ++i)
+        plan.item_owner[i] = shape.encoder_ranks[(5 * i + 1) % shape.encoder_ranks.size()];
       return plan;
     });
   }
@@ -203,7 +203,7 @@ TEST(Layouts, OverlappedGradientSyncEqualsTheSerialOne) {
   layouts.emplace_back("data parallel, images elsewhere, 2 micro-batches", [ranks](const GlobalBatch& b) {
     StepPlan plan = make_grouped_plan(b, std::vector<int>(ranks, 1));
     for (LlmGroup& g : plan.llm_groups) g.micro_batches = std::max(1, std::min<int>(2, g.samples.size()));
-    for (size_t i = 0; i < plan.image_owner.size(); ++i) plan.image_owner[i] = (7 * i + 3) % ranks;
+    for (size_t i = 0; i < plan.item_owner.size(); ++i) plan.item_owner[i] = (7 * i + 3) % ranks;
     return plan;
   });
   if (ranks >= 3)
@@ -212,7 +212,7 @@ TEST(Layouts, OverlappedGradientSyncEqualsTheSerialOne) {
       shape.placement = Placement::disaggregated;
       shape.encoder_ranks = {0};
       for (int r = 1; r < ranks; ++r) shape.llm_groups.push_back({r});
-      shape.images_follow_groups = false;
+      shape.items_follow_groups = false;
       StepPlan plan = deal_in_order(b, shape, "test-overlap");
       plan.llm_groups.front().micro_batches =
           std::max(1, std::min<int>(2, plan.llm_groups.front().samples.size()));
@@ -330,7 +330,7 @@ TEST(Layouts, TimeLimitedPlanIsMadeOnRankZeroAndBroadcast) {
     EXPECT_EQ(mine, root);
     const RankWork work = derive_rank_work(planned.plan, planned.batch, world.rank, world.size, 1.0);
     EXPECT_EQ(work.group, planned.work.group);
-    EXPECT_EQ(work.images, planned.work.images);
+    EXPECT_EQ(work.items, planned.work.items);
     EXPECT_EQ(work.received_rows, planned.work.received_rows);
     EXPECT_GT(planned.prediction.makespan, 0.0);
   }
@@ -387,8 +387,8 @@ TEST(Layouts, NoHostDeviceTransfersInsideAStepOnTheDevicePath) {
     // One context-parallel group of every rank, two micro-batches, images encoded away from their rows.
     StepPlan plan = make_grouped_plan(batch, {world.size});
     plan.llm_groups[0].micro_batches = 2;
-    for (size_t i = 0; i < plan.image_owner.size(); ++i)
-      plan.image_owner[i] = static_cast<int>((5 * i + step) % world.size);
+    for (size_t i = 0; i < plan.item_owner.size(); ++i)
+      plan.item_owner[i] = static_cast<int>((5 * i + step) % world.size);
     validate_plan(plan, batch, world.size);
     const StepOutcome out = minimllm::run_step(
         sampler, executor, pool,
@@ -459,7 +459,7 @@ TEST(Layouts, InvalidPlansAreRejectedClearly) {
   foreign.encoder_ranks = {0};
   foreign.llm_groups = {{{1}, foreign.llm_groups[0].samples, 1, {}}};
   foreign.llm_groups[0].samples.insert(foreign.llm_groups[0].samples.end(), {3, 4, 5, 6});
-  if (!foreign.image_owner.empty()) foreign.image_owner.back() = 1;
+  if (!foreign.item_owner.empty()) foreign.item_owner.back() = 1;
   EXPECT_NE(message(foreign, 2).find("not an encoder rank"), std::string::npos) << message(foreign, 2);
   StepPlan outside = make_grouped_plan(batch, {2});
   EXPECT_NE(message(outside, 1).find("valid ranks are 0..0"), std::string::npos) << message(outside, 1);

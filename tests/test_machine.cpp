@@ -221,7 +221,7 @@ TEST(Memory, ModelMatchesTheModelsOwnAccounting) {
             for (std::int64_t keys : {std::int64_t(0), 3 * rows}) {
               const double exact = activation_bytes(model, precision, recompute, rows, patches, keys);
               const double modelled =
-                  m.fixed + m.per_row * rows + m.per_patch * patches + m.per_key_row * keys;
+                  m.fixed + m.per_row * rows + m.per_encoder_row.at(0) * patches + m.per_key_row * keys;
               EXPECT_GE(modelled, exact * (1 - 1e-12));  // an upper bound ...
               // Exact where the accounting is linear: fp32, no context parallelism, and at most one chunk
               // of LM-head logits (beyond it the model counts logits per row, the step keeps one chunk).
@@ -358,9 +358,9 @@ TEST(Memory, EveryPlannerStaysUnderTheCapacity) {
       CostModel cost = bounded(config, longest * (0.6 + 0.9 * (random() % 100) / 100.0), 4);
       double patches = 0.0, largest = 0.0;
       for (const SampleMeta& s : batch.samples)
-        for (const ImageMeta& im : s.images)
-          patches += im.patches, largest = std::max<double>(largest, im.patches);
-      cost.capacity_bytes += 2.0 * cost.memory.per_patch * (patches / world + largest);
+        for (const EncoderItem& im : s.items)
+          patches += im.rows, largest = std::max<double>(largest, im.rows);
+      cost.capacity_bytes += 2.0 * cost.memory.per_encoder_row.at(0) * (patches / world + largest);
       bool fits_somewhere = true;
       try {
         require_batch_fits(batch, cost, world);
@@ -509,7 +509,13 @@ void expect_same_link(const LinkCost& a, const LinkCost& b, const char* what) {
 
 // Every field of the cost model (planning/cost_model.hpp), compared exactly.
 void expect_same_cost_model(const CostModel& a, const CostModel& b) {
-  expect_same_phase(a.encoder, b.encoder, "encoder");
+  ASSERT_EQ(a.encoders.size(), b.encoders.size());
+  for (size_t m = 0; m < a.encoders.size(); ++m) {
+    expect_same_phase(a.encoders[m].compute, b.encoders[m].compute, "encoder");
+    EXPECT_EQ(a.encoders[m].input_bytes_per_row, b.encoders[m].input_bytes_per_row);
+    EXPECT_EQ(a.encoders[m].data_per_item, b.encoders[m].data_per_item);
+    EXPECT_EQ(a.encoders[m].data_per_row, b.encoders[m].data_per_row);
+  }
   expect_same_phase(a.llm, b.llm, "llm");
   expect_same_link(a.intra_node, b.intra_node, "intra_node");
   expect_same_link(a.inter_node, b.inter_node, "inter_node");
@@ -517,21 +523,18 @@ void expect_same_cost_model(const CostModel& a, const CostModel& b) {
   EXPECT_EQ(a.ranks_per_node, b.ranks_per_node);
   EXPECT_EQ(a.kv_row_bytes, b.kv_row_bytes);
   EXPECT_EQ(a.cp_layers, b.cp_layers);
-  EXPECT_EQ(a.boundary_bytes_per_patch, b.boundary_bytes_per_patch);
+  EXPECT_EQ(a.boundary_bytes_per_row, b.boundary_bytes_per_row);
   EXPECT_EQ(a.input_bytes_per_token, b.input_bytes_per_token);
-  EXPECT_EQ(a.input_bytes_per_patch, b.input_bytes_per_patch);
   EXPECT_EQ(a.memory.state, b.memory.state);
   EXPECT_EQ(a.memory.fixed, b.memory.fixed);
   EXPECT_EQ(a.memory.per_row, b.memory.per_row);
   EXPECT_EQ(a.memory.per_key_row, b.memory.per_key_row);
-  EXPECT_EQ(a.memory.per_patch, b.memory.per_patch);
+  EXPECT_EQ(a.memory.per_encoder_row, b.memory.per_encoder_row);
   EXPECT_EQ(a.memory.linear_weight, b.memory.linear_weight);
   EXPECT_EQ(a.memory.encoder_apart, b.memory.encoder_apart);
   EXPECT_EQ(a.capacity_bytes, b.capacity_bytes);
   EXPECT_EQ(a.encoder_reserve_bytes, b.encoder_reserve_bytes);
   EXPECT_EQ(a.step.data_c, b.step.data_c);
-  EXPECT_EQ(a.step.data_per_image, b.step.data_per_image);
-  EXPECT_EQ(a.step.data_per_patch, b.step.data_per_patch);
   EXPECT_EQ(a.step.data_per_token, b.step.data_per_token);
   EXPECT_EQ(a.step.optimizer, b.step.optimizer);
   EXPECT_EQ(a.step.grad_bytes, b.step.grad_bytes);

@@ -129,7 +129,7 @@ int informative_step(const Sampler& sampler) {
     const GlobalBatch b = sampler.batch(step);
     bool image_first = false, image_inside = false;
     for (const auto& s : b.samples)
-      for (const auto& im : s.images) {
+      for (const auto& im : s.items) {
         image_first |= im.text_pos == 0;
         image_inside |= im.text_pos < s.text_len;
       }
@@ -220,19 +220,19 @@ PackedBatch gradient_batch(const Sampler& sampler, const RunConfig& config, bool
   }
   // Sample 0: a non-square image first, text, two images at the same position, text, an image at the end.
   // Sample 1: text only. Sample 2: text then one 2x2 image (a single patch) then text.
-  const int p = config.model.encoder.patch;
+  const int p = config.model.vision().patch;
   SampleMeta a, b, c;
   a.id = 0;
   a.klass = 0;
   a.text_len = 5;
-  a.images = {{2 * p, p, 2, 0}, {p, p, 1, 2}, {2 * p, 2 * p, 4, 2}, {p, 2 * p, 2, 5}};
+  a.items = {{2 * p, p, 2, 0}, {p, p, 1, 2}, {2 * p, 2 * p, 4, 2}, {p, 2 * p, 2, 5}};
   b.id = 1;
   b.klass = 1;
   b.text_len = 4;
   c.id = 2;
   c.klass = 2;
   c.text_len = 4;
-  c.images = {{p, p, 1, 2}};
+  c.items = {{p, p, 1, 2}};
   return pack_whole_samples(sampler, 3, {a, b, c});
 }
 
@@ -309,16 +309,16 @@ TEST(ModelGradients, ImagesAfterTheLastTokenCannotAffectTheLoss) {
   // must make the encoder matter.
   const RunConfig config = tiny_config("0.3");
   const Sampler sampler(config);
-  const int p = config.model.encoder.patch;
+  const int p = config.model.vision().patch;
   SampleMeta a, b;
   a.id = 0;
   a.klass = 1;
   a.text_len = 4;
-  a.images = {{p, 2 * p, 2, 4}, {2 * p, 2 * p, 4, 4}};
+  a.items = {{p, 2 * p, 2, 4}, {2 * p, 2 * p, 4, 4}};
   b.id = 1;
   b.klass = 2;
   b.text_len = 6;
-  b.images = {{2 * p, p, 2, 6}};
+  b.items = {{2 * p, p, 2, 6}};
   Model model(config.model, kModelSeed);
   {
     const PackedBatch batch = pack_whole_samples(sampler, 1, {a, b, a});
@@ -343,7 +343,7 @@ TEST(ModelGradients, ImagesAfterTheLastTokenCannotAffectTheLoss) {
   }
   {
     SampleMeta first = b;
-    first.images[0].text_pos = 0;
+    first.items[0].text_pos = 0;
     const PackedBatch batch = pack_whole_samples(sampler, 1, {a, first});
     loss_and_grads(model, batch);
     for (const auto& t : named_tensors(model)) {
@@ -435,7 +435,7 @@ TEST(ModelGradients, UnusedTokenEmbeddingRowsGetZeroGradient) {
   s.id = 0;
   s.klass = 0;
   s.text_len = 4;
-  s.images = {{2, 2, 1, 1}};  // rows: t0 | image | t1 t2 t3
+  s.items = {{2, 2, 1, 1}};  // rows: t0 | image | t1 t2 t3
   const auto tokens = sampler.text_tokens(0, s);
   const PackedBatch batch = pack_whole_samples(sampler, 0, {s});
   Model model(config.model, kModelSeed);
@@ -511,7 +511,7 @@ TEST(ModelGradients, ForwardBackwardIsBitwiseReproducible) {
 // block inputs chain.
 TEST(ModelGradients, RecomputationGivesBitwiseTheSameLossAndGradients) {
   RunConfig config = tiny_config("0.3");
-  config.model.encoder.layers = 2;
+  config.model.vision().layers = 2;
   config.model.llm.layers = 3;
   const Sampler sampler(config);
   for (bool handmade : {false, true})

@@ -53,7 +53,8 @@ TEST(ModelParallel, TrivialGridChangesNothing) {
   const CostModel rank = rank_cost(config, 8);
   const CostModel unit = unit_cost_model(rank, config, ModelParallel{}, 64);
   EXPECT_DOUBLE_EQ(unit.llm(4096.0), rank.llm(4096.0));
-  EXPECT_DOUBLE_EQ(unit.encoder_time(576.0), rank.encoder_time(576.0));
+  const EncoderItem image{384, 384, 576, 0};
+  EXPECT_DOUBLE_EQ(unit.encoder_time(image), rank.encoder_time(image));
   EXPECT_DOUBLE_EQ(unit.llm_comm(4096.0, 4, false), rank.llm_comm(4096.0, 4, false));
   EXPECT_DOUBLE_EQ(unit.memory.state, rank.memory.state);
   EXPECT_DOUBLE_EQ(unit.memory.per_row, rank.memory.per_row);
@@ -106,10 +107,11 @@ TEST(ModelParallel, TheEncodersStageAndTheListedStagesSetWorkAndMemory) {
   shared.tp = own.tp = 4, shared.pp = own.pp = 2, own.encoder_stage = true;
   const CostModel with_llm = unit_cost_model(rank, config, shared, 64);  // 8 units of 8 ranks
   const CostModel apart = unit_cost_model(rank, config, own, 96);        // 8 units of 12 ranks
-  EXPECT_DOUBLE_EQ(apart.encoder.a2, rank.encoder.a2 / 4);
-  EXPECT_DOUBLE_EQ(with_llm.encoder.a2, rank.encoder.a2 / 4);
+  const PhaseCost &apart_encoder = apart.encoders.at(0).compute, &shared_encoder = with_llm.encoders.at(0).compute;
+  EXPECT_DOUBLE_EQ(apart_encoder.a2, rank.encoders.at(0).compute.a2 / 4);
+  EXPECT_DOUBLE_EQ(shared_encoder.a2, rank.encoders.at(0).compute.a2 / 4);
   const double hop = 2.0 * 4.0 * config.model.llm.width / rank.point_to_point(true).bandwidth;
-  EXPECT_NEAR(apart.encoder.a1 - with_llm.encoder.a1, hop, 1e-9 * hop);
+  EXPECT_NEAR(apart_encoder.a1 - shared_encoder.a1, hop, 1e-9 * hop);
   EXPECT_DOUBLE_EQ(apart.llm.a2, with_llm.llm.a2);  // the LLM's stages alike
   EXPECT_FALSE(with_llm.memory.encoder_apart);
   EXPECT_TRUE(apart.memory.encoder_apart);

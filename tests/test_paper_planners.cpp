@@ -528,8 +528,8 @@ std::vector<int> plain_image_placement(const GlobalBatch& batch, const CostModel
   std::vector<double> bundle(n, 0.0);
   int stages = 1;
   for (int s = 0; s < n; ++s) {
-    for (const ImageMeta& im : batch.samples[s].images) {
-      images.push_back({s, im.patches, static_cast<int>(images.size()), cost.encoder_time(im.patches)});
+    for (const EncoderItem& im : batch.samples[s].items) {
+      images.push_back({s, im.rows, static_cast<int>(images.size()), cost.encoder_time(im)});
       bundle[s] += images.back().time;
     }
     stages = std::max(stages, stage_of_sample[s] + 1);
@@ -554,7 +554,7 @@ std::vector<int> plain_image_placement(const GlobalBatch& batch, const CostModel
     std::vector<char> whole(n, 0);
     for (int s : samples) {
       const int pos = least_on(load, node_of(s));
-      if (batch.samples[s].images.empty() || pos < 0 || load[pos] + bundle[s] > mean) continue;
+      if (batch.samples[s].items.empty() || pos < 0 || load[pos] + bundle[s] > mean) continue;
       whole[s] = 1;
       load[pos] += bundle[s];
       for (const Image& im : images)
@@ -583,7 +583,7 @@ TEST(ImagePlacement, AnswersAsThePlainPlacement) {
   std::mt19937 rng(3);
   CostModel cost;
   cost.ranks_per_node = 4;
-  cost.encoder = {1e-9, 1e-6, 1e-5};
+  cost.encoders = {EncoderCost{{1e-9, 1e-6, 1e-5}}};
   const std::vector<int> encoder_ranks = {0, 1, 2, 3, 5, 6, 13, 14, 15};  // nodes 0, 1, 3; none on node 2
   for (const bool huge_image : {false, true})
     for (const int stages : {1, 3}) {
@@ -593,17 +593,17 @@ TEST(ImagePlacement, AnswersAsThePlainPlacement) {
       std::vector<int> preferred(batch.samples.size()), stage_of_sample(batch.samples.size());
       for (size_t s = 0; s < batch.samples.size(); ++s) {
         for (int i = static_cast<int>(rng() % 6); i > 0; --i) {
-          ImageMeta im;
-          im.patches = 1 + static_cast<int>(rng() % 8) * 4;  // repeated sizes: ties in the order
-          batch.samples[s].images.push_back(im);
+          EncoderItem im;
+          im.rows = 1 + static_cast<int>(rng() % 8) * 4;  // repeated sizes: ties in the order
+          batch.samples[s].items.push_back(im);
         }
         preferred[s] = static_cast<int>(rng() % 17) - 1;  // -1: no LLM rank
         stage_of_sample[s] = static_cast<int>(rng() % stages);
       }
       if (huge_image) {
-        ImageMeta im;
-        im.patches = 100000;
-        batch.samples[7].images.push_back(im);
+        EncoderItem im;
+        im.rows = 100000;
+        batch.samples[7].items.push_back(im);
       }
       for (const double tolerance : {0.0, 0.02, 0.5}) {
         const std::vector<int> placed =
@@ -621,14 +621,14 @@ TEST(ImagePlacement, AnswersAsThePlainPlacement) {
 TEST(ImagePlacement, WholeSamplesUpToTheMeanLoad) {
   CostModel cost;
   cost.ranks_per_node = 4;
-  cost.encoder = {0.0, 1.0, 0.0};
+  cost.encoders = {EncoderCost{{0.0, 1.0, 0.0}}};
   const auto place = [&](const std::vector<std::vector<int>>& patches) {
     GlobalBatch batch = batch_of_lengths(std::vector<int>(patches.size(), 16));
     for (size_t s = 0; s < patches.size(); ++s)
       for (int p : patches[s]) {
-        ImageMeta im;
-        im.patches = p;
-        batch.samples[s].images.push_back(im);
+        EncoderItem im;
+        im.rows = p;
+        batch.samples[s].items.push_back(im);
       }
     return planning::balance_images(batch, cost, {0, 1}, std::vector<int>(patches.size(), 0), 0.0);
   };
@@ -653,16 +653,17 @@ TEST(PlanTraffic, CountsBytesByWhereTheyGo) {
   CostModel cost;
   cost.ranks_per_node = 2;
   cost.input_bytes_per_token = 1.0;
-  cost.input_bytes_per_patch = 10.0;
-  cost.boundary_bytes_per_patch = 100.0;
+  cost.encoders = {EncoderCost{}};
+  cost.encoders[0].input_bytes_per_row = 10.0;
+  cost.boundary_bytes_per_row = 100.0;
   GlobalBatch batch = batch_of_lengths({8, 6, 4, 2});
-  ImageMeta image;
-  image.patches = 3;
-  batch.samples[1].images.push_back(image);
+  EncoderItem image;
+  image.rows = 3;
+  batch.samples[1].items.push_back(image);
   StepPlan plan;
   plan.llm_groups = {{{0, 1}, {0}, 1, {}}, {{2}, {2, 3}, 1, {}}, {{3}, {1}, 1, {}}};
   plan.encoder_ranks = {0, 1, 2, 3};
-  plan.image_owner = {0};
+  plan.item_owner = {0};
   const PlanTraffic t = plan_traffic(plan, batch, cost, 4);
   // Sample 0 (loader 0): its 8 bytes to rank 1 (intra; every member gets all its token ids). Sample 1 (loader
   // 1): 6 bytes to rank 3 (inter); its pixels, 30 bytes, to rank 0 (intra); its embeddings, 300 bytes, from
@@ -709,7 +710,7 @@ TEST(NodeLocality, OrchPrefersMovesInsideANode) {
   ASSERT_EQ(c.plan.llm_groups.size(), static_cast<size_t>(world));
   StepPlan shifted = c.plan;
   for (int r = 0; r < world; ++r) shifted.llm_groups[(r + 4) % world].samples = c.plan.llm_groups[r].samples;
-  for (int& owner : shifted.image_owner) owner = (owner + 4) % world;
+  for (int& owner : shifted.item_owner) owner = (owner + 4) % world;
   const PlanTraffic near = plan_traffic(c.plan, c.batch, c.cost, world);
   const PlanTraffic far = plan_traffic(shifted, c.batch, c.cost, world);
   EXPECT_LT(near.inter_node_bytes, 0.6 * far.inter_node_bytes);
@@ -732,24 +733,24 @@ TEST(NodeLocality, OrchPrefersMovesInsideANode) {
 TEST(NodeLocality, OrchEncodesMostSamplesImagesTogether) {
   const int world = 32;
   const OrchCase c = orch_case("many_images", 5, 8, world);
-  const std::vector<int> first_image = first_image_of_samples(c.batch);
+  const std::vector<int> first_item = first_item_of_samples(c.batch);
   std::vector<double> encoder_load(world, 0.0);
   int together = 0, with_their_sample = 0;
   std::vector<int> llm_rank(c.batch.samples.size());
   for (const LlmGroup& g : c.plan.llm_groups)
     for (int s : g.samples) llm_rank[s] = g.ranks.front();
   for (size_t s = 0; s < c.batch.samples.size(); ++s) {
-    const int first = first_image[s], end = first_image[s + 1];
+    const int first = first_item[s], end = first_item[s + 1];
     for (int i = first; i < end; ++i) {
-      encoder_load[c.plan.image_owner[i]] +=
-          c.cost.encoder_time(c.batch.samples[s].images[i - first].patches);
-      with_their_sample += c.plan.image_owner[i] == llm_rank[s];
+      encoder_load[c.plan.item_owner[i]] +=
+          c.cost.encoder_time(c.batch.samples[s].items[i - first]);
+      with_their_sample += c.plan.item_owner[i] == llm_rank[s];
     }
-    if (std::all_of(c.plan.image_owner.begin() + first, c.plan.image_owner.begin() + end,
-                    [&](int owner) { return owner == c.plan.image_owner[first]; }))
+    if (std::all_of(c.plan.item_owner.begin() + first, c.plan.item_owner.begin() + end,
+                    [&](int owner) { return owner == c.plan.item_owner[first]; }))
       together += end - first;
   }
-  const int images = first_image.back();
+  const int images = first_item.back();
   const double mean = std::accumulate(encoder_load.begin(), encoder_load.end(), 0.0) / world;
   EXPECT_GE(together, 0.7 * images);
   EXPECT_GE(with_their_sample, 0.25 * images);
@@ -794,7 +795,7 @@ TEST(PlanBytes, RoundTripAndRejectTruncation) {
   plan.placement = Placement::colocated;
   plan.llm_groups = {{{0, 1}, {3, 1}, 2, {1, 2}}, {{2}, {0, 2}, 1, {}}};
   plan.encoder_ranks = {0, 1, 2};
-  plan.image_owner = {2, 0, 1, 1};
+  plan.item_owner = {2, 0, 1, 1};
   const std::string bytes = serialize_plan(plan);
   const StepPlan back = deserialize_plan(bytes);
   EXPECT_EQ(serialize_plan(back), bytes);
@@ -803,7 +804,7 @@ TEST(PlanBytes, RoundTripAndRejectTruncation) {
   EXPECT_EQ(back.origin.solver_status, "time_limit");
   EXPECT_EQ(back.origin.solver_gap, 0.125);
   EXPECT_EQ(back.llm_groups[0].micro_batch_ends, (std::vector<int>{1, 2}));
-  EXPECT_EQ(back.image_owner, plan.image_owner);
+  EXPECT_EQ(back.item_owner, plan.item_owner);
   EXPECT_THROW(deserialize_plan(bytes.substr(0, bytes.size() - 3)), std::invalid_argument);
   EXPECT_THROW(deserialize_plan(bytes + "x"), std::invalid_argument);
 }

@@ -173,7 +173,7 @@ TEST(PipelineParallel, OnePassEqualsTheWholeModelStageByStage) {
       EXPECT_GT(expect_held_tensors_match(split, whole), 0);
       // Every tensor is held by exactly one stage (per tensor-parallel rank), the encoder's by the stage
       // holding it only.
-      EXPECT_EQ(split.config().encoder.layers > 0 && !split.weights().encoder.empty(),
+      EXPECT_EQ(split.config().vision().layers > 0 && !split.weights().encoder.empty(),
                 grid.sharding().pipeline.holds_encoder());
       const double held = static_cast<double>(split.tensor_ranges().size());
       EXPECT_EQ(grid.sharding().pipeline.comm->allreduce_sum(held),

@@ -29,9 +29,9 @@ void expect_same_plan(const PlannedStep& a, const PlannedStep& b) {
     EXPECT_EQ(a.plan.llm_groups[g].ranks, b.plan.llm_groups[g].ranks);
     EXPECT_EQ(a.plan.llm_groups[g].samples, b.plan.llm_groups[g].samples);
   }
-  EXPECT_EQ(a.plan.image_owner, b.plan.image_owner);
+  EXPECT_EQ(a.plan.item_owner, b.plan.item_owner);
   EXPECT_EQ(a.work.group_ranks, b.work.group_ranks);
-  EXPECT_EQ(a.work.images, b.work.images);
+  EXPECT_EQ(a.work.items, b.work.items);
   EXPECT_EQ(a.work.micro_batches.size(), b.work.micro_batches.size());
   EXPECT_EQ(a.prediction.makespan, b.prediction.makespan);
 }

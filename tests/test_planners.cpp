@@ -58,7 +58,7 @@ std::vector<Case> cases() {
 
 bool same_plan(const StepPlan& a, const StepPlan& b) {
   if (a.policy != b.policy || a.placement != b.placement || a.encoder_ranks != b.encoder_ranks ||
-      a.image_owner != b.image_owner || a.llm_groups.size() != b.llm_groups.size())
+      a.item_owner != b.item_owner || a.llm_groups.size() != b.llm_groups.size())
     return false;
   for (size_t k = 0; k < a.llm_groups.size(); ++k)
     if (a.llm_groups[k].ranks != b.llm_groups[k].ranks ||
@@ -106,7 +106,8 @@ TEST(CostModel, DefaultsMatchTheModelsFlopsAndParameters) {
     EncoderInput enc;
     enc.patches = s;
     enc.attention_pairs = double(s) * s;  // one image of s patches
-    EXPECT_NEAR((cost.encoder_time(s) - cost.encoder.c) * rate, model.encoder_flops(enc),
+    const EncoderItem image{s, 1, s, 0};  // rows are what the cost reads
+    EXPECT_NEAR((cost.encoder_time(image) - cost.encoders.at(0).compute.c) * rate, model.encoder_flops(enc),
                 1e-9 * model.encoder_flops(enc));
   }
   EXPECT_DOUBLE_EQ(cost.step.grad_bytes, 4.0 * model.parameter_count());
@@ -134,16 +135,16 @@ TEST(CostModel, CommunicationAndMemory) {
 TEST(Predict, MatchesAHandComputation) {
   CostModel cost;
   cost.llm.a1 = 1.0;        // one second per token
-  cost.encoder.a1 = 1.0;    // one second per patch
+  cost.encoders = {EncoderCost{{0.0, 1.0, 0.0}}};  // one second per patch
   cost.ranks_per_node = 1;  // every rank its own node
-  cost.boundary_bytes_per_patch = 1.0;
+  cost.boundary_bytes_per_row = 1.0;
   cost.inter_node = {0.0, 1.0};  // one byte per second
   GlobalBatch batch = batch_of_lengths({10, 6});
-  batch.samples[0].images.push_back({4, 4, 4, 0});  // 4 patches
+  batch.samples[0].items.push_back({4, 4, 4, 0});  // 4 patches
   StepPlan plan;
   plan.llm_groups = {{{0}, {0}, 1, {}}, {{1}, {1}, 1, {}}};
   plan.encoder_ranks = {0, 1};
-  plan.image_owner = {1};  // encoded away from its sample's rank
+  plan.item_owner = {1};  // encoded away from its sample's rank
   ASSERT_NO_THROW(validate_plan(plan, batch, 2));
   const PlanPrediction p = predict(plan, batch, cost, 2);
   EXPECT_DOUBLE_EQ(p.encoder, 4.0);
@@ -162,19 +163,19 @@ TEST(Predict, MatchesAHandComputation) {
 TEST(Predict, DisaggregatedPipelineMatchesAHandComputation) {
   CostModel cost;
   cost.llm.a1 = 1.0;      // one second per token
-  cost.encoder.a1 = 1.0;  // one second per patch
+  cost.encoders = {EncoderCost{{0.0, 1.0, 0.0}}};  // one second per patch
   cost.ranks_per_node = 1;
-  cost.boundary_bytes_per_patch = 0.0;  // transfers free: the dataflow alone
+  cost.boundary_bytes_per_row = 0.0;  // transfers free: the dataflow alone
   cost.step.encoder_forward_share = 0.5;
   GlobalBatch batch = batch_of_lengths({2, 3, 1});
-  batch.samples[0].images.push_back({4, 4, 4, 0});
-  batch.samples[1].images.push_back({2, 2, 2, 0});
-  batch.samples[2].images.push_back({6, 6, 6, 0});
+  batch.samples[0].items.push_back({4, 4, 4, 0});
+  batch.samples[1].items.push_back({2, 2, 2, 0});
+  batch.samples[2].items.push_back({6, 6, 6, 0});
   StepPlan plan;
   plan.placement = Placement::disaggregated;
   plan.llm_groups = {{{2}, {0, 1, 2}, 3, {1, 2, 3}}};
   plan.encoder_ranks = {0, 1};
-  plan.image_owner = {0, 1, 0};
+  plan.item_owner = {0, 1, 0};
   ASSERT_NO_THROW(validate_plan(plan, batch, 3));
   const PlanPrediction p = predict(plan, batch, cost, 3);
   // Forwards (half of 4, 2, 6): rank 0 ends stage 2 at 3, stage 0 at 5; rank 1 stage 1 at 1. The LLM rank
@@ -248,7 +249,7 @@ TEST(Planners, ValidDeterministicBoundedOnRandomBatches) {
           // without images: only the boundary exchange is bounded).
           const double bound = predict_upper_bound(plan, batch, cost, world).makespan;
           EXPECT_GE(bound, p.makespan);
-          if (batch.image_tokens() == 0) {
+          if (batch.encoder_rows() == 0) {
             EXPECT_DOUBLE_EQ(bound, p.makespan);
           }
           EXPECT_GE(p.idle_fraction, -1e-9);
@@ -322,21 +323,21 @@ TEST(Planners, OrchEncoderLayoutDiffersFromLlmLayout) {
   std::vector<int> llm_rank(batch.samples.size());
   for (const LlmGroup& g : plan.llm_groups)
     for (int s : g.samples) llm_rank[s] = g.ranks.front();
-  const std::vector<int> first_image = first_image_of_samples(batch);
+  const std::vector<int> first_item = first_item_of_samples(batch);
   int moved = 0, moved_off_node = 0;
   for (size_t s = 0; s < batch.samples.size(); ++s)
-    for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
-      moved += plan.image_owner[i] != llm_rank[s];
-      moved_off_node += cost.node_of(plan.image_owner[i]) != cost.node_of(llm_rank[s]);
+    for (int i = first_item[s]; i < first_item[s + 1]; ++i) {
+      moved += plan.item_owner[i] != llm_rank[s];
+      moved_off_node += cost.node_of(plan.item_owner[i]) != cost.node_of(llm_rank[s]);
     }
   EXPECT_GT(moved, 0);
   // Node-aware tie-breaking keeps most images on their sample's node.
-  EXPECT_LT(moved_off_node, first_image.back() / 2);
+  EXPECT_LT(moved_off_node, first_item.back() / 2);
   // Both phases balanced: the encoder phase is within 10% of its bound.
   const PlanPrediction p = predict(plan, batch, cost, world);
   double encoder_total = 0.0;
   for (const SampleMeta& sample : batch.samples)
-    for (const ImageMeta& image : sample.images) encoder_total += cost.encoder_time(image.patches);
+    for (const EncoderItem& image : sample.items) encoder_total += cost.encoder_time(image);
   EXPECT_LT(p.encoder, 1.1 * encoder_total / world);
 }
 
@@ -385,7 +386,8 @@ TEST(Planners, DisaggPredictionFollowsTheEncoderForwardShare) {
 TEST(Planners, DisaggKeepsLlmRanksWhenTheEncoderDominates) {
   const RunConfig config = modality_incoherent(1024, 5);
   CostModel cost = default_cost_model(config, kGflops, kRanksPerNode);
-  cost.encoder.a2 *= 100.0, cost.encoder.a1 *= 100.0, cost.encoder.c *= 100.0;
+  PhaseCost& encoder = cost.encoders.at(0).compute;
+  encoder.a2 *= 100.0, encoder.a1 *= 100.0, encoder.c *= 100.0;
   const GlobalBatch batch = Sampler(config).batch(0);
   const int world = 64;
   const StepPlan plan = make_planner("disagg", cost, {})->plan(batch, world);
@@ -430,7 +432,7 @@ TEST(Planners, DisaggReordersSamplesIntoPipelineStages) {
   std::vector<int> seen(batch.samples.size(), 0);
   std::vector<double> encoder(batch.samples.size(), 0.0);
   for (size_t s = 0; s < batch.samples.size(); ++s)
-    for (const ImageMeta& image : batch.samples[s].images) encoder[s] += cost.encoder_time(image.patches);
+    for (const EncoderItem& image : batch.samples[s].items) encoder[s] += cost.encoder_time(image);
   int pipelined_groups = 0;
   for (const LlmGroup& g : plan.llm_groups) {
     for (int s : g.samples) ++seen[s];

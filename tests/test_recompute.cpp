@@ -84,7 +84,7 @@ TEST(Recompute, ActivationEstimateFallsWithWhatIsDropped) {
   const RunConfig config = quickstart_with("static", 1);
   ModelConfig model = config.model;
   model.llm.layers = 6;
-  model.encoder.layers = 3;
+  model.vision().layers = 3;
   for (std::int64_t keys : {0, 3000}) {
     SCOPED_TRACE("key rows " + std::to_string(keys));
     const auto bytes = [&](Recompute mode) {
@@ -95,7 +95,7 @@ TEST(Recompute, ActivationEstimateFallsWithWhatIsDropped) {
     // Per block selective drops attn and lse (width + heads floats per row) of all but one block.
     const double dropped =
         4.0 * (model.llm.width + model.llm.heads) * (model.llm.layers - 1) * 1000 +
-        4.0 * (model.encoder.width + model.encoder.heads) * (model.encoder.layers - 1) * 500;
+        4.0 * (model.vision().width + model.vision().heads) * (model.vision().layers - 1) * 500;
     EXPECT_DOUBLE_EQ(bytes(Recompute::none) - bytes(Recompute::selective), dropped);
   }
   const MemoryModel none = memory_model(model, GemmPrecision::fp32, Recompute::none);
@@ -103,8 +103,8 @@ TEST(Recompute, ActivationEstimateFallsWithWhatIsDropped) {
   const MemoryModel full = memory_model(model, GemmPrecision::fp32, Recompute::full);
   EXPECT_GT(none.per_row, selective.per_row);
   EXPECT_GT(selective.per_row, full.per_row);
-  EXPECT_GT(none.per_patch, selective.per_patch);
-  EXPECT_GT(selective.per_patch, full.per_patch);
+  EXPECT_GT(none.per_encoder_row.at(0), selective.per_encoder_row.at(0));
+  EXPECT_GT(selective.per_encoder_row.at(0), full.per_encoder_row.at(0));
   EXPECT_GT(selective.per_key_row, full.per_key_row);  // full: one block's gathered K|V, not every block's
 }
 

@@ -41,8 +41,8 @@ TEST(SampleMovement, EveryRankHoldsWhatItsPlanGivesItAndTheBytesArePlanTraffics)
   const Sampler sampler(config);
   const GlobalBatch batch = sampler.batch(2);
   CostModel cost = default_cost_model(config, 100.0, 2);
-  cost.boundary_bytes_per_patch = 0.0;  // plan_traffic's loader-to-rank bytes only
-  const std::vector<int> first_image = first_image_of_samples(batch);
+  cost.boundary_bytes_per_row = 0.0;  // plan_traffic's loader-to-rank bytes only
+  const std::vector<int> first_item = first_item_of_samples(batch);
   for (const std::string policy : {"naive", "orch", "dhp", "disagg"}) {
     SCOPED_TRACE(policy + " on " + std::to_string(world) + " ranks");
     const StepPlan plan = make_planner(policy, cost, {})->plan(batch, world);
@@ -58,9 +58,9 @@ TEST(SampleMovement, EveryRankHoldsWhatItsPlanGivesItAndTheBytesArePlanTraffics)
     }
     int held_images = 0;
     for (size_t s = 0; s < batch.samples.size(); ++s)
-      for (size_t i = 0; i < batch.samples[s].images.size(); ++i) {
-        const int image = first_image[s] + static_cast<int>(i);
-        if (plan.image_owner[image] != me) {
+      for (size_t i = 0; i < batch.samples[s].items.size(); ++i) {
+        const int image = first_item[s] + static_cast<int>(i);
+        if (plan.item_owner[image] != me) {
           std::vector<float> none;
           EXPECT_THROW(moved.append_pixels(image, none), std::logic_error);
           continue;
@@ -77,7 +77,7 @@ TEST(SampleMovement, EveryRankHoldsWhatItsPlanGivesItAndTheBytesArePlanTraffics)
     long long total = moved.received_bytes(), images = held_images;
     MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &images, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    EXPECT_EQ(images, first_image.back());  // every image on exactly one rank
+    EXPECT_EQ(images, first_item.back());  // every image on exactly one rank
     const PlanTraffic traffic = plan_traffic(plan, batch, cost, world);
     EXPECT_EQ(static_cast<double>(total), traffic.intra_node_bytes + traffic.inter_node_bytes);
     // naive deals samples in the loaders' own contiguous shards, images on their sample's rank: nothing

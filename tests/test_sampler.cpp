@@ -76,11 +76,11 @@ std::vector<float> pixels_of(const Sampler& sampler, int step, const SampleMeta&
 }
 
 bool same_meta(const SampleMeta& a, const SampleMeta& b) {
-  if (a.id != b.id || a.text_len != b.text_len || a.klass != b.klass || a.images.size() != b.images.size())
+  if (a.id != b.id || a.text_len != b.text_len || a.klass != b.klass || a.items.size() != b.items.size())
     return false;
-  for (size_t i = 0; i < a.images.size(); ++i) {
-    const ImageMeta &x = a.images[i], &y = b.images[i];
-    if (x.height != y.height || x.width != y.width || x.patches != y.patches || x.text_pos != y.text_pos)
+  for (size_t i = 0; i < a.items.size(); ++i) {
+    const EncoderItem &x = a.items[i], &y = b.items[i];
+    if (x.height != y.height || x.width != y.width || x.rows != y.rows || x.text_pos != y.text_pos)
       return false;
   }
   return true;
@@ -89,8 +89,8 @@ bool same_meta(const SampleMeta& a, const SampleMeta& b) {
 // Number of image tokens in front of text token t (images at text_pos <= t precede it).
 int image_tokens_before_text(const SampleMeta& s, int t) {
   int n = 0;
-  for (const auto& im : s.images)
-    if (im.text_pos <= t) n += im.patches;
+  for (const auto& im : s.items)
+    if (im.text_pos <= t) n += im.rows;
   return n;
 }
 
@@ -120,7 +120,7 @@ TEST(Sampler, SameConfigGivesIdenticalBatchesTokensAndPixels) {
       const SampleMeta& s = ba.samples[i];
       ASSERT_TRUE(same_meta(s, bb.samples[i])) << "step " << step << " sample " << i;
       ASSERT_EQ(a.text_tokens(step, s), b.text_tokens(step, s)) << "step " << step << " sample " << i;
-      for (size_t im = 0; im < s.images.size(); ++im, ++images_seen) {
+      for (size_t im = 0; im < s.items.size(); ++im, ++images_seen) {
         const auto pa = pixels_of(a, step, s, static_cast<int>(im));
         const auto pb = pixels_of(b, step, s, static_cast<int>(im));
         ASSERT_EQ(pa, pb) << "step " << step << " sample " << i << " image " << im;  // bitwise
@@ -153,9 +153,9 @@ TEST(Sampler, AppendImagePatchesAppendsWithoutTouchingExistingData) {
   std::vector<float> expected = out;
   int images = 0;
   for (const auto& s : batch.samples)
-    for (size_t i = 0; i < s.images.size(); ++i, ++images) {
+    for (size_t i = 0; i < s.items.size(); ++i, ++images) {
       const auto one = pixels_of(sampler, 3, s, static_cast<int>(i));
-      ASSERT_EQ(one.size(), static_cast<size_t>(s.images[i].patches) * sampler.patch_dim());
+      ASSERT_EQ(one.size(), static_cast<size_t>(s.items[i].rows) * sampler.patch_dim());
       expected.insert(expected.end(), one.begin(), one.end());
       sampler.append_image_patches(3, s, static_cast<int>(i), out);
     }
@@ -182,7 +182,7 @@ TEST(Sampler, DifferentSeedOrStepGivesDifferentData) {
   // Tokens and pixels of the very same SampleMeta depend on step and seed too.
   const GlobalBatch batch = a.batch(0);
   const auto with_image = std::find_if(batch.samples.begin(), batch.samples.end(), [](const SampleMeta& s) {
-    return !s.images.empty() && s.text_len >= 8;
+    return !s.items.empty() && s.text_len >= 8;
   });
   ASSERT_NE(with_image, batch.samples.end());
   const SampleMeta& s = *with_image;
@@ -220,30 +220,30 @@ TEST(Sampler, MetadataInvariantsHoldOverManySteps) {
       classes.insert(s.klass);
       ASSERT_GE(s.text_len, knobs.text_min);
       ASSERT_LE(s.text_len, knobs.text_max);
-      ASSERT_LE(static_cast<int>(s.images.size()), knobs.max_images);
+      ASSERT_LE(static_cast<int>(s.items.size()), knobs.max_images);
       int patches = 0;
-      for (size_t m = 0; m < s.images.size(); ++m) {
-        const ImageMeta& im = s.images[m];
+      for (size_t m = 0; m < s.items.size(); ++m) {
+        const EncoderItem& im = s.items[m];
         ASSERT_GE(im.height, knobs.min_side);
         ASSERT_LE(im.height, knobs.max_side);
         ASSERT_GE(im.width, knobs.min_side);
         ASSERT_LE(im.width, knobs.max_side);
         ASSERT_EQ(im.height % knobs.patch, 0);
         ASSERT_EQ(im.width % knobs.patch, 0);
-        ASSERT_EQ(im.patches, (im.height / knobs.patch) * (im.width / knobs.patch));
+        ASSERT_EQ(im.rows, (im.height / knobs.patch) * (im.width / knobs.patch));
         ASSERT_GE(im.text_pos, 0);
         ASSERT_LE(im.text_pos, s.text_len);
         if (m > 0) {
-          ASSERT_LE(s.images[m - 1].text_pos, im.text_pos);
+          ASSERT_LE(s.items[m - 1].text_pos, im.text_pos);
         }
         heights.insert(im.height);
         widths.insert(im.width);
         image_at_start += im.text_pos == 0;
         image_at_end += im.text_pos == s.text_len;
         ++image_count;
-        patches += im.patches;
+        patches += im.rows;
       }
-      ASSERT_EQ(s.image_tokens(), patches);
+      ASSERT_EQ(s.encoder_rows(), patches);
       ASSERT_EQ(s.tokens(), s.text_len + patches);
       const auto tokens = sampler.text_tokens(step, s);
       ASSERT_EQ(static_cast<int>(tokens.size()), s.text_len);
@@ -252,11 +252,11 @@ TEST(Sampler, MetadataInvariantsHoldOverManySteps) {
         ASSERT_LT(tok, knobs.vocab);
       }
       text += s.text_len;
-      image += s.image_tokens();
+      image += s.encoder_rows();
       targets += s.loss_targets();
     }
     ASSERT_EQ(batch.text_tokens(), text);
-    ASSERT_EQ(batch.image_tokens(), image);
+    ASSERT_EQ(batch.encoder_rows(), image);
     ASSERT_EQ(batch.loss_targets(), targets);
   }
   // Every allowed side {4, 8, 12, 16} and every class occurs; images land at both ends of the text.
@@ -291,9 +291,9 @@ TEST(Sampler, TextOnlyConfigHasNoImages) {
   const Sampler sampler(make_config(knobs));
   for (int step = 0; step < 100; ++step) {
     const GlobalBatch batch = sampler.batch(step);
-    ASSERT_EQ(batch.image_tokens(), 0) << "step " << step;
+    ASSERT_EQ(batch.encoder_rows(), 0) << "step " << step;
     for (const auto& s : batch.samples) {
-      ASSERT_TRUE(s.images.empty()) << "step " << step << " sample " << s.id;
+      ASSERT_TRUE(s.items.empty()) << "step " << step << " sample " << s.id;
       ASSERT_EQ(s.loss_targets(), s.text_len - 1);
     }
   }
@@ -304,7 +304,7 @@ TEST(Sampler, ZeroMeanImagesWithoutIncoherenceHasNoImages) {
   knobs.mean_images = 0.0;
   knobs.incoherence = 0.0;
   const Sampler sampler(make_config(knobs));
-  for (int step = 0; step < 100; ++step) ASSERT_EQ(sampler.batch(step).image_tokens(), 0) << "step " << step;
+  for (int step = 0; step < 100; ++step) ASSERT_EQ(sampler.batch(step).encoder_rows(), 0) << "step " << step;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -322,10 +322,10 @@ TEST(Sampler, FullIncoherenceGivesOnlyExtremeSamples) {
     for (const auto& s : sampler.batch(step).samples) {
       ++total;
       SCOPED_TRACE("step " + std::to_string(step) + " sample " + std::to_string(s.id));
-      if (s.images.empty()) {
+      if (s.items.empty()) {
         ASSERT_GE(s.text_len, tail_floor);  // text-heavy
       } else {
-        ASSERT_EQ(static_cast<int>(s.images.size()), knobs.max_images);
+        ASSERT_EQ(static_cast<int>(s.items.size()), knobs.max_images);
         ASSERT_EQ(s.text_len, knobs.text_min);
         ++image_heavy;
       }
@@ -344,9 +344,9 @@ TEST(Sampler, ZeroIncoherenceGivesPoissonImageCounts) {
   for (int step = 0; step < 63; ++step)
     for (const auto& s : sampler.batch(step).samples) {
       ++total;
-      with_images += !s.images.empty();
-      images += static_cast<int>(s.images.size());
-      extreme_looking += static_cast<int>(s.images.size()) == knobs.max_images;
+      with_images += !s.items.empty();
+      images += static_cast<int>(s.items.size());
+      extreme_looking += static_cast<int>(s.items.size()) == knobs.max_images;
     }
   // P(N > 0) = 1 - exp(-1) = 0.632; over 4032 samples the sd is 0.0076: allow 0.03 (4 sd).
   EXPECT_NEAR(static_cast<double>(with_images) / total, 1.0 - std::exp(-1.0), 0.03);
@@ -368,7 +368,7 @@ TEST(Sampler, PoissonImageCountsForLargeMean) {
   const Sampler sampler(make_config(knobs));
   const GlobalBatch batch = sampler.batch(0);
   double mean = 0.0;
-  for (const auto& s : batch.samples) mean += static_cast<double>(s.images.size()) / batch.samples.size();
+  for (const auto& s : batch.samples) mean += static_cast<double>(s.items.size()) / batch.samples.size();
   EXPECT_NEAR(mean, 800.0, 40.0) << "average images per sample with mean_per_sample = 800";
 }
 
@@ -382,7 +382,7 @@ TEST(Sampler, HugeSigmaTextHeavySamplesClampToMax) {
   const Sampler sampler(make_config(knobs));
   int text_heavy = 0, at_max = 0, first_bad = -1, first_bad_len = 0;
   for (const auto& s : sampler.batch(0).samples) {
-    if (!s.images.empty()) continue;
+    if (!s.items.empty()) continue;
     ++text_heavy;
     if (s.text_len == knobs.text_max) {
       ++at_max;
@@ -408,7 +408,7 @@ TEST(Sampler, FusedLayoutPartitionsRowsInOrder) {
       SCOPED_TRACE("step " + std::to_string(step) + " sample " + std::to_string(s.id));
       const FusedLayout layout = fused_layout(s);
       ASSERT_EQ(static_cast<int>(layout.text_rows.size()), s.text_len);
-      ASSERT_EQ(layout.image_first_row.size(), s.images.size());
+      ASSERT_EQ(layout.item_first_row.size(), s.items.size());
       std::vector<int> owner(s.tokens(), 0);  // how many elements claim each row
       for (int t = 0; t < s.text_len; ++t) {
         const int row = layout.text_rows[t];
@@ -419,27 +419,27 @@ TEST(Sampler, FusedLayoutPartitionsRowsInOrder) {
         ASSERT_EQ(row, t + image_tokens_before_text(s, t)) << "text token " << t;
       }
       int preceding_image_tokens = 0;
-      for (size_t i = 0; i < s.images.size(); ++i) {
-        const ImageMeta& im = s.images[i];
-        const int first = layout.image_first_row[i];
+      for (size_t i = 0; i < s.items.size(); ++i) {
+        const EncoderItem& im = s.items[i];
+        const int first = layout.item_first_row[i];
         // Image i comes after the text_pos text tokens before it and after the images listed before it.
         ASSERT_EQ(first, im.text_pos + preceding_image_tokens) << "image " << i;
         ASSERT_GE(first, 0);
-        ASSERT_LE(first + im.patches, s.tokens());
-        for (int r = first; r < first + im.patches; ++r) ++owner[r];
+        ASSERT_LE(first + im.rows, s.tokens());
+        for (int r = first; r < first + im.rows; ++r) ++owner[r];
         // ... and right before text token text_pos (or another image at the same position, or the end).
-        const int after = first + im.patches;
-        if (i + 1 < s.images.size() && s.images[i + 1].text_pos == im.text_pos) {
-          ASSERT_EQ(after, layout.image_first_row[i + 1]);
+        const int after = first + im.rows;
+        if (i + 1 < s.items.size() && s.items[i + 1].text_pos == im.text_pos) {
+          ASSERT_EQ(after, layout.item_first_row[i + 1]);
         } else if (im.text_pos < s.text_len) {
           ASSERT_EQ(after, layout.text_rows[im.text_pos]);
         } else {
           ASSERT_EQ(after, s.tokens());
         }
-        preceding_image_tokens += im.patches;
+        preceding_image_tokens += im.rows;
       }
       for (int r = 0; r < s.tokens(); ++r) ASSERT_EQ(owner[r], 1) << "row " << r;
-      checked_with_images += !s.images.empty();
+      checked_with_images += !s.items.empty();
     }
   EXPECT_GT(checked_with_images, 100);
 }
@@ -456,7 +456,7 @@ TEST(Sampler, LossTargetsCountTextTokensWithAPredecessor) {
       const int expected = static_cast<int>(
           std::count_if(layout.text_rows.begin(), layout.text_rows.end(), [](int row) { return row > 0; }));
       ASSERT_EQ(s.loss_targets(), expected) << "step " << step << " sample " << s.id;
-      const bool starts_with_image = !s.images.empty() && s.images.front().text_pos == 0;
+      const bool starts_with_image = !s.items.empty() && s.items.front().text_pos == 0;
       ASSERT_EQ(s.loss_targets(), s.text_len - (starts_with_image ? 0 : 1));
       (starts_with_image ? image_first : text_first)++;
       sum += expected;
@@ -472,13 +472,13 @@ TEST(Sampler, FusedLayoutOfHandMadeSample) {
   SampleMeta s;
   s.text_len = 3;
   // Two images before token 0, one before token 2, one after the last token.
-  s.images = {{4, 4, 1, 0}, {4, 8, 2, 0}, {8, 4, 2, 2}, {4, 4, 1, 3}};
-  ASSERT_EQ(s.image_tokens(), 6);
+  s.items = {{4, 4, 1, 0}, {4, 8, 2, 0}, {8, 4, 2, 2}, {4, 4, 1, 3}};
+  ASSERT_EQ(s.encoder_rows(), 6);
   ASSERT_EQ(s.tokens(), 9);
   ASSERT_EQ(s.loss_targets(), 3);
   const FusedLayout layout = fused_layout(s);
   // rows: img0 | img1 img1 | t0 | t1 | img2 img2 | t2 | img3
-  EXPECT_EQ(layout.image_first_row, (std::vector<int>{0, 1, 5, 8}));
+  EXPECT_EQ(layout.item_first_row, (std::vector<int>{0, 1, 5, 8}));
   EXPECT_EQ(layout.text_rows, (std::vector<int>{3, 4, 7}));
 
   SampleMeta text_only;
@@ -500,8 +500,8 @@ struct RuleStats {
 };
 
 int rule_of(const SampleMeta& s, int t) {
-  const int first_image = s.images.empty() ? s.text_len + 1 : s.images.front().text_pos;
-  return t >= first_image ? s.klass : -1;
+  const int first_item = s.items.empty() ? s.text_len + 1 : s.items.front().text_pos;
+  return t >= first_item ? s.klass : -1;
 }
 
 RuleStats collect_rules(const Sampler& sampler, int steps, const RuleMaps* reference = nullptr) {
@@ -543,7 +543,7 @@ TEST(Sampler, NoiselessTextFollowsAClassDependentFunction) {
   int samples_with_image_first = 0;
   for (int step = 0; step < 40; ++step)
     for (const auto& s : sampler.batch(step).samples) {
-      if (s.images.empty() || s.images.front().text_pos != 0) continue;
+      if (s.items.empty() || s.items.front().text_pos != 0) continue;
       ++samples_with_image_first;
       const auto tokens = sampler.text_tokens(step, s);
       for (int t = 1; t < s.text_len; ++t) {
@@ -629,7 +629,7 @@ MicroBatchWork whole_samples(const GlobalBatch& batch, const std::vector<int>& p
 // Global image numbers (images numbered in sample order) of the picked samples, in pick order.
 std::vector<int> images_of(const GlobalBatch& batch, const std::vector<int>& picks) {
   std::vector<int> first(1, 0);
-  for (const auto& s : batch.samples) first.push_back(first.back() + static_cast<int>(s.images.size()));
+  for (const auto& s : batch.samples) first.push_back(first.back() + static_cast<int>(s.items.size()));
   std::vector<int> images;
   for (int s : picks)
     for (int i = first[s]; i < first[s + 1]; ++i) images.push_back(i);
@@ -705,7 +705,7 @@ void check_llm(const Sampler& sampler, const GlobalBatch& batch, const MicroBatc
 void check_encoder(const Sampler& sampler, const GlobalBatch& batch, const std::vector<int>& images) {
   const EncoderInput enc = pack_encoder(sampler, batch, images);
   std::vector<int> first(1, 0);
-  for (const auto& s : batch.samples) first.push_back(first.back() + static_cast<int>(s.images.size()));
+  for (const auto& s : batch.samples) first.push_back(first.back() + static_cast<int>(s.items.size()));
   std::vector<float> pixels;
   std::vector<int> patches;
   double pairs = 0.0;
@@ -713,7 +713,7 @@ void check_encoder(const Sampler& sampler, const GlobalBatch& batch, const std::
     const int s = static_cast<int>(std::upper_bound(first.begin(), first.end(), image) - first.begin()) - 1;
     const int i = image - first[s];
     sampler.append_image_patches(batch.step, batch.samples[s], i, pixels);
-    patches.push_back(batch.samples[s].images[i].patches);
+    patches.push_back(batch.samples[s].items[i].rows);
     pairs += static_cast<double>(patches.back()) * patches.back();  // bidirectional within the image
   }
   const int total = std::accumulate(patches.begin(), patches.end(), 0);
@@ -771,13 +771,13 @@ TEST(PackLlm, WholeSamplesMatchThePerSampleLayout) {
   bool image_first = false, image_later = false, text_only = false;
   for (int i = 0; i < static_cast<int>(batch.samples.size()); ++i) {
     const SampleMeta& s = batch.samples[i];
-    const bool first = !s.images.empty() && s.images.front().text_pos == 0;
-    const bool later = !s.images.empty() && s.images.front().text_pos > 0;
-    if ((first && !image_first) || (later && !image_later) || (s.images.empty() && !text_only))
+    const bool first = !s.items.empty() && s.items.front().text_pos == 0;
+    const bool later = !s.items.empty() && s.items.front().text_pos > 0;
+    if ((first && !image_first) || (later && !image_later) || (s.items.empty() && !text_only))
       picks.push_back(i);
     image_first |= first;
     image_later |= later;
-    text_only |= s.images.empty();
+    text_only |= s.items.empty();
   }
   ASSERT_TRUE(image_first && image_later && text_only);
   picks.push_back(static_cast<int>(batch.samples.size()) - 1);
@@ -812,7 +812,7 @@ TEST(PackLlm, ChunksOfASampleReassembleTheWholeSample) {
   int checked = 0;
   for (int s = 0; s < static_cast<int>(batch.samples.size()); ++s) {
     const int n = batch.samples[s].tokens();
-    if (batch.samples[s].images.empty() || n < 6) continue;
+    if (batch.samples[s].items.empty() || n < 6) continue;
     SCOPED_TRACE("sample " + std::to_string(s));
     const std::vector<int> bounds = {0, n / 3, n / 3, 2 * n / 3 + 1, n};  // one empty chunk on purpose
     std::vector<int> ids, targets;
@@ -842,7 +842,7 @@ TEST(PackLlm, HandMadeTextOnlyAndEmpty) {
   a.id = 0;
   a.text_len = 5;
   a.klass = 1;
-  a.images = {{4, 8, 2, 0}, {8, 8, 4, 2}, {4, 4, 1, 5}};
+  a.items = {{4, 8, 2, 0}, {8, 8, 4, 2}, {4, 4, 1, 5}};
   SampleMeta b;  // text only
   b.id = 1;
   b.text_len = 3;

@@ -217,38 +217,40 @@ TEST(Simulator, SampleMovementByHand) {
   batch.samples.resize(2);
   batch.samples[0].text_len = 100;
   batch.samples[1].text_len = 300;
-  ImageMeta image;
-  image.patches = 16;
-  batch.samples[1].images = {image};
+  EncoderItem image;
+  image.rows = 16;
+  batch.samples[1].items = {image};
   CostModel cost;
   cost.ranks_per_node = 2;
   cost.intra_node = {2e-6, 1e9};
   cost.inter_node = {50e-6, 1e8};
-  cost.input_bytes_per_token = 4.0, cost.input_bytes_per_patch = 768.0;
+  cost.input_bytes_per_token = 4.0;
+  cost.encoders = {EncoderCost{}};
+  cost.encoders[0].input_bytes_per_row = 768.0;
   StepPlan plan;
   const auto group = [](std::vector<int> ranks, std::vector<int> samples) {
     return LlmGroup{std::move(ranks), std::move(samples), 1, {}};
   };
   plan.llm_groups = {group({0}, {0, 1}), group({1}, {})};
   plan.encoder_ranks = {0, 1};
-  plan.image_owner = {0};
+  plan.item_owner = {0};
   EXPECT_EQ(sample_loader_rank(0, 2, 2), 0);
   EXPECT_EQ(sample_loader_rank(1, 2, 2), 1);
   // One peer (rank 0): one message step, 300 x 4 + 16 x 768 bytes.
   EXPECT_NEAR(movement_seconds(plan, batch, cost, 2), 2e-6 + (1200.0 + 12288.0) / 1e9, 1e-15);
   // Each sample on its loader: nothing moves.
   plan.llm_groups = {group({0}, {0}), group({1}, {1})};
-  plan.image_owner = {1};
+  plan.item_owner = {1};
   EXPECT_EQ(movement_seconds(plan, batch, cost, 2), 0.0);
   // Across nodes: sample 1's image encoded on rank 0 of another node; its tokens stay.
   cost.ranks_per_node = 1;
-  plan.image_owner = {0};
+  plan.item_owner = {0};
   EXPECT_NEAR(movement_seconds(plan, batch, cost, 2), 50e-6 + 12288.0 / 1e8, 1e-15);
   // Both samples on a group of both ranks: each loader sends all its sample's token ids to the other
   // (a member reads its chunk's and the next row's); the slower is rank 1's 300 x 4 bytes.
   cost.ranks_per_node = 2;
   plan.llm_groups = {group({0, 1}, {0, 1})};
-  plan.image_owner = {1};
+  plan.item_owner = {1};
   EXPECT_NEAR(movement_seconds(plan, batch, cost, 2), 2e-6 + 1200.0 / 1e9, 1e-15);
 }
 

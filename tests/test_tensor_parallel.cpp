@@ -86,9 +86,9 @@ TEST(TensorParallel, EncoderGroupsShareTheImagesInContiguousBalancedRuns) {
   std::vector<int> images;
   int largest = 0;
   for (const SampleMeta& s : batch.samples)
-    for (const auto& image : s.images) {
+    for (const auto& image : s.items) {
       images.push_back(static_cast<int>(images.size()));
-      largest = std::max(largest, image.patches);
+      largest = std::max(largest, image.rows);
     }
   ASSERT_GT(images.size(), 2u);
   for (int groups : {1, 2, 3}) {

@@ -234,7 +234,7 @@ TEST(Training, RunFileDescribesEveryStepsPlan) {
     const GlobalBatch batch = sampler.batch(step);
     EXPECT_EQ(std::accumulate(&samples[step * ranks], &samples[step * ranks] + ranks, 0), s.samples);
     EXPECT_EQ(std::accumulate(&images[step * ranks], &images[step * ranks] + ranks, 0),
-              first_image_of_samples(batch).back());
+              first_item_of_samples(batch).back());
     // The code names the policy that made the step's plan.
     std::vector<std::string> listed;
     std::stringstream list(names);

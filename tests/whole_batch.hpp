@@ -30,7 +30,7 @@ inline PackedBatch pack_whole_samples(const Sampler& sampler, int step,
     mb.samples.push_back(s);
     mb.chunks.push_back({s, 0, samples[s].tokens()});
     mb.sample_offsets.push_back(mb.sample_offsets.back() + samples[s].tokens());
-    images += static_cast<int>(samples[s].images.size());
+    images += static_cast<int>(samples[s].items.size());
   }
   std::vector<int> all_images(images);
   for (int i = 0; i < images; ++i) all_images[i] = i;

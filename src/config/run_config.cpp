@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <climits>
+#include <stdexcept>
 #include <vector>
 
 #include "minimllm/config/strict_yaml.hpp"
@@ -67,7 +68,7 @@ void read_llm(const Section& s, LlmConfig& c) {
 void read_model(const Section& s, ModelConfig& c) {
   s.read_float("init_std", c.init_std, above(0.0));
   read_encoder(s.section("encoder", {"width", "heads", "layers", "mlp_ratio", "patch", "channels"}),
-               c.encoder);
+               c.vision());
   read_llm(s.section("llm", {"width", "heads", "layers", "mlp_ratio", "vocab"}), c.llm);
 }
 
@@ -175,7 +176,7 @@ class CrossChecker {
 };
 
 void check_model(const CrossChecker& x, const ModelConfig& m) {
-  const EncoderConfig& e = m.encoder;
+  const EncoderConfig& e = m.vision();
   const LlmConfig& l = m.llm;
   x.require(e.width % e.heads == 0, "model.encoder.width", e.width,
             fmt::format("must be divisible by model.encoder.heads (= {})", e.heads));
@@ -207,7 +208,7 @@ void check_model(const CrossChecker& x, const ModelConfig& m) {
 void check_data(const CrossChecker& x, const DataConfig& d, const ModelConfig& m) {
   const TextConfig& t = d.text;
   const ImageConfig& im = d.images;
-  const int patch = m.encoder.patch;
+  const int patch = m.vision().patch;
   x.require(t.max >= t.min, "data.text.max", t.max, fmt::format("must be >= data.text.min (= {})", t.min));
   x.require(t.median >= t.min && t.median <= t.max, "data.text.median", t.median,
             fmt::format("must be in [data.text.min, data.text.max] = [{}, {}]", t.min, t.max));
@@ -223,9 +224,9 @@ void check_data(const CrossChecker& x, const DataConfig& d, const ModelConfig& m
   using ll = long long;
   const ll patches_per_side = im.max_side / patch;
   const ll tokens_per_sample = ll(im.max_per_sample) * patches_per_side * patches_per_side + t.max;
-  x.require_size(ll(im.max_side) * im.max_side * m.encoder.channels, kMaxImageElements,
+  x.require_size(ll(im.max_side) * im.max_side * m.vision().channels, kMaxImageElements,
                  "data.images.max_side", im.max_side,
-                 fmt::format("data.images.max_side^2 * model.encoder.channels (= {})", m.encoder.channels),
+                 fmt::format("data.images.max_side^2 * model.encoder.channels (= {})", m.vision().channels),
                  "values per image");
   x.require(tokens_per_sample < kMaxTokensPerSample, "data.images.max_side", im.max_side,
             fmt::format("data.images.max_per_sample (= {}) * (data.images.max_side / model.encoder.patch "
@@ -246,9 +247,9 @@ void check_model_parallel(const CrossChecker& x, const ParallelConfig& p, const 
   x.require(p.tp <= m.llm.vocab, "parallel.tp", p.tp,
             fmt::format("must be at most model.llm.vocab (= {}): the vocabulary is split over the group",
                         m.llm.vocab));
-  x.require(m.encoder.heads % p.encoder_tp == 0, "parallel.encoder_tp", p.encoder_tp,
+  x.require(m.vision().heads % p.encoder_tp == 0, "parallel.encoder_tp", p.encoder_tp,
             fmt::format("must divide model.encoder.heads (= {}): tensor parallelism splits the heads",
-                        m.encoder.heads));
+                        m.vision().heads));
   x.require(p.pp <= m.llm.layers, "parallel.pp", p.pp,
             fmt::format("must be at most model.llm.layers (= {}): every pipeline stage holds a layer",
                         m.llm.layers));
@@ -265,6 +266,26 @@ void check_model_parallel(const CrossChecker& x, const ParallelConfig& p, const 
 }
 
 }  // namespace
+
+const char* to_string(Modality modality) {
+  switch (modality) {
+    case Modality::vision:
+      return "vision";
+  }
+  return "unknown";
+}
+
+int ModelConfig::module_of(Modality modality) const {
+  for (size_t m = 0; m < encoders.size(); ++m)
+    if (encoders[m].modality == modality) return static_cast<int>(m);
+  throw std::logic_error(std::string("the model has no ") + to_string(modality) + " encoder module");
+}
+
+const EncoderConfig& ModelConfig::vision() const { return encoders[module_of(Modality::vision)]; }
+
+EncoderConfig& ModelConfig::vision() {
+  return const_cast<EncoderConfig&>(static_cast<const ModelConfig&>(*this).vision());
+}
 
 // ---------------------------------------------------------------------------------------------------
 

@@ -31,15 +31,26 @@ int poisson(double mean, std::uint64_t h1, std::uint64_t h2) {
 
 }  // namespace
 
-int SampleMeta::image_tokens() const {
+int largest_item_rows(const RunConfig& config, int module) {
+  const EncoderConfig& encoder = config.model.encoders.at(module);
+  switch (encoder.modality) {
+    case Modality::vision: {
+      const int side = config.data.images.max_side / encoder.patch;
+      return side * side;
+    }
+  }
+  return 0;
+}
+
+int SampleMeta::encoder_rows() const {
   int n = 0;
-  for (const auto& im : images) n += im.patches;
+  for (const auto& im : items) n += im.rows;
   return n;
 }
 
 int SampleMeta::loss_targets() const {
   // Every text token is a target except one at fused position 0 (nothing precedes it).
-  const bool starts_with_text = images.empty() || images.front().text_pos > 0;
+  const bool starts_with_text = items.empty() || items.front().text_pos > 0;
   return text_len - (starts_with_text && text_len > 0 ? 1 : 0);
 }
 
@@ -48,9 +59,9 @@ std::int64_t GlobalBatch::text_tokens() const {
   for (const auto& s : samples) n += s.text_len;
   return n;
 }
-std::int64_t GlobalBatch::image_tokens() const {
+std::int64_t GlobalBatch::encoder_rows() const {
   std::int64_t n = 0;
-  for (const auto& s : samples) n += s.image_tokens();
+  for (const auto& s : samples) n += s.encoder_rows();
   return n;
 }
 std::int64_t GlobalBatch::loss_targets() const {
@@ -62,13 +73,13 @@ std::int64_t GlobalBatch::loss_targets() const {
 FusedLayout fused_layout(const SampleMeta& sample) {
   FusedLayout layout;
   layout.text_rows.resize(sample.text_len);
-  layout.image_first_row.resize(sample.images.size());
+  layout.item_first_row.resize(sample.items.size());
   int row = 0;
   size_t next_image = 0;
   for (int t = 0; t <= sample.text_len; ++t) {
-    while (next_image < sample.images.size() && sample.images[next_image].text_pos == t) {
-      layout.image_first_row[next_image] = row;
-      row += sample.images[next_image++].patches;
+    while (next_image < sample.items.size() && sample.items[next_image].text_pos == t) {
+      layout.item_first_row[next_image] = row;
+      row += sample.items[next_image++].rows;
     }
     if (t < sample.text_len) layout.text_rows[t] = row++;
   }
@@ -79,8 +90,8 @@ Sampler::Sampler(const RunConfig& config)
     : data_(config.data),
       seed_(config.seed),
       vocab_(config.model.llm.vocab),
-      patch_(config.model.encoder.patch),
-      channels_(config.model.encoder.channels) {
+      patch_(config.model.vision().patch),
+      channels_(config.model.vision().channels) {
   // The hidden "language": a seeded permutation (Fisher-Yates on counter-based draws).
   successor_perm_.resize(vocab_);
   for (int i = 0; i < vocab_; ++i) successor_perm_[i] = i;
@@ -126,23 +137,23 @@ SampleMeta Sampler::sample_meta(int step, int id) const {
     n_images = std::min(img.max_per_sample, poisson(img.mean_per_sample, draw(4), draw(5)));
   }
   const int side_choices = (img.max_side - img.min_side) / patch_ + 1;
-  s.images.reserve(n_images);
+  s.items.reserve(n_images);
   for (int i = 0; i < n_images; ++i) {
-    ImageMeta im;
+    EncoderItem im;
     const auto ui = static_cast<std::uint64_t>(i);
     im.height = img.min_side + patch_ * static_cast<int>(draw(100 + 3 * ui) % side_choices);
     im.width = img.min_side + patch_ * static_cast<int>(draw(101 + 3 * ui) % side_choices);
-    im.patches = (im.height / patch_) * (im.width / patch_);
+    im.rows = (im.height / patch_) * (im.width / patch_);
     im.text_pos = static_cast<int>(draw(102 + 3 * ui) % static_cast<std::uint64_t>(s.text_len + 1));
-    s.images.push_back(im);
+    s.items.push_back(im);
   }
   // In text order, ties in drawing order: a stable insertion sort (a few dozen images; std::stable_sort
   // would allocate a buffer per sample).
-  for (size_t i = 1; i < s.images.size(); ++i) {
-    const ImageMeta im = s.images[i];
+  for (size_t i = 1; i < s.items.size(); ++i) {
+    const EncoderItem im = s.items[i];
     size_t j = i;
-    for (; j > 0 && s.images[j - 1].text_pos > im.text_pos; --j) s.images[j] = s.images[j - 1];
-    s.images[j] = im;
+    for (; j > 0 && s.items[j - 1].text_pos > im.text_pos; --j) s.items[j] = s.items[j - 1];
+    s.items[j] = im;
   }
   return s;
 }
@@ -157,7 +168,7 @@ GlobalBatch Sampler::batch(int step) const {
 
 std::vector<int> Sampler::text_tokens(int step, const SampleMeta& sample) const {
   std::vector<int> tokens(sample.text_len);
-  const int first_image_pos = sample.images.empty() ? sample.text_len + 1 : sample.images.front().text_pos;
+  const int first_image_pos = sample.items.empty() ? sample.text_len + 1 : sample.items.front().text_pos;
   const std::uint64_t sample_hash =
       hash_coords({seed_, kText, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(sample.id)});
   const auto draw = [&](int t, std::uint64_t what) {
@@ -180,15 +191,15 @@ std::vector<int> Sampler::text_tokens(int step, const SampleMeta& sample) const 
 
 void Sampler::append_image_patches(int step, const SampleMeta& sample, int image,
                                    std::vector<float>& out) const {
-  const ImageMeta& im = sample.images[image];
+  const EncoderItem& im = sample.items[image];
   const int pd = patch_dim();
   const float* proto = &class_prototype_[static_cast<size_t>(sample.klass) * pd];
   const size_t base = out.size();
-  out.resize(base + static_cast<size_t>(im.patches) * pd);
+  out.resize(base + static_cast<size_t>(im.rows) * pd);
   const std::uint64_t image_hash =
       hash_coords({seed_, std::uint64_t(kPixels), static_cast<std::uint64_t>(step),
                    static_cast<std::uint64_t>(sample.id), static_cast<std::uint64_t>(image)});
-  for (int p = 0; p < im.patches; ++p)
+  for (int p = 0; p < im.rows; ++p)
     for (int e = 0; e < pd; ++e) {
       const auto idx = static_cast<std::uint64_t>(p) * pd + e;
       const double noise = 2.0 * uniform01(hash_extend(image_hash, idx)) - 1.0;

@@ -64,11 +64,11 @@ GlobalBatch image_batch(int n, int side, int patch, int text) {
   for (int i = 0; i < n; ++i) {
     SampleMeta s;
     s.id = i, s.text_len = text;
-    ImageMeta im;
+    EncoderItem im;
     im.height = im.width = side * patch;
-    im.patches = side * side;
+    im.rows = side * side;
     im.text_pos = 0;
-    s.images.push_back(im);
+    s.items.push_back(im);
     b.samples.push_back(s);
   }
   return b;
@@ -370,14 +370,14 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   int min_tokens = 1 << 30, max_tokens = 1, min_side = 1 << 30, max_side = 1;
   double tokens = 0.0, patches = 0.0;
   const int steps = std::min(config.steps, 64);
-  const int patch = config.model.encoder.patch;
+  const int patch = config.model.vision().patch;
   for (int step = 0; step < steps; ++step) {
     const GlobalBatch batch = sampler.batch(step);
-    tokens += static_cast<double>(batch.text_tokens() + batch.image_tokens()) / steps;
-    patches += static_cast<double>(batch.image_tokens()) / steps;
+    tokens += static_cast<double>(batch.text_tokens() + batch.encoder_rows()) / steps;
+    patches += static_cast<double>(batch.encoder_rows()) / steps;
     for (const SampleMeta& s : batch.samples) {
       min_tokens = std::min(min_tokens, s.tokens()), max_tokens = std::max(max_tokens, s.tokens());
-      for (const ImageMeta& im : s.images) {
+      for (const EncoderItem& im : s.items) {
         const int side = std::max(im.height, im.width) / patch;
         min_side = std::min(min_side, side), max_side = std::max(max_side, side);
       }

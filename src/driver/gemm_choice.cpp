@@ -62,9 +62,11 @@ std::vector<GemmShapeClass> model_gemm_classes(const ModelConfig& m) {
   const auto block = [&](int width, int hidden) {
     weights.insert(weights.end(), {{width, 3 * width}, {width, width}, {width, hidden}, {hidden, width}});
   };
-  weights.push_back({m.encoder.channels * m.encoder.patch * m.encoder.patch, m.encoder.width});
-  if (m.encoder.layers > 0) block(m.encoder.width, m.encoder.mlp_ratio * m.encoder.width);
-  weights.push_back({m.encoder.width, m.llm.width});
+  for (const EncoderConfig& e : m.encoders) {
+    weights.push_back({static_cast<int>(e.input_width()), e.width});
+    if (e.layers > 0) block(e.width, e.mlp_ratio * e.width);
+    weights.push_back({e.width, m.llm.width});
+  }
   weights.push_back({m.llm.width, m.llm.width});
   block(m.llm.width, m.llm.mlp_ratio * m.llm.width);
   weights.push_back({m.llm.width, m.llm.vocab});

@@ -159,7 +159,7 @@ void RunOutput::append_step_tables(const StepMetrics& metrics, const PlannedStep
     group_size[g] = static_cast<int>(plan.llm_groups[g].ranks.size());
     group_samples[g] = static_cast<int>(plan.llm_groups[g].samples.size());
   }
-  for (int owner : plan.image_owner) ++images_of_rank[owner];
+  for (int owner : plan.item_owner) ++images_of_rank[owner];
   writer_->append_row("/plans/llm_group_of_rank", group_of_rank);
   writer_->append_row("/plans/llm_group_size", group_size);
   writer_->append_row("/plans/llm_group_samples", group_samples);

@@ -66,10 +66,12 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
                      config.runtime.blas_threads);
   log << provenance_summary(provenance) << "\n";
   if (!kokkos_environment_note().empty()) log << kokkos_environment_note() << "\n";
-  log << fmt::format(
-      "model: encoder {}x{} (heads {}, patch {}) -> LLM {}x{} (heads {}, vocab {}) | {:.3f} M parameters\n",
-      m.encoder.layers, m.encoder.width, m.encoder.heads, m.encoder.patch, m.llm.layers, m.llm.width,
-      m.llm.heads, m.llm.vocab, model.parameter_count() / 1e6);
+  log << "model:";
+  for (const EncoderConfig& e : m.encoders)
+    log << fmt::format(" {} encoder {}x{} (heads {}, patch {}) ->", to_string(e.modality), e.layers, e.width,
+                       e.heads, e.patch);
+  log << fmt::format(" LLM {}x{} (heads {}, vocab {}) | {:.3f} M parameters\n", m.llm.layers, m.llm.width,
+                     m.llm.heads, m.llm.vocab, model.parameter_count() / 1e6);
   const ParallelConfig& p = config.parallel;
   const int unit_ranks = model_parallel_of(config).ranks_per_unit();
   if (p.tp > 1)

@@ -177,7 +177,7 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     sum.lower_bound_seconds += p.lower_bound / batches.size();
     sum.idle_fraction += p.idle_fraction / batches.size();
     sum.comm_fraction += p.comm_fraction / batches.size();
-    tokens += static_cast<double>(batch.text_tokens() + batch.image_tokens());
+    tokens += static_cast<double>(batch.text_tokens() + batch.encoder_rows());
     std::vector<std::vector<int>> groups;  // in the pool's canonical (sorted) order, as acquire_step does
     for (const LlmGroup& group : plan.llm_groups)
       if (group.ranks.size() > 1) groups.push_back(group.ranks);
@@ -345,15 +345,16 @@ Projection project_static(const RunConfig& config, const SimulateOptions& option
 }
 
 // Mean model FLOPs of the batches (forward and backward, as MFU counts them): the default cost model's
-// compute at 1 GFLOP/s without its per-sample and per-image overheads.
+// compute at 1 GFLOP/s without its per-sample and per-item overheads.
 double mean_batch_flops(const RunConfig& config, const std::vector<GlobalBatch>& batches) {
   CostModel flops = default_cost_model(config, 1.0, 1);
-  flops.llm.c = flops.encoder.c = 0.0;
+  flops.llm.c = 0.0;
+  for (EncoderCost& module : flops.encoders) module.compute.c = 0.0;
   double seconds = 0.0;
   for (const GlobalBatch& batch : batches)
     for (const SampleMeta& sample : batch.samples) {
       seconds += flops.llm(sample.tokens());
-      for (const ImageMeta& image : sample.images) seconds += flops.encoder_time(image.patches);
+      for (const EncoderItem& item : sample.items) seconds += flops.encoder_time(item);
     }
   return batches.empty() ? 0.0 : 1e9 * seconds / batches.size();
 }

@@ -52,20 +52,20 @@ std::vector<int> balanced_chunk_bounds(int tokens, int ranks, double linear_weig
 RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size,
                           double linear_weight) {
   RankWork work;
-  const std::vector<int> first_image = first_image_of_samples(batch);
-  const int images = first_image.back();
+  const std::vector<int> first_item = first_item_of_samples(batch);
+  const int images = first_item.back();
   std::vector<int> patch_offset(images + 1, 0);  // global patch numbering, image by image
   for (size_t s = 0; s < batch.samples.size(); ++s)
-    for (size_t i = 0; i < batch.samples[s].images.size(); ++i)
-      patch_offset[first_image[s] + i + 1] =
-          patch_offset[first_image[s] + i] + batch.samples[s].images[i].patches;
+    for (size_t i = 0; i < batch.samples[s].items.size(); ++i)
+      patch_offset[first_item[s] + i + 1] =
+          patch_offset[first_item[s] + i] + batch.samples[s].items[i].rows;
 
   // Where every patch is produced: its owner's encoder rows follow the global image order.
   std::vector<int> src_rank(patch_offset.back()), src_row(patch_offset.back());
   std::vector<int> encoder_rows(world_size, 0);
   for (int image = 0; image < images; ++image) {
-    const int owner = plan.image_owner[image];
-    if (owner == rank) work.images.push_back(image);
+    const int owner = plan.item_owner[image];
+    if (owner == rank) work.items.push_back(image);
     for (int p = patch_offset[image]; p < patch_offset[image + 1]; ++p)
       src_rank[p] = owner, src_row[p] = encoder_rows[owner]++;
   }
@@ -81,7 +81,7 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
       for (int m = 0; m < parts; ++m)
         for (int i = micro_batch_begin(group, m); i < micro_batch_begin(group, m + 1); ++i) {
           const int s = group.samples[i];
-          for (int image = first_image[s]; image < first_image[s + 1]; ++image)
+          for (int image = first_item[s]; image < first_item[s + 1]; ++image)
             stage_of_image[image] = pipeline_stage(m, parts, stages);
         }
     }
@@ -105,10 +105,10 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
       for_each_chunk(batch, mb.samples, members, linear_weight, [&](int p, int s, int begin, int end) {
         const SampleMeta& sample = batch.samples[s];
         const FusedLayout layout = fused_layout(sample);
-        for (size_t i = 0; i < sample.images.size(); ++i) {
-          const int first_row = layout.image_first_row[i], image = first_image[s] + static_cast<int>(i);
+        for (size_t i = 0; i < sample.items.size(); ++i) {
+          const int first_row = layout.item_first_row[i], image = first_item[s] + static_cast<int>(i);
           for (int row = std::max(begin, first_row);
-               row < std::min(end, first_row + sample.images[i].patches); ++row) {
+               row < std::min(end, first_row + sample.items[i].rows); ++row) {
             const int patch = patch_offset[image] + row - first_row;
             dst_rank[patch] = group.ranks[p];
             dst_row[patch] = received[group.ranks[p]]++;
@@ -136,7 +136,7 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
   work.received_rows = received[rank];
 
   // This rank's side of the route, both sides listing rows in global patch order.
-  RowRoute& route = work.image_route;
+  RowRoute& route = work.item_route;
   route.send_counts.assign(world_size, 0);
   route.recv_counts.assign(world_size, 0);
   std::vector<std::vector<int>> send(world_size), recv(world_size);
@@ -160,8 +160,8 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
       stage_recv(stages, std::vector<std::vector<int>>(world_size));
   std::vector<int> stage_rows(static_cast<size_t>(stages) * world_size, 0);  // rows per (stage, owner)
   for (int image = 0; image < images; ++image) {
-    const int owner = plan.image_owner[image], m = stage_of_image[image];
-    if (owner == rank) work.stages[m].images.push_back(image);
+    const int owner = plan.item_owner[image], m = stage_of_image[image];
+    if (owner == rank) work.stages[m].items.push_back(image);
     for (int p = patch_offset[image]; p < patch_offset[image + 1]; ++p) {
       const int row = stage_rows[static_cast<size_t>(m) * world_size + owner]++;
       if (owner == rank) stage_send[m][dst_rank[p]].push_back(row);

@@ -18,10 +18,10 @@ const char* to_string(Placement placement) {
   return placement == Placement::colocated ? "colocated" : "disaggregated";
 }
 
-std::vector<int> first_image_of_samples(const GlobalBatch& batch) {
+std::vector<int> first_item_of_samples(const GlobalBatch& batch) {
   std::vector<int> first(batch.samples.size() + 1, 0);
   for (size_t s = 0; s < batch.samples.size(); ++s)
-    first[s + 1] = first[s] + static_cast<int>(batch.samples[s].images.size());
+    first[s + 1] = first[s] + static_cast<int>(batch.samples[s].items.size());
   return first;
 }
 
@@ -102,7 +102,7 @@ std::string serialize_plan(const StepPlan& plan) {
     w.ints(g.micro_batch_ends);
   }
   w.ints(plan.encoder_ranks);
-  w.ints(plan.image_owner);
+  w.ints(plan.item_owner);
   return std::move(w.bytes_);
 }
 
@@ -126,7 +126,7 @@ StepPlan deserialize_plan(const std::string& bytes) {
     g.micro_batch_ends = r.ints();
   }
   plan.encoder_ranks = r.ints();
-  plan.image_owner = r.ints();
+  plan.item_owner = r.ints();
   if (!r.done()) throw std::invalid_argument("serialised plan: bytes left over");
   return plan;
 }
@@ -193,24 +193,24 @@ void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_siz
           "groups; rank {} is in {}",
           r, llm ? "both" : "neither"));
   }
-  const int images = first_image_of_samples(batch).back();
-  if (static_cast<int>(plan.image_owner.size()) != images)
-    fail(fmt::format("image_owner has {} entries for {} images", plan.image_owner.size(), images));
+  const int images = first_item_of_samples(batch).back();
+  if (static_cast<int>(plan.item_owner.size()) != images)
+    fail(fmt::format("item_owner has {} entries for {} images", plan.item_owner.size(), images));
   for (int i = 0; i < images; ++i) {
-    const int r = plan.image_owner[i];
+    const int r = plan.item_owner[i];
     if (r < 0 || r >= world_size || !is_encoder[r])
       fail(fmt::format("image {} is owned by rank {}, not an encoder rank", i, r));
   }
 }
 
-void place_images_with_groups(StepPlan& plan, const GlobalBatch& batch) {
-  const std::vector<int> first_image = first_image_of_samples(batch);
-  plan.image_owner.resize(first_image.back());
+void place_items_with_groups(StepPlan& plan, const GlobalBatch& batch) {
+  const std::vector<int> first_item = first_item_of_samples(batch);
+  plan.item_owner.resize(first_item.back());
   for (const LlmGroup& group : plan.llm_groups) {
     size_t image_in_group = 0;
     for (int s : group.samples)
-      for (int i = first_image[s]; i < first_image[s + 1]; ++i, ++image_in_group)
-        plan.image_owner[i] = group.ranks[image_in_group % group.ranks.size()];
+      for (int i = first_item[s]; i < first_item[s + 1]; ++i, ++image_in_group)
+        plan.item_owner[i] = group.ranks[image_in_group % group.ranks.size()];
   }
 }
 
@@ -232,12 +232,12 @@ StepPlan deal_in_order(const GlobalBatch& batch, const LayoutShape& shape, const
     group.micro_batches = std::max(1, std::min<int>(shape.micro_batches, group.samples.size()));
     plan.llm_groups.push_back(std::move(group));
   }
-  if (shape.images_follow_groups) {
-    place_images_with_groups(plan, batch);
+  if (shape.items_follow_groups) {
+    place_items_with_groups(plan, batch);
   } else {
-    plan.image_owner.resize(first_image_of_samples(batch).back());
-    for (size_t i = 0; i < plan.image_owner.size(); ++i)
-      plan.image_owner[i] = shape.encoder_ranks[i % shape.encoder_ranks.size()];
+    plan.item_owner.resize(first_item_of_samples(batch).back());
+    for (size_t i = 0; i < plan.item_owner.size(); ++i)
+      plan.item_owner[i] = shape.encoder_ranks[i % shape.encoder_ranks.size()];
   }
   return plan;
 }
@@ -297,7 +297,7 @@ StepPlan make_deck_plan(const RunConfig& config, const GlobalBatch& batch, int w
     shape.llm_groups.push_back(ranks);
     offset += size;
   }
-  shape.images_follow_groups = shape.placement == Placement::colocated && p.encoder_layout == "follow";
+  shape.items_follow_groups = shape.placement == Placement::colocated && p.encoder_layout == "follow";
   StepPlan plan = deal_in_order(batch, shape, "deck");
   plan.origin.source = "deck";
   return plan;

@@ -118,7 +118,7 @@ BlockWeights bind_block(TensorBinder& b, const std::string& name, int width, int
 // embedding, the last the final norm and the LM head, each its own LLM blocks (ModelTensors::llm: those
 // only).
 ModelTensors bind_tensors(const ModelConfig& c, const ModelSharding& sharding, TensorBinder& b) {
-  const EncoderConfig& e = c.encoder;
+  const EncoderConfig& e = c.vision();
   const LlmConfig& l = c.llm;
   const PipelineStage& stage = sharding.pipeline;
   const int first_layer = stage.first_layer, end_layer = first_layer + stage.layer_count(l.layers);
@@ -169,7 +169,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> unit_tensor_names(
     units.push_back({"llm." + std::to_string(l), block("llm." + std::to_string(l))});
   units.push_back({"token_embed", {"token_embed"}});
   units.push_back({"encoder.head", {"projector_out", "projector_in", "encoder_norm"}});
-  for (int l = c.encoder.layers - 1; l >= 0; --l)
+  for (int l = c.vision().layers - 1; l >= 0; --l)
     units.push_back({"encoder." + std::to_string(l), block("encoder." + std::to_string(l))});
   units.push_back({"patch_embed", {"patch_embed"}});
   return units;
@@ -529,7 +529,7 @@ Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precis
 void Model::zero_grads() { Kokkos::deep_copy(grads_, 0.0f); }
 
 void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts) const {
-  const EncoderConfig& e = config_.encoder;
+  const EncoderConfig& e = config_.vision();
   const int rows = input.patches, width = e.width;
   const StackPass pass = encoder_stack(e, input, precision_, recompute_, sharding_.encoder);
   // The projector's hidden units: this rank's slice (column-parallel in, row-parallel out).
@@ -559,7 +559,7 @@ void Model::encoder_forward(const EncoderInput& input, EncoderActivations& acts)
 
 void Model::encoder_backward(const EncoderInput& input, const EncoderActivations& acts,
                              const t_mat& d_embeddings, GradientListener* ready) {
-  const EncoderConfig& e = config_.encoder;
+  const EncoderConfig& e = config_.vision();
   const int rows = input.patches, width = e.width;
   const int first_unit = llm_gradient_units(), units = static_cast<int>(gradient_units_.size());
   if (rows == 0) return report_ready(ready, first_unit, units);
@@ -710,7 +710,7 @@ void Model::vocab_parallel_loss(const t_mat& normed, const t_ivec_const& targets
 }
 
 double Model::encoder_flops(const EncoderInput& enc) const {
-  const EncoderConfig& e = config_.encoder;
+  const EncoderConfig& e = config_.vision();
   const double p = enc.patches;
   double flops = 4.0 * p * e.channels * e.patch * e.patch * e.width;  // patch embedding: no pixel gradient
   flops += e.layers * (block_flops(p, e.width, e.mlp_ratio * e.width) + 12.0 * enc.attention_pairs * e.width);
@@ -772,7 +772,7 @@ double logits_rows(const LlmConfig& c, std::int64_t rows, bool whole) {
 double rounded_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t rows, bool llm,
                      bool whole_logits) {
   if (precision != GemmPrecision::bf16) return 0.0;
-  const EncoderConfig& e = config.encoder;
+  const EncoderConfig& e = config.vision();
   const LlmConfig& c = config.llm;
   const double operand =
       llm ? std::max(std::max(c.mlp_ratio * c.width, 3 * c.width) * static_cast<double>(rows),
@@ -804,7 +804,7 @@ double llm_bytes(const ModelConfig& config, GemmPrecision precision, Recompute r
 
 double all_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
                  std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows, bool whole_logits) {
-  const EncoderConfig& e = config.encoder;
+  const EncoderConfig& e = config.vision();
   const LlmConfig& c = config.llm;
   const double enc_row = saved_per_row(e.width, e.mlp_ratio * e.width, e.heads, e.layers, recompute) +
                          3.0 * e.width + 5.0 * c.width + e.channels * e.patch * e.patch + 1.0;
@@ -854,7 +854,8 @@ MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision, Rec
   const double with = (bytes(2 * kRows, 0, kRows) - bytes(kRows, 0, kRows)) / kRows;
   m.per_row = std::max(without, with);
   m.per_key_row = (bytes(kRows, 0, 2 * kRows) - bytes(kRows, 0, kRows)) / kRows;
-  m.per_patch = (bytes(0, kRows, 0) - m.fixed) / kRows;
+  // Per row of the model's one encoder module, the vision encoder (model.encoder).
+  m.per_encoder_row = {(bytes(0, kRows, 0) - m.fixed) / kRows};
   m.linear_weight = linear_weight_in_attention_pairs(config.llm);
   return m;
 }

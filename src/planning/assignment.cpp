@@ -20,8 +20,8 @@ BatchCosts batch_costs(const GlobalBatch& batch, const CostModel& cost) {
   costs.encoder.assign(n, 0.0);
   for (size_t s = 0; s < n; ++s) {  // one walk over the images for both
     tokens[s] = batch.samples[s].text_len;
-    for (const ImageMeta& image : batch.samples[s].images)
-      tokens[s] += image.patches, costs.encoder[s] += cost.encoder_time(image.patches);
+    for (const EncoderItem& image : batch.samples[s].items)
+      tokens[s] += image.rows, costs.encoder[s] += cost.encoder_time(image);
     costs.max_tokens = std::max(costs.max_tokens, tokens[s]);
     costs.tokens[s] = tokens[s];
     costs.llm[s] = cost.llm(costs.tokens[s]);

@@ -45,7 +45,7 @@ StepPlan colocated_plan(const char* policy, std::vector<LlmGroup> groups, const 
   plan.policy = policy;
   plan.llm_groups = std::move(groups);
   plan.encoder_ranks = consecutive_ranks(0, world_size);
-  place_images_with_groups(plan, batch);
+  place_items_with_groups(plan, batch);
   return plan;
 }
 

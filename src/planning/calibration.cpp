@@ -160,7 +160,7 @@ std::string calibration_to_yaml(const Calibration& c) {
                    quoted(c.kokkos));
   o << fmt::format("  ranks: {}\n  ranks_per_node: {}\n  blas_threads: {}\n  rows_per_call: {}\n", c.ranks,
                    c.ranks_per_node, c.blas_threads, c.rows_per_call);
-  const EncoderConfig& e = c.model.encoder;
+  const EncoderConfig& e = c.model.vision();
   const LlmConfig& l = c.model.llm;
   o << "model:\n";
   o << fmt::format(
@@ -279,12 +279,12 @@ void read_model(const Section& s, ModelConfig& m) {
       s.required_section("encoder", {"width", "heads", "layers", "mlp_ratio", "patch", "channels"});
   const Section llm = s.required_section("llm", {"width", "heads", "layers", "mlp_ratio", "vocab"});
   require_all(enc, {"width", "heads", "layers", "mlp_ratio", "patch", "channels"});
-  enc.read_int("width", m.encoder.width, 1, kMaxSize);
-  enc.read_int("heads", m.encoder.heads, 1, kMaxSize);
-  enc.read_int("layers", m.encoder.layers, 0, kMaxSize);
-  enc.read_int("mlp_ratio", m.encoder.mlp_ratio, 1, kMaxSize);
-  enc.read_int("patch", m.encoder.patch, 1, kMaxSize);
-  enc.read_int("channels", m.encoder.channels, 1, kMaxSize);
+  enc.read_int("width", m.vision().width, 1, kMaxSize);
+  enc.read_int("heads", m.vision().heads, 1, kMaxSize);
+  enc.read_int("layers", m.vision().layers, 0, kMaxSize);
+  enc.read_int("mlp_ratio", m.vision().mlp_ratio, 1, kMaxSize);
+  enc.read_int("patch", m.vision().patch, 1, kMaxSize);
+  enc.read_int("channels", m.vision().channels, 1, kMaxSize);
   require_all(llm, {"width", "heads", "layers", "mlp_ratio", "vocab"});
   llm.read_int("width", m.llm.width, 1, kMaxSize);
   llm.read_int("heads", m.llm.heads, 1, kMaxSize);
@@ -420,7 +420,7 @@ CostModel apply_calibration(CostModel cost, const Calibration& c, const ModelCon
           "this deck",
           origin, key, calibrated, deck));
   };
-  const EncoderConfig &ce = c.model.encoder, &de = model.encoder;
+  const EncoderConfig &ce = c.model.vision(), &de = model.vision();
   const LlmConfig &cl = c.model.llm, &dl = model.llm;
   check("encoder.width", ce.width, de.width), check("encoder.heads", ce.heads, de.heads);
   check("encoder.layers", ce.layers, de.layers), check("encoder.mlp_ratio", ce.mlp_ratio, de.mlp_ratio);
@@ -429,10 +429,12 @@ CostModel apply_calibration(CostModel cost, const Calibration& c, const ModelCon
   check("llm.layers", cl.layers, dl.layers), check("llm.mlp_ratio", cl.mlp_ratio, dl.mlp_ratio);
   check("llm.vocab", cl.vocab, dl.vocab);
 
-  cost.encoder = c.encoder.cost;
+  // The file measures the vision module (its images and patches).
+  EncoderCost& vision = cost.encoders.at(model.module_of(Modality::vision));
+  vision.compute = c.encoder.cost;
+  vision.data_per_item = c.data.per_image, vision.data_per_row = c.data.per_patch;
   cost.llm = c.llm.cost;
-  cost.step.data_c = c.data.c, cost.step.data_per_image = c.data.per_image;
-  cost.step.data_per_patch = c.data.per_patch;
+  cost.step.data_c = c.data.c;
   cost.step.data_per_token = c.data.per_token;
   cost.step.optimizer = c.optimizer_seconds;
   if (c.encoder_forward_share > 0.0) cost.step.encoder_forward_share = c.encoder_forward_share;

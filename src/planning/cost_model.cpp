@@ -161,12 +161,9 @@ LinkCost link_of(const LinkSpec& spec) { return {1e-6 * spec.latency_us, 1e9 * s
 }  // namespace
 
 CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_per_node) {
-  const EncoderConfig& e = config.model.encoder;
   const LlmConfig& m = config.model.llm;
   const double rate = gflops * 1e9;
   const double w = m.width, layers = m.layers, hidden = m.mlp_ratio * w, vocab = m.vocab;
-  const double ew = e.width, elayers = e.layers, ehidden = e.mlp_ratio * ew;
-  const double pixels = static_cast<double>(e.channels) * e.patch * e.patch;
 
   CostModel cost;
   cost.ranks_per_node = std::max(1, ranks_per_node);
@@ -176,31 +173,41 @@ CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_p
   cost.llm.a2 = attention / rate;
   cost.llm.a1 = (layers * block_flops_per_row(w, hidden) + linear_flops(w, vocab) + attention) / rate;
   cost.llm.c = 20e-6;  // launches and packing per sample
-  // Encoder, per image of p patches: bidirectional attention (p^2 pairs, 12 * width FLOPs each per layer),
-  // patch embedding (no pixel gradient: 4 FLOPs per multiply-add), blocks, projector to the LLM width.
-  cost.encoder.a2 = 12.0 * ew * elayers / rate;
-  cost.encoder.a1 = (4.0 * pixels * ew + elayers * block_flops_per_row(ew, ehidden) + linear_flops(ew, w) +
-                     linear_flops(w, w)) /
-                    rate;
-  cost.encoder.c = 10e-6;  // per image
+  // Each encoder module, per item of p rows: bidirectional attention (p^2 pairs, 12 * width FLOPs each per
+  // layer), input embedding (no input gradient: 4 FLOPs per multiply-add), blocks, projector to the LLM
+  // width.
+  for (const EncoderConfig& e : config.model.encoders) {
+    const double ew = e.width, elayers = e.layers, ehidden = e.mlp_ratio * ew;
+    const double inputs = e.input_width();
+    EncoderCost module;
+    module.compute.a2 = 12.0 * ew * elayers / rate;
+    module.compute.a1 = (4.0 * inputs * ew + elayers * block_flops_per_row(ew, ehidden) + linear_flops(ew, w) +
+                         linear_flops(w, w)) /
+                        rate;
+    module.compute.c = 10e-6;  // per item
+    module.input_bytes_per_row = 4.0 * inputs;
+    cost.encoders.push_back(module);
+  }
 
   cost.intra_node = {5e-6, 10e9};
   cost.inter_node = {20e-6, 1e9};
   cost.kv_row_bytes = 2.0 * w * 4.0;  // K|V floats of one token in one layer
   cost.cp_layers = layers;
-  cost.boundary_bytes_per_patch = 2.0 * w * 4.0;  // embedding row forward, its gradient backward
-  cost.input_bytes_per_patch = 4.0 * pixels;
+  cost.boundary_bytes_per_row = 2.0 * w * 4.0;  // embedding row forward, its gradient backward
 
   cost.step.grad_bytes = 4.0 * parameter_split(config.model).total();  // fp32 gradients
   return cost;
 }
 
 ParameterSplit parameter_split(const ModelConfig& model) {
-  const EncoderConfig& e = model.encoder;
   const LlmConfig& m = model.llm;
-  const double w = m.width, ew = e.width, pixels = static_cast<double>(e.channels) * e.patch * e.patch;
+  const double w = m.width;
   ParameterSplit split;
-  split.encoder = pixels * ew + e.layers * block_params(ew, e.mlp_ratio * ew) + ew + ew * w + w * w;
+  for (const EncoderConfig& e : model.encoders) {
+    const double ew = e.width;
+    split.encoder +=
+        e.input_width() * ew + e.layers * block_params(ew, e.mlp_ratio * ew) + ew + ew * w + w * w;
+  }
   split.llm_block = block_params(w, m.mlp_ratio * w);
   split.embedding = static_cast<double>(m.vocab) * w;
   split.head = w + w * m.vocab;

@@ -23,11 +23,11 @@ struct RankBytes {
   double peak(int r) const { return apart ? std::max(llm[r], base + encoder[r]) : llm[r] + encoder[r]; }
 };
 
-// Each sample's length, the step's patches and its largest image, in one walk over the images (once per
-// plan: SampleMeta::tokens walks a sample's images each time it is asked).
+// Each sample's length, and per encoder module the step's rows and its largest item's, in one walk over
+// the items (once per plan: SampleMeta::tokens walks a sample's items each time it is asked).
 struct BatchSizes {
   std::vector<int> tokens;
-  double patches = 0.0, largest_image = 0.0;
+  std::vector<double> rows, largest_item;  // per module
 };
 
 BatchSizes batch_sizes(const GlobalBatch& batch) {
@@ -35,9 +35,12 @@ BatchSizes batch_sizes(const GlobalBatch& batch) {
   sizes.tokens.resize(batch.samples.size());
   for (size_t s = 0; s < batch.samples.size(); ++s) {
     int tokens = batch.samples[s].text_len;
-    for (const ImageMeta& im : batch.samples[s].images) {
-      tokens += im.patches;
-      sizes.patches += im.patches, sizes.largest_image = std::max<double>(sizes.largest_image, im.patches);
+    for (const EncoderItem& item : batch.samples[s].items) {
+      tokens += item.rows;
+      if (item.module >= static_cast<int>(sizes.rows.size()))
+        sizes.rows.resize(item.module + 1, 0.0), sizes.largest_item.resize(item.module + 1, 0.0);
+      sizes.rows[item.module] += item.rows;
+      sizes.largest_item[item.module] = std::max<double>(sizes.largest_item[item.module], item.rows);
     }
     sizes.tokens[s] = tokens;
   }
@@ -62,8 +65,8 @@ RankBytes rank_bytes(const StepPlan& plan, const GlobalBatch& batch, const std::
   }
   int image = 0;
   for (const SampleMeta& sample : batch.samples)
-    for (const ImageMeta& im : sample.images)
-      bytes.encoder[plan.image_owner[image++]] += mem.per_patch * im.patches;
+    for (const EncoderItem& im : sample.items)
+      bytes.encoder[plan.item_owner[image++]] += mem.item_bytes(im);
   return bytes;
 }
 
@@ -88,33 +91,33 @@ void require_tokens_fit(const GlobalBatch& batch, const std::vector<int>& sample
   }
 }
 
-// Moves images off ranks whose memory they overflow, largest first, each to the encoder rank with the most
-// room, on bytes already counted, which it keeps up to date. Returns the images moved.
-int move_images_to_fit(StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, RankBytes& bytes) {
+// Moves encoder items off ranks whose memory they overflow, largest first, each to the encoder rank with
+// the most room, on bytes already counted, which it keeps up to date. Returns the items moved.
+int move_items_to_fit(StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, RankBytes& bytes) {
   const int world_size = static_cast<int>(bytes.llm.size());
   std::vector<double> room(world_size);
   bool over = false;
   for (int r = 0; r < world_size; ++r) {
-    // With the encoder's own stage only the encoder's part of a rank can make room for images.
+    // With the encoder's own stage only the encoder's part of a rank can make room for items.
     room[r] = cost.capacity_bytes - (bytes.apart ? bytes.base + bytes.encoder[r] : bytes.peak(r));
     over |= room[r] < 0.0;
   }
   if (!over) return 0;
-  // Images of every overflowing rank, largest first; receivers: the encoder rank with the most room.
-  std::vector<std::pair<int, int>> images;  // (-patches, image)
-  std::vector<int> patches;
+  // Items of every overflowing rank, largest first; receivers: the encoder rank with the most room.
+  std::vector<std::pair<double, int>> items;  // (-bytes, item)
+  std::vector<double> item_bytes;
   for (const SampleMeta& sample : batch.samples)
-    for (const ImageMeta& im : sample.images) patches.push_back(im.patches);
-  for (size_t i = 0; i < patches.size(); ++i)
-    if (room[plan.image_owner[i]] < 0.0) images.emplace_back(-patches[i], static_cast<int>(i));
-  std::sort(images.begin(), images.end());
+    for (const EncoderItem& item : sample.items) item_bytes.push_back(cost.memory.item_bytes(item));
+  for (size_t i = 0; i < item_bytes.size(); ++i)
+    if (room[plan.item_owner[i]] < 0.0) items.emplace_back(-item_bytes[i], static_cast<int>(i));
+  std::sort(items.begin(), items.end());
   std::set<std::pair<double, int>> roomiest;  // (-room, rank)
   for (int r : plan.encoder_ranks) roomiest.insert({-room[r], r});
   int moved = 0;
-  for (const auto& [negative, i] : images) {
-    const int from = plan.image_owner[i];
+  for (const auto& [negative, i] : items) {
+    const int from = plan.item_owner[i];
     if (room[from] >= 0.0) continue;
-    const double need = cost.memory.per_patch * -negative;
+    const double need = -negative;
     const auto [negative_room, to] = *roomiest.begin();
     if (to == from || -negative_room < need) continue;
     roomiest.erase({-room[from], from});
@@ -123,7 +126,7 @@ int move_images_to_fit(StepPlan& plan, const GlobalBatch& batch, const CostModel
     bytes.encoder[from] -= need, bytes.encoder[to] += need;
     roomiest.insert({-room[from], from});
     roomiest.insert({-room[to], to});
-    plan.image_owner[i] = to;
+    plan.item_owner[i] = to;
     ++moved;
   }
   return moved;
@@ -133,7 +136,10 @@ int move_images_to_fit(StepPlan& plan, const GlobalBatch& batch, const CostModel
 // encoder has its own stage.
 double encoder_reserve(const BatchSizes& sizes, const CostModel& cost, int world_size) {
   if (cost.memory.encoder_apart) return 0.0;
-  return cost.memory.per_patch * (std::ceil(sizes.patches / world_size) + sizes.largest_image);
+  double reserve = 0.0;  // each module's even share of its rows and one largest item more
+  for (size_t m = 0; m < sizes.rows.size(); ++m)
+    reserve += cost.memory.encoder_row_bytes(static_cast<int>(m)) * (std::ceil(sizes.rows[m] / world_size) + sizes.largest_item[m]);
+  return reserve;
 }
 
 class MemoryBoundPlanner : public Planner {
@@ -156,11 +162,11 @@ class MemoryBoundPlanner : public Planner {
     CostModel planning = cost_;
     planning.encoder_reserve_bytes = encoder_reserve(sizes, cost_, world_size);
     const int longest = tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end());
-    // A reserve that would leave the longest sample nowhere to go is left to the images' moves.
+    // A reserve that would leave the longest sample nowhere to go is left to the items' moves.
     if (planning.token_capacity(world_size) < longest) planning.encoder_reserve_bytes = 0.0;
     StepPlan plan = make_(planning)->plan(batch, world_size);
     RankBytes bytes = rank_bytes(plan, batch, tokens, cost_, world_size);
-    if (cost_.memory.per_patch > 0.0) move_images_to_fit(plan, batch, cost_, bytes);
+    if (cost_.memory.encoder_rows_cost_memory()) move_items_to_fit(plan, batch, cost_, bytes);
     for (int r = 0; r < world_size; ++r)
       if (bytes.peak(r) > cost_.capacity_bytes * (1.0 + 1e-12))
         throw DoesNotFit(fmt::format(

@@ -71,10 +71,10 @@ std::vector<int> balance_images_node_wise(const GlobalBatch& batch, const CostMo
                                           const std::vector<int>& ranks_of_node) {
   const int n = static_cast<int>(batch.samples.size()), nodes = static_cast<int>(ranks_of_node.size());
   const int per_node = cost.ranks_per_node;
-  const std::vector<int> first_image = first_image_of_samples(batch);
-  const auto patches_of = [&](int s, int i) { return batch.samples[s].images[i - first_image[s]].patches; };
-  const auto bytes_of = [&](int patches) {
-    return (cost.input_bytes_per_patch + cost.boundary_bytes_per_patch) * patches;
+  const std::vector<int> first_item = first_item_of_samples(batch);
+  const auto item_of = [&](int s, int i) -> const EncoderItem& { return batch.samples[s].items[i - first_item[s]]; };
+  const auto bytes_of = [&](const EncoderItem& item) {
+    return (cost.encoders.at(item.module).input_bytes_per_row + cost.boundary_bytes_per_row) * item.rows;
   };
   // Per sample (no per-image arrays: most images are placed with their sample): its images' encoder time
   // and bytes, and its home node.
@@ -82,9 +82,9 @@ std::vector<int> balance_images_node_wise(const GlobalBatch& batch, const CostMo
   std::vector<int> home(n);
   for (int s = 0; s < n; ++s) {
     home[s] = cost.node_of(llm_rank[s]);
-    for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
-      bundle[s] += cost.encoder_time(patches_of(s, i));
-      bundle_bytes[s] += bytes_of(patches_of(s, i));
+    for (int i = first_item[s]; i < first_item[s + 1]; ++i) {
+      bundle[s] += cost.encoder_time(item_of(s, i));
+      bundle_bytes[s] += bytes_of(item_of(s, i));
     }
   }
   // Largest first, ties in index order (a sample's images move with it: bytes grow with its work).
@@ -105,24 +105,24 @@ std::vector<int> balance_images_node_wise(const GlobalBatch& batch, const CostMo
     item_begin.push_back(begin), item_end.push_back(end), item_near.push_back(llm_rank[s]);
     item_bytes.push_back(bytes);
   };
-  std::vector<int> split, split_patches, sample_of_split;
+  std::vector<int> split, split_rows, sample_of_split;
   for (int s : largest_first) {
-    if (first_image[s] == first_image[s + 1]) continue;
+    if (first_item[s] == first_item[s + 1]) continue;
     const int node = node_of_sample[s];
     if (rank_loads[node].min_load() + bundle[s] <= node_total[node] / ranks_of_node[node]) {
-      place(s, bundle[s], bundle_bytes[s], first_image[s], first_image[s + 1]);
+      place(s, bundle[s], bundle_bytes[s], first_item[s], first_item[s + 1]);
       continue;
     }
-    for (int i = first_image[s]; i < first_image[s + 1]; ++i)
-      split.push_back(i), split_patches.push_back(patches_of(s, i)), sample_of_split.push_back(s);
+    for (int i = first_item[s]; i < first_item[s + 1]; ++i)
+      split.push_back(i), split_rows.push_back(item_of(s, i).rows), sample_of_split.push_back(s);
   }
-  for (int j : order_by_decreasing(split_patches)) {
-    const int p = split_patches[j];
-    place(sample_of_split[j], cost.encoder_time(p), bytes_of(p), split[j], split[j] + 1);
+  for (int j : order_by_decreasing(split_rows)) {
+    const EncoderItem& item = item_of(sample_of_split[j], split[j]);
+    place(sample_of_split[j], cost.encoder_time(item), bytes_of(item), split[j], split[j] + 1);
   }
 
   place_bundles_near_loaders(items, 0, item_near, item_bytes, per_node);
-  std::vector<int> owner(first_image.back(), 0);
+  std::vector<int> owner(first_item.back(), 0);
   for (size_t r = 0; r < items.size(); ++r)
     for (int k : items[r])
       std::fill(owner.begin() + item_begin[k], owner.begin() + item_end[k], static_cast<int>(r));
@@ -240,7 +240,7 @@ NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& cos
   std::vector<int> llm_rank(n, 0);
   for (int r = 0; r < world; ++r)
     for (int s : out.samples[r]) llm_rank[s] = r;
-  out.image_owner = balance_images_node_wise(batch, cost, llm_rank, ranks_of_node);
+  out.item_owner = balance_images_node_wise(batch, cost, llm_rank, ranks_of_node);
   return out;
 }
 

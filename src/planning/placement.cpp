@@ -99,8 +99,8 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
     while (pos < e && cost.node_of(encoder_ranks[pos]) < node) ++pos;
     node_begin[node] = pos;
   }
-  const std::vector<int> first_image = first_image_of_samples(batch);
-  const int images = first_image.back();
+  const std::vector<int> first_item = first_item_of_samples(batch);
+  const int images = first_item.back();
   // Per sample (no per-image arrays: most images are placed with their sample): its images' encoder time
   // summed in image order, and its node (-1: no LLM rank, or no encoder rank on its node); each stage's
   // total, summed in sample order; the samples stage by stage.
@@ -109,7 +109,7 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
   int stages = 1;
   for (int s = 0; s < n; ++s) {
     if (!stage_of_sample.empty()) stages = std::max(stages, stage_of_sample[s] + 1);
-    for (const ImageMeta& image : batch.samples[s].images) bundle[s] += cost.encoder_time(image.patches);
+    for (const EncoderItem& image : batch.samples[s].items) bundle[s] += cost.encoder_time(image);
     const int node = preferred_rank[s] >= 0 ? cost.node_of(preferred_rank[s]) : -1;
     if (node >= 0 && node < nodes && node_begin[node] < node_begin[node + 1]) node_of_sample[s] = node;
   }
@@ -121,7 +121,7 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
   std::vector<int> next(stage_begin.begin(), stage_begin.end() - 1);
   for (int s = 0; s < n; ++s) by_stage[next[stage_of(s)]++] = s;
 
-  std::vector<int> owner(images), split, split_patches, split_sample;
+  std::vector<int> owner(images), split, split_rows, split_sample;
   std::vector<double> stage_bundle;
   std::vector<char> is_split(n, 0);  // this stage's samples placed image by image
   for (int m = 0; m < stages; ++m) {
@@ -135,12 +135,12 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
       stage_bundle[q - stage_begin[m]] = bundle[by_stage[q]];
     for (int position : order_by_decreasing(stage_bundle)) {
       const int s = by_stage[stage_begin[m] + position];
-      if (first_image[s] == first_image[s + 1]) continue;
+      if (first_item[s] == first_item[s + 1]) continue;
       if (node_of_sample[s] >= 0) {
         const int pos = loads.argmin_in(node_of_sample[s]);
         if (loads.load(pos) + bundle[s] <= mean) {
           loads.add(pos, bundle[s]);
-          std::fill(owner.begin() + first_image[s], owner.begin() + first_image[s + 1], encoder_ranks[pos]);
+          std::fill(owner.begin() + first_item[s], owner.begin() + first_item[s + 1], encoder_ranks[pos]);
           continue;
         }
       }
@@ -149,18 +149,19 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
     // 2. The other samples' images one by one, largest first (ties in image order), each onto the
     //    least-loaded rank of its sample's node unless that is more than the slack above the least loaded
     //    of all.
-    split.clear(), split_patches.clear(), split_sample.clear();
+    split.clear(), split_rows.clear(), split_sample.clear();
     for (int q = stage_begin[m]; q < stage_begin[m + 1]; ++q) {
       const int s = by_stage[q];
       if (!is_split[s]) continue;
       is_split[s] = 0;
-      for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
+      for (int i = first_item[s]; i < first_item[s + 1]; ++i) {
         split.push_back(i), split_sample.push_back(s);
-        split_patches.push_back(batch.samples[s].images[i - first_image[s]].patches);
+        split_rows.push_back(batch.samples[s].items[i - first_item[s]].rows);
       }
     }
-    for (int j : order_by_decreasing(split_patches)) {
+    for (int j : order_by_decreasing(split_rows)) {
       const int image = split[j];
+      const int s = split_sample[j];
       const int node = node_of_sample[split_sample[j]];
       int pos;
       if (node >= 0) {
@@ -172,7 +173,7 @@ std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
       } else {
         pos = loads.argmin();
       }
-      loads.add(pos, cost.encoder_time(split_patches[j]));
+      loads.add(pos, cost.encoder_time(batch.samples[s].items[image - first_item[s]]));
       owner[image] = encoder_ranks[pos];
     }
   }
@@ -229,7 +230,7 @@ StepPlan assemble_plan(const std::string& policy, Placement placement, const std
   std::vector<int> preferred_rank(batch.samples.size(), -1);
   for (const LlmGroup& group : plan.llm_groups)
     for (int s : group.samples) preferred_rank[s] = group.ranks.front();
-  plan.image_owner = balance_images(batch, cost, encoder_ranks, preferred_rank, locality_tolerance);
+  plan.item_owner = balance_images(batch, cost, encoder_ranks, preferred_rank, locality_tolerance);
   plan.encoder_ranks = std::move(encoder_ranks);
   return plan;
 }

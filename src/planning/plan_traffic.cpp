@@ -7,7 +7,7 @@ namespace minimllm {
 
 double sample_input_bytes(const SampleMeta& sample, const CostModel& cost) {
   double bytes = cost.input_bytes_per_token * sample.text_len;
-  for (const ImageMeta& image : sample.images) bytes += cost.input_bytes_per_patch * image.patches;
+  for (const EncoderItem& image : sample.items) bytes += cost.input_bytes(image);
   return bytes;
 }
 
@@ -55,13 +55,13 @@ PlanTraffic plan_traffic(const StepPlan& plan, const GlobalBatch& batch, const C
     const Spread& spread = spreads[group_of_sample[s]];
     const double g = static_cast<double>(spread.ranks->size());
     spread.send(loader, cost.input_bytes_per_token * sample.text_len, cost, traffic);
-    for (const ImageMeta& im : sample.images) {
-      const int owner = plan.image_owner[image++];
-      const double pixels = cost.input_bytes_per_patch * im.patches;
+    for (const EncoderItem& im : sample.items) {
+      const int owner = plan.item_owner[image++];
+      const double pixels = cost.input_bytes(im);
       if (owner != loader)
         (cost.node_of(owner) == cost.node_of(loader) ? traffic.intra_node_bytes : traffic.inter_node_bytes) +=
             pixels;
-      spread.send(owner, cost.boundary_bytes_per_patch * im.patches / g, cost, traffic);
+      spread.send(owner, cost.boundary_bytes_per_row * im.rows / g, cost, traffic);
     }
   }
   return traffic;
@@ -94,8 +94,8 @@ double movement_seconds(const StepPlan& plan, const GlobalBatch& batch, const Co
     const std::vector<int>& ranks = plan.llm_groups[group_of_sample[s]].ranks;
     const double per_member = cost.input_bytes_per_token * sample.text_len;
     for (int r : ranks) move(loader, r, per_member);
-    for (const ImageMeta& im : sample.images)
-      move(loader, plan.image_owner[image++], cost.input_bytes_per_patch * im.patches);
+    for (const EncoderItem& im : sample.items)
+      move(loader, plan.item_owner[image++], cost.input_bytes(im));
   }
   double slowest = 0.0;
   for (int r = 0; r < world_size; ++r) slowest = std::max({slowest, send[r], receive[r]});

@@ -146,7 +146,7 @@ class OrchPlanner : public PolicyBase {
                                               planning::place_groups({}, 0, world_size, cost_.ranks_per_node),
                                               std::move(layout.samples), costs, cost_);
     plan.encoder_ranks = consecutive_ranks(0, world_size);
-    plan.image_owner = std::move(layout.image_owner);
+    plan.item_owner = std::move(layout.item_owner);
     return at_least_static(std::move(plan), batch, costs, world_size);
   }
 };
@@ -328,7 +328,7 @@ class DisaggPlanner : public PolicyBase {
     std::vector<int> preferred_rank(batch.samples.size(), -1);
     for (const LlmGroup& group : plan.llm_groups)
       for (int s : group.samples) preferred_rank[s] = group.ranks.front();
-    plan.image_owner = planning::balance_images(
+    plan.item_owner = planning::balance_images(
         batch, cost_, best.encoder_ranks, preferred_rank, options_.locality_tolerance,
         planning::stage_of_samples(plan.llm_groups, static_cast<int>(batch.samples.size())));
     plan.encoder_ranks = std::move(best.encoder_ranks);

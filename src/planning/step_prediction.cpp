@@ -20,7 +20,7 @@ struct GroupShape {
   std::vector<int> nodes, members;  // the nodes the group's ranks are on (increasing), members on each
   int first = 0, last = 0;          // its lowest and highest rank
   bool contiguous = true;           // its ranks are first .. last (every planner's groups but the deck's)
-  double route_per_patch = 0.0;     // boundary bytes per patch per member
+  double route_per_row = 0.0;       // boundary bytes per row per member
 
   // Where rank `owner` on node `node` stands to the group: how many members are on its node, and whether
   // it is one of them. O(1) for groups on one node of consecutive ranks (the common case: this runs once
@@ -47,24 +47,24 @@ struct GroupShape {
 // dense table.
 class StageCells {
  public:
-  StageCells(int world_size, const std::vector<int>& image_owner)
-      : begin_{0, world_size}, rank_(world_size), image_owner_(&image_owner) {
+  StageCells(int world_size, const std::vector<int>& item_owner)
+      : begin_{0, world_size}, rank_(world_size), item_owner_(&item_owner) {
     std::iota(rank_.begin(), rank_.end(), 0);
   }
   StageCells(const StepPlan& plan, const GlobalBatch& batch, const std::vector<int>& stage_of_sample,
              int stages, int world_size)
-      : begin_(stages + 1, 0), image_cell_(plan.image_owner.size()) {
+      : begin_(stages + 1, 0), image_cell_(plan.item_owner.size()) {
     // Every (stage, rank, image) a stage touches, image -1 for a group's member; ordered by stage, then
     // rank, by two stable counting passes (rank, then stage); a cell per distinct (stage, rank).
     struct Touch {
       int stage, rank, image;
     };
     std::vector<Touch> touches;
-    touches.reserve(plan.image_owner.size());
+    touches.reserve(plan.item_owner.size());
     int image = 0;
     for (size_t s = 0; s < batch.samples.size(); ++s)
-      for (size_t i = 0; i < batch.samples[s].images.size(); ++i, ++image)
-        touches.push_back({stage_of_sample[s], plan.image_owner[image], image});
+      for (size_t i = 0; i < batch.samples[s].items.size(); ++i, ++image)
+        touches.push_back({stage_of_sample[s], plan.item_owner[image], image});
     std::vector<int> stamp(stages, -1);  // the last group seen busy in each stage
     for (size_t k = 0; k < plan.llm_groups.size(); ++k)
       for (int s : plan.llm_groups[k].samples) {
@@ -100,10 +100,10 @@ class StageCells {
   int end(int m) const { return begin_[m + 1]; }
   int rank(int cell) const { return rank_[cell]; }
   // The cell of image i (in its sample's stage, on its owner).
-  int of_image(int i) const { return image_owner_ ? (*image_owner_)[i] : image_cell_[i]; }
+  int of_image(int i) const { return item_owner_ ? (*item_owner_)[i] : image_cell_[i]; }
   // The cell of rank r in stage m, where r is a member of a group busy in m or an image's owner.
   int cell(int m, int r) const {
-    if (image_owner_) return r;
+    if (item_owner_) return r;
     return static_cast<int>(std::lower_bound(rank_.begin() + begin_[m], rank_.begin() + begin_[m + 1], r) -
                             rank_.begin());
   }
@@ -111,18 +111,18 @@ class StageCells {
  private:
   std::vector<int> begin_, rank_;  // stage m's cells: [begin_[m], begin_[m + 1]); each cell's rank
   std::vector<int> image_cell_;    // several stages: each image's cell
-  const std::vector<int>* image_owner_ = nullptr;  // one stage: the cell of an image is its owner
+  const std::vector<int>* item_owner_ = nullptr;  // one stage: the cell of an image is its owner
 };
 
 // Boundary exchange: each image's rows go from its encoder rank to the members of its sample's group
 // (rows / g each; the owner keeps its own share), paid per row at the link to each receiver's node. A
 // group's receive time is shared evenly by its members. Returns the sender's time (= the group's).
 // `seconds_per_byte`: 1 / bandwidth within and between nodes (no division per image).
-double image_route_time(const LlmGroup& group, const GroupShape& shape, const double (&seconds_per_byte)[2],
+double item_route_time(const LlmGroup& group, const GroupShape& shape, const double (&seconds_per_byte)[2],
                         int owner_node, int owner, double patches) {
   const auto [on_node, member] = shape.presence(group.ranks, owner_node, owner);
   const double local = on_node - member, remote = shape.size - on_node;
-  return patches * shape.route_per_patch * (local * seconds_per_byte[0] + remote * seconds_per_byte[1]);
+  return patches * shape.route_per_row * (local * seconds_per_byte[0] + remote * seconds_per_byte[1]);
 }
 
 // Each rank's latency per stage (cell): the larger of what it sends (send) and what its group hears
@@ -151,7 +151,7 @@ std::vector<double> route_latency(const CostModel& cost, const StepPlan& plan, c
                                   const std::vector<int>& stage_of_sample, const StageCells& cells,
                                   int world_size) {
   const int n_groups = static_cast<int>(shapes.size());
-  const std::vector<int> first_image = first_image_of_samples(batch);
+  const std::vector<int> first_item = first_item_of_samples(batch);
   std::vector<double> send(cells.size(), 0.0), receive(cells.stages() * n_groups, 0.0);
   std::vector<int> stamp(world_size, -1);
   for (int k = 0; k < n_groups; ++k) {
@@ -159,8 +159,8 @@ std::vector<double> route_latency(const CostModel& cost, const StepPlan& plan, c
     const std::vector<int>& ranks = plan.llm_groups[k].ranks;
     for (int s : plan.llm_groups[k].samples) {
       const int m = stage_of_sample[s], route = m * n_groups + k;
-      for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
-        const int owner = plan.image_owner[i];
+      for (int i = first_item[s]; i < first_item[s + 1]; ++i) {
+        const int owner = plan.item_owner[i];
         if (stamp[owner] == route || (shape.size == 1 && owner == ranks.front())) continue;
         stamp[owner] = route;
         const auto [on_node, member] = shape.presence(ranks, node_of_rank[owner], owner);
@@ -218,7 +218,7 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
     }
     shape.first = group.ranks.front(), shape.last = group.ranks.back();
     shape.contiguous = shape.last - shape.first + 1 == shape.size;
-    shape.route_per_patch = cost.boundary_bytes_per_patch / shape.size;
+    shape.route_per_row = cost.boundary_bytes_per_row / shape.size;
     for (int s : group.samples) group_of_sample[s] = k;
   }
   const double seconds_per_byte[2] = {1.0 / cost.intra_node.bandwidth, 1.0 / cost.inter_node.bandwidth};
@@ -228,7 +228,7 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
       pipelined ? planning::stage_of_samples(plan.llm_groups, static_cast<int>(batch.samples.size()), &stages)
                 : std::vector<int>(batch.samples.size(), 0);
   const StageCells cells = pipelined ? StageCells(plan, batch, stage_of_sample, stages, world_size)
-                                     : StageCells(world_size, plan.image_owner);
+                                     : StageCells(world_size, plan.item_owner);
 
   // Samples in index order (their metadata lies in that order): per-rank encoder and send times, per-group
   // LLM compute, communication and receive times, each per stage ([cell], [stage * groups + group]).
@@ -248,20 +248,20 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
     const SampleMeta& sample = batch.samples[s];
     const int k = group_of_sample[s], m = stage_of_sample[s];
     double tokens = sample.text_len, largest_own_image = 0.0;
-    if (!exact) images_of_group[k] += sample.images.size();
-    for (const ImageMeta& im : sample.images) {
-      const int owner = plan.image_owner[image], cell = cells.of_image(image++);
-      const double time = cost.encoder_time(im.patches);
+    if (!exact) images_of_group[k] += sample.items.size();
+    for (const EncoderItem& im : sample.items) {
+      const int owner = plan.item_owner[image], cell = cells.of_image(image++);
+      const double time = cost.encoder_time(im);
       encoder[cell] += time;
       encoder_total += time, largest_image = std::max(largest_image, time);
       largest_own_image = std::max(largest_own_image, time);
       // Bound: every receiver's rows at the slower link, the owner's own share included.
-      const double route = exact ? image_route_time(plan.llm_groups[k], shapes[k], seconds_per_byte,
-                                                    node_of_rank[owner], owner, im.patches)
-                                 : im.patches * cost.boundary_bytes_per_patch * slower_per_byte;
+      const double route = exact ? item_route_time(plan.llm_groups[k], shapes[k], seconds_per_byte,
+                                                    node_of_rank[owner], owner, im.rows)
+                                 : im.rows * cost.boundary_bytes_per_row * slower_per_byte;
       send[cell] += route, group_receive[m * n_groups + k] += route;
       if (!exact) send_latency_bound[owner] += shapes[k].size * slower_latency;
-      tokens += im.patches;
+      tokens += im.rows;
     }
     const double one_rank = cost.llm(tokens);
     group_compute[m * n_groups + k] += one_rank / shapes[k].size;
@@ -361,11 +361,11 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
           forward_done[c] = encoder_clock[cells.rank(c)] += cost.step.encoder_forward_share * encoder[c];
     }
     // Rows of stage m reach group k when the last of their encoder ranks has finished stage m's forward.
-    const std::vector<int> first_image = first_image_of_samples(batch);
+    const std::vector<int> first_item = first_item_of_samples(batch);
     std::vector<double> rows_ready(stages * n_groups, 0.0), group_end(stages * n_groups, 0.0);
     for (size_t s = 0; s < batch.samples.size(); ++s) {
       const int k = group_of_sample[s], m = stage_of_sample[s];
-      for (int i = first_image[s]; i < first_image[s + 1]; ++i)
+      for (int i = first_item[s]; i < first_item[s + 1]; ++i)
         rows_ready[m * n_groups + k] =
             std::max(rows_ready[m * n_groups + k], forward_done[cells.of_image(i)] + transfer[m]);
     }
@@ -382,7 +382,7 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
     std::vector<double> gradients_ready(cells.size(), 0.0);
     for (size_t s = 0; s < batch.samples.size(); ++s) {
       const int k = group_of_sample[s], m = stage_of_sample[s];
-      for (int i = first_image[s]; i < first_image[s + 1]; ++i) {
+      for (int i = first_item[s]; i < first_item[s + 1]; ++i) {
         double& ready = gradients_ready[cells.of_image(i)];
         ready = std::max(ready, group_end[m * n_groups + k] + transfer[m]);
       }
@@ -442,14 +442,18 @@ PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, cons
   PlanPrediction p = predict(plan, batch, cost, world_size);
   const StepCost& step = cost.step;
 
-  // Inputs each rank packs: the images it encodes (their patches) and its share of its group's rows.
-  std::vector<double> images(world_size, 0.0), patches(world_size, 0.0), rows(world_size, 0.0);
-  double total_images = 0.0, total_patches = 0.0, total_rows = 0.0;
-  int image = 0;
+  // Inputs each rank packs: the encoder items it encodes (per module: items and their rows) and its share
+  // of its group's rows.
+  const size_t modules = cost.encoders.size();
+  std::vector<std::vector<double>> items(modules, std::vector<double>(world_size, 0.0)),
+      item_rows(modules, std::vector<double>(world_size, 0.0));
+  std::vector<double> rows(world_size, 0.0), total_items(modules, 0.0), total_item_rows(modules, 0.0);
+  double total_rows = 0.0;
+  int item = 0;
   for (const SampleMeta& sample : batch.samples)
-    for (const ImageMeta& im : sample.images) {
-      const int owner = plan.image_owner[image++];
-      images[owner] += 1.0, patches[owner] += im.patches;
+    for (const EncoderItem& im : sample.items) {
+      const int owner = plan.item_owner[item++];
+      items.at(im.module)[owner] += 1.0, item_rows[im.module][owner] += im.rows;
     }
   for (const LlmGroup& group : plan.llm_groups) {
     double tokens = 0.0;
@@ -458,10 +462,15 @@ PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, cons
   }
   double data_max = 0.0, data_sum = 0.0;
   for (int r = 0; r < world_size; ++r) {
-    const double d = step.data_c + step.data_per_image * images[r] + step.data_per_patch * patches[r] +
-                     step.data_per_token * rows[r];
+    double d = step.data_c;
+    for (size_t m = 0; m < modules; ++m) {
+      d += cost.encoders[m].data_per_item * items[m][r];
+      d += cost.encoders[m].data_per_row * item_rows[m][r];
+      total_items[m] += items[m][r], total_item_rows[m] += item_rows[m][r];
+    }
+    d += step.data_per_token * rows[r];
     data_max = std::max(data_max, d), data_sum += d;
-    total_images += images[r], total_patches += patches[r], total_rows += rows[r];
+    total_rows += rows[r];
   }
   // The run moves the samples from their loaders first (step/sample_movement.hpp), in its data phase.
   p.movement = movement_seconds(plan, batch, cost, world_size);
@@ -478,10 +487,13 @@ PlanPrediction predict_step(const StepPlan& plan, const GlobalBatch& batch, cons
   const double phases = p.makespan;
   const double fixed = p.grad_sync + p.optimizer + exchanges * check;
   p.makespan = phases + p.data + fixed;
-  p.lower_bound += p.grad_sync + p.optimizer + check + step.data_c +
-                   (step.data_per_image * total_images + step.data_per_patch * total_patches +
-                    step.data_per_token * total_rows) /
-                       world_size;
+  double data_work = 0.0;
+  for (size_t m = 0; m < modules; ++m) {
+    data_work += cost.encoders[m].data_per_item * total_items[m];
+    data_work += cost.encoders[m].data_per_row * total_item_rows[m];
+  }
+  data_work += step.data_per_token * total_rows;
+  p.lower_bound += p.grad_sync + p.optimizer + check + step.data_c + data_work / world_size;
   if (p.makespan > 0.0) {
     p.idle_fraction = (p.idle_fraction * phases + (data_max - data_sum / world_size)) / p.makespan;
     p.comm_fraction = (p.comm_fraction * phases + p.grad_sync + exchanges * check + p.movement) / p.makespan;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "minimllm/data/sampler.hpp"
+
 namespace minimllm {
 namespace {
 
@@ -66,20 +68,24 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   // The encoder's ranks: the tp ranks of the LLM's first stage, or of its own stage (parallel.encoder_stage:
   // the encoder runs there before the LLM's stages, which wait for it as it waits for their gradients).
   const int encoder_ranks = tp;
-  unit.encoder.a2 *= quadratic / encoder_ranks;
-  unit.encoder.a1 *= linear / encoder_ranks;
-  unit.encoder.c *= static_cast<double>(etp) / encoder_ranks;
-  // Tensor-parallel all-reduces: the LLM's per stage, the encoder's per patch.
+  // Tensor-parallel all-reduces: the LLM's per stage, each encoder module's per row.
   const double passes = full ? 6.0 : 4.0;
   const TensorParallelTraffic llm_tp =
       tensor_parallel_traffic(rank, tp, passes * stage_layers, 4.0 * model.llm.width);
   unit.llm.a1 += llm_tp.per_token;
   unit.llm.c += llm_tp.per_pass;  // per sample: an upper bound where a micro-batch packs several
-  const TensorParallelTraffic encoder_tp =
-      tensor_parallel_traffic(rank, etp, passes * model.encoder.layers, 4.0 * model.encoder.width);
-  // A unit's tp / encoder_tp encoder groups share its images: each group's traffic, spread.
-  unit.encoder.a1 += encoder_tp.per_token * etp / encoder_ranks;
-  unit.encoder.c += encoder_tp.per_pass * etp / encoder_ranks;
+  for (size_t m = 0; m < unit.encoders.size(); ++m) {
+    PhaseCost& encoder = unit.encoders[m].compute;
+    encoder.a2 *= quadratic / encoder_ranks;
+    encoder.a1 *= linear / encoder_ranks;
+    encoder.c *= static_cast<double>(etp) / encoder_ranks;
+    const EncoderConfig& module = model.encoders[m];
+    const TensorParallelTraffic encoder_tp =
+        tensor_parallel_traffic(rank, etp, passes * module.layers, 4.0 * module.width);
+    // A unit's tp / encoder_tp encoder groups share its items: each group's traffic, spread.
+    encoder.a1 += encoder_tp.per_token * etp / encoder_ranks;
+    encoder.c += encoder_tp.per_pass * etp / encoder_ranks;
+  }
   // Pipeline stages: per micro-batch each stage receives its rows' activations and sends their gradients
   // back (width x 4 bytes a row each way, every tensor-parallel rank its own copy), on the link between
   // stages: another node's once a stage's ranks fill a node. Per sample: an upper bound, as above.
@@ -93,14 +99,16 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   // back, one more hop (per patch, every tensor-parallel rank its copy), before and after the LLM's work.
   if (grid.encoder_stage) {
     const bool spans = ranks / grid.unit_stages() >= rank.ranks_per_node;
-    unit.encoder.a1 += 2.0 * 4.0 * model.llm.width / rank.point_to_point(spans).bandwidth;
-    unit.encoder.c += 2.0 * rank.point_to_point(spans).latency;
+    for (EncoderCost& module : unit.encoders) {
+      module.compute.a1 += 2.0 * 4.0 * model.llm.width / rank.point_to_point(spans).bandwidth;
+      module.compute.c += 2.0 * rank.point_to_point(spans).latency;
+    }
   }
   // Context parallelism: each rank's heads, its stage's layers; full recomputation gathers K|V again.
   unit.kv_row_bytes = rank.kv_row_bytes / tp;
   unit.cp_layers = rank.cp_layers * stage_share * (full ? 1.5 : 1.0);
   // The encoder's output rows reach the first stage's tp ranks, a share each.
-  unit.boundary_bytes_per_patch = rank.boundary_bytes_per_patch / tp;
+  unit.boundary_bytes_per_row = rank.boundary_bytes_per_row / tp;
 
   // Memory per rank.
   const double parameters = parameters_per_rank(model, grid);
@@ -109,15 +117,17 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   unit.memory.fixed = rank.memory.fixed / tp;
   unit.memory.per_row = rank.memory.per_row / tp;
   unit.memory.per_key_row = rank.memory.per_key_row / tp;
-  // A unit's images spread over its encoder groups, an image's activations over its group's encoder_tp
-  // ranks: per patch / tp on average, and one largest image's worth more where there is more than
-  // one group (an image is never split between groups, so their shares can be uneven by one image).
-  unit.memory.per_patch = rank.memory.per_patch / encoder_ranks;
-  unit.memory.encoder_apart = grid.encoder_stage;
-  if (encoder_ranks > etp) {
-    const double side = static_cast<double>(config.data.images.max_side / model.encoder.patch);
-    unit.memory.fixed += rank.memory.per_patch * side * side / etp;
+  // A unit's items spread over its encoder groups, an item's activations over its group's encoder_tp
+  // ranks: per row / tp on average, and one largest item's worth more where there is more than one group
+  // (an item is never split between groups, so their shares can be uneven by one item).
+  double largest_item = 0.0;
+  for (size_t m = 0; m < unit.memory.per_encoder_row.size(); ++m) {
+    unit.memory.per_encoder_row[m] = rank.memory.per_encoder_row[m] / encoder_ranks;
+    const double rows = largest_item_rows(config, static_cast<int>(m));
+    largest_item = std::max(largest_item, rank.memory.per_encoder_row[m] * rows / etp);
   }
+  unit.memory.encoder_apart = grid.encoder_stage;
+  if (encoder_ranks > etp) unit.memory.fixed += largest_item;
 
   // Step terms: a rank's gradients over the units; its optimizer update.
   const double share = parameters / parameter_split(model).total();

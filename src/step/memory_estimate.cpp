@@ -17,11 +17,11 @@ PeakWork peak_work(const std::vector<PlannedStep>& steps, MPI_Comm world) {
     }
     const GlobalBatch& batch = planned.batch;
     std::int64_t patches = 0;
-    const std::vector<int> first_image = first_image_of_samples(batch);
+    const std::vector<int> first_item = first_item_of_samples(batch);
     for (size_t s = 0; s < batch.samples.size(); ++s)
-      for (size_t i = 0; i < batch.samples[s].images.size(); ++i)
-        if (std::binary_search(work.images.begin(), work.images.end(), first_image[s] + static_cast<int>(i)))
-          patches += batch.samples[s].images[i].patches;
+      for (size_t i = 0; i < batch.samples[s].items.size(); ++i)
+        if (std::binary_search(work.items.begin(), work.items.end(), first_item[s] + static_cast<int>(i)))
+          patches += batch.samples[s].items[i].rows;
     peak.patches = std::max(peak.patches, patches);
   }
   std::int64_t values[3] = {peak.llm_rows, peak.key_rows, peak.patches};

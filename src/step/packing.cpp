@@ -7,13 +7,13 @@ namespace {
 
 // Patches of each of `images` (global numbers).
 std::vector<int> patches_of(const GlobalBatch& batch, const std::vector<int>& images) {
-  const std::vector<int> first_image = first_image_of_samples(batch);
+  const std::vector<int> first_item = first_item_of_samples(batch);
   std::vector<int> patches;
   for (int image : images) {
-    const int s = static_cast<int>(std::upper_bound(first_image.begin(), first_image.end(), image) -
-                                   first_image.begin()) -
+    const int s = static_cast<int>(std::upper_bound(first_item.begin(), first_item.end(), image) -
+                                   first_item.begin()) -
                   1;
-    patches.push_back(batch.samples[s].images[image - first_image[s]].patches);
+    patches.push_back(batch.samples[s].items[image - first_item[s]].rows);
   }
   return patches;
 }
@@ -115,7 +115,7 @@ PackedBatch pack_samples(const Sampler& sampler, int step, const std::vector<Sam
   batch.step = step;
   batch.samples = samples;
   const RankWork work = derive_rank_work(make_in_order_plan(batch, 1), batch, 0, 1, 0.0);
-  return {pack_encoder(sampler, batch, work.images), pack_llm(sampler, batch, work.micro_batches.at(0))};
+  return {pack_encoder(sampler, batch, work.items), pack_llm(sampler, batch, work.micro_batches.at(0))};
 }
 
 }  // namespace minimllm

@@ -16,8 +16,8 @@ static_assert(sizeof(int) == 4 && sizeof(float) == 4, "token ids and pixels trav
 std::size_t text_bytes(const SampleMeta& sample) {
   return sizeof(int) * static_cast<std::size_t>(sample.text_len);
 }
-std::size_t pixel_bytes(const ImageMeta& image, int patch_dim) {
-  return sizeof(float) * static_cast<std::size_t>(image.patches) * static_cast<std::size_t>(patch_dim);
+std::size_t pixel_bytes(const EncoderItem& image, int patch_dim) {
+  return sizeof(float) * static_cast<std::size_t>(image.rows) * static_cast<std::size_t>(patch_dim);
 }
 
 template <class T>
@@ -37,14 +37,14 @@ SampleInputs SampleInputs::generate(const Sampler& sampler, const GlobalBatch& b
     in.text_[s] = {in.bytes_.size(), static_cast<std::size_t>(batch.samples[s].text_len)};
     append_bytes(in.bytes_, sampler.text_tokens(batch.step, batch.samples[s]));
   }
-  const std::vector<int> first_image = first_image_of_samples(batch);
+  const std::vector<int> first_item = first_item_of_samples(batch);
   std::vector<float> pixels;
   for (int image : images) {
-    const int s = static_cast<int>(std::upper_bound(first_image.begin(), first_image.end(), image) -
-                                   first_image.begin()) -
+    const int s = static_cast<int>(std::upper_bound(first_item.begin(), first_item.end(), image) -
+                                   first_item.begin()) -
                   1;
     pixels.clear();
-    sampler.append_image_patches(batch.step, batch.samples[s], image - first_image[s], pixels);
+    sampler.append_image_patches(batch.step, batch.samples[s], image - first_item[s], pixels);
     in.pixels_[image] = {in.bytes_.size(), pixels.size()};
     append_bytes(in.bytes_, pixels);
   }
@@ -55,7 +55,7 @@ SampleInputs SampleInputs::move(const Sampler& sampler, const GlobalBatch& batch
                                 Communicator& world) {
   const int ranks = world.size(), me = world.rank(), n = static_cast<int>(batch.samples.size());
   const int patch_dim = sampler.patch_dim();
-  const std::vector<int> first_image = first_image_of_samples(batch);
+  const std::vector<int> first_item = first_item_of_samples(batch);
   std::vector<int> group_of_sample(n, -1);
   int my_group = -1;  // a rank runs at most one LLM group
   for (size_t k = 0; k < plan.llm_groups.size(); ++k) {
@@ -82,12 +82,12 @@ SampleInputs SampleInputs::move(const Sampler& sampler, const GlobalBatch& batch
       in.text_[s] = {offset, static_cast<std::size_t>(sample.text_len)};
       offset += text_bytes(sample), recv_counts[loader] += text_bytes(sample);
     }
-    for (size_t i = 0; i < sample.images.size(); ++i) {
-      const int image = first_image[s] + static_cast<int>(i);
-      if (plan.image_owner[image] != me) continue;
-      in.pixels_[image] = {offset, pixel_bytes(sample.images[i], patch_dim) / sizeof(float)};
-      offset += pixel_bytes(sample.images[i], patch_dim),
-          recv_counts[loader] += pixel_bytes(sample.images[i], patch_dim);
+    for (size_t i = 0; i < sample.items.size(); ++i) {
+      const int image = first_item[s] + static_cast<int>(i);
+      if (plan.item_owner[image] != me) continue;
+      in.pixels_[image] = {offset, pixel_bytes(sample.items[i], patch_dim) / sizeof(float)};
+      offset += pixel_bytes(sample.items[i], patch_dim),
+          recv_counts[loader] += pixel_bytes(sample.items[i], patch_dim);
     }
   }
 
@@ -99,10 +99,10 @@ SampleInputs SampleInputs::move(const Sampler& sampler, const GlobalBatch& batch
     const SampleMeta& sample = batch.samples[s];
     const std::vector<int> tokens = sampler.text_tokens(batch.step, sample);
     for (int r : plan.llm_groups[group_of_sample[s]].ranks) append_bytes(to[r], tokens);
-    for (size_t i = 0; i < sample.images.size(); ++i) {
+    for (size_t i = 0; i < sample.items.size(); ++i) {
       pixels.clear();
       sampler.append_image_patches(batch.step, sample, static_cast<int>(i), pixels);
-      append_bytes(to[plan.image_owner[first_image[s] + static_cast<int>(i)]], pixels);
+      append_bytes(to[plan.item_owner[first_item[s] + static_cast<int>(i)]], pixels);
     }
   }
   std::vector<unsigned char> send;

@@ -41,13 +41,13 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
           "micro-batches per LLM group",
           stages, comms.world->max_tag()));
     for (size_t m = 0; m < work.stages.size(); ++m) {
-      in.encoder.push_back(encoder_input(work.stages[m].images));
+      in.encoder.push_back(encoder_input(work.stages[m].items));
       in.boundary.push_back(
           std::make_unique<BoundaryExchange>(comms.world, work.stages[m].route, width, static_cast<int>(m)));
     }
   } else {
-    in.encoder.push_back(encoder_input(work.images));
-    in.boundary.push_back(std::make_unique<BoundaryExchange>(comms.world, work.image_route, width));
+    in.encoder.push_back(encoder_input(work.items));
+    in.boundary.push_back(std::make_unique<BoundaryExchange>(comms.world, work.item_route, width));
   }
   in.kv.resize(work.micro_batches.size());
   if (work.group_ranks.size() > 1) {

@@ -103,7 +103,7 @@ StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, cons
   s.loss = outcome.loss_sum / static_cast<double>(std::max<std::int64_t>(1, batch.loss_targets()));
   s.grad_norm = outcome.grad_norm;
   s.text_tokens = batch.text_tokens();
-  s.image_tokens = batch.image_tokens();
+  s.image_tokens = batch.encoder_rows();
   s.loss_targets = batch.loss_targets();
   s.samples = static_cast<int>(batch.samples.size());
   s.tokens_per_second = (s.text_tokens + s.image_tokens) / s.step_seconds;

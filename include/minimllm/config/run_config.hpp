@@ -10,13 +10,21 @@
 
 namespace minimllm {
 
+// What an encoder module reads. Each sample's encoder items (data/sampler.hpp) name their module.
+enum class Modality { vision };
+const char* to_string(Modality modality);
+
 struct EncoderConfig {
+  Modality modality = Modality::vision;  // model.encoder: vision
   int width = 32;     // model.encoder.width
   int heads = 2;      // model.encoder.heads (width % heads == 0)
   int layers = 1;     // model.encoder.layers (>= 0)
   int mlp_ratio = 4;  // model.encoder.mlp_ratio
   int patch = 4;      // model.encoder.patch: square patch side in pixels
   int channels = 3;   // model.encoder.channels
+
+  // Numbers one input row carries: an image patch's channels x patch x patch pixels.
+  double input_width() const { return static_cast<double>(channels) * patch * patch; }
 };
 
 struct LlmConfig {
@@ -28,9 +36,17 @@ struct LlmConfig {
 };
 
 struct ModelConfig {
-  EncoderConfig encoder;
+  // The encoder modules, one per modality; EncoderItem::module indexes them. The deck's model.encoder is
+  // the vision module, today the only one.
+  std::vector<EncoderConfig> encoders{EncoderConfig{}};
   LlmConfig llm;
   float init_std = 0.02f;  // model.init_std
+
+  // The index of the module of a modality in `encoders`; std::logic_error when the model has none.
+  int module_of(Modality modality) const;
+  // The vision module: what the image data generator and the model's vision encoder are sized by.
+  const EncoderConfig& vision() const;
+  EncoderConfig& vision();
 };
 
 // Text length distribution: lognormal with the given median and sigma, clamped to [min, max].

@@ -15,20 +15,24 @@
 
 namespace minimllm {
 
-struct ImageMeta {
-  int height = 0, width = 0;  // pixels, multiples of the patch size
-  int patches = 0;            // (height / patch) * (width / patch): encoder tokens
-  int text_pos = 0;           // number of text tokens that precede the image in its sample
+// One input of an encoder module: an image (vision). Its rows are the encoder tokens it becomes and the
+// rows it adds to the sample's fused LLM sequence, spliced in after text_pos text tokens.
+struct EncoderItem {
+  int height = 0, width = 0;  // the input's geometry: an image's pixels, multiples of the patch size
+  int rows = 0;               // encoder tokens: an image's (height / patch) * (width / patch) patches
+  int text_pos = 0;           // number of text tokens that precede the item in its sample
+  int module = 0;             // its encoder module: an index into ModelConfig::encoders
+  Modality modality = Modality::vision;
 };
 
 struct SampleMeta {
   int id = 0;  // index within the step's global batch
   int text_len = 0;
   int klass = 0;  // hidden class shared by the sample's images and its text rule
-  std::vector<ImageMeta> images;
+  std::vector<EncoderItem> items;  // in sequence order
 
-  int image_tokens() const;
-  int tokens() const { return text_len + image_tokens(); }  // length of the fused LLM sequence
+  int encoder_rows() const;  // rows all its items add to the fused sequence
+  int tokens() const { return text_len + encoder_rows(); }  // length of the fused LLM sequence
   int loss_targets() const;  // text tokens that have a predecessor in the fused sequence
 };
 
@@ -37,14 +41,18 @@ struct GlobalBatch {
   std::vector<SampleMeta> samples;
 
   std::int64_t text_tokens() const;
-  std::int64_t image_tokens() const;
+  std::int64_t encoder_rows() const;
   std::int64_t loss_targets() const;
 };
+
+// The most rows one item of an encoder module can have under the deck's data section (an image of
+// data.images.max_side on both sides).
+int largest_item_rows(const RunConfig& config, int module);
 
 // Where each element of a sample's fused sequence comes from.
 struct FusedLayout {
   std::vector<int> text_rows;        // fused position of text token t
-  std::vector<int> image_first_row;  // fused position of image i's first patch
+  std::vector<int> item_first_row;  // fused position of item i's first row
 };
 FusedLayout fused_layout(const SampleMeta& sample);
 

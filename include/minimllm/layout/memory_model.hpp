@@ -3,24 +3,37 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
+
+#include "minimllm/data/sampler.hpp"
 
 namespace minimllm {
 
 // What one rank holds (bytes), as the model allocates it (memory_model() in model/model.hpp computes it
 // from the model's own accounting; the planners receive it as data):
-//   state + fixed + per_patch x (patches it encodes in the step)
+//   state + fixed + per_encoder_row[module] x (rows of the encoder items it encodes in the step)
 //         + per_row x (its rows of a micro-batch) + per_key_row x (the micro-batch's rows, g > 1 only)
 struct MemoryModel {
   double state = 0.0;          // parameters, gradients and AdamW moments (training_state_bytes)
   double fixed = 0.0;          // activation-side bytes that do not grow with rows (bf16 rounded weights)
   double per_row = 0.0;        // per LLM row this rank holds in a micro-batch
   double per_key_row = 0.0;    // per gathered key row under context parallelism (every row of the batch)
-  double per_patch = 0.0;      // per encoder patch this rank encodes (held until the encoder's backward)
+  // Per row of an item this rank encodes, one entry per encoder module (ModelConfig::encoders): held until
+  // the module's backward.
+  std::vector<double> per_encoder_row;
   double linear_weight = 0.0;  // a token's GEMM work in causal attention pairs (chunk balancing)
   // The encoder's own stage (parallel.encoder_stage, layout/model_parallel.hpp): a unit's encoder ranks are
   // not its LLM ranks, so a rank's peak is the larger of state + fixed + its micro-batch and state + fixed +
-  // its patches, not their sum (state: the fuller stage's, an upper bound for the other).
+  // its items' rows, not their sum (state: the fuller stage's, an upper bound for the other).
   bool encoder_apart = false;
+
+  // Bytes per row of a module's items (0 for a module without a term: a model that leaves the encoder out),
+  // and those an encoder rank holds for one item until its backward.
+  double encoder_row_bytes(int module) const {
+    return module < static_cast<int>(per_encoder_row.size()) ? per_encoder_row[module] : 0.0;
+  }
+  double item_bytes(const EncoderItem& item) const { return encoder_row_bytes(item.module) * item.rows; }
+  bool encoder_rows_cost_memory() const;  // some module's rows take memory
 };
 
 // Bytes per rank of a model's training state with AdamW's moments over `optimizer_shards` ranks (1:

@@ -50,24 +50,24 @@ struct MicroBatchWork {
   // all-gather of every member's local rows; member_rows[r] = local rows of group member r.
   std::vector<int> kv_order;
   std::vector<int> member_rows;
-  int received_offset = 0;  // first row of this micro-batch's image rows in the received buffer
+  int received_offset = 0;  // first row of this micro-batch's encoder rows in the received buffer
   int stage = 0;            // disaggregated plans: its pipeline stage (pipeline_stage)
 };
 
 // Disaggregated plans: what this rank does in one pipeline stage on the encoder side.
 struct EncoderStageWork {
-  std::vector<int> images;  // global image numbers this rank encodes in the stage, in order
+  std::vector<int> items;  // global item numbers this rank encodes in the stage, in order
   RowRoute route;           // the stage's rows: send rows numbered within the stage's encoder output,
-                            // received rows as in RankWork::image_route (the whole step's buffer)
+                            // received rows as in RankWork::item_route (the whole step's buffer)
 };
 
 struct RankWork {
   int group = -1;  // index of this rank's LLM group; -1: no LLM work
   std::vector<int> group_ranks;
   std::vector<MicroBatchWork> micro_batches;
-  std::vector<int> images;  // global image numbers this rank encodes, in order
-  RowRoute image_route;     // encoder output rows -> received image rows
-  int received_rows = 0;    // image rows this rank's LLM chunks need
+  std::vector<int> items;  // global item numbers this rank encodes, in order
+  RowRoute item_route;     // encoder output rows -> received encoder rows
+  int received_rows = 0;   // encoder rows this rank's LLM chunks need
   // Disaggregated plans only (empty otherwise): one per pipeline stage, stages = the most micro-batches
   // of any group.
   std::vector<EncoderStageWork> stages;

@@ -46,7 +46,7 @@ struct StepPlan {
   Placement placement = Placement::colocated;
   std::vector<LlmGroup> llm_groups;  // a partition of the LLM ranks
   std::vector<int> encoder_ranks;    // sorted; all ranks when colocated
-  std::vector<int> image_owner;      // encoder rank of every image, images numbered in sample order
+  std::vector<int> item_owner;      // encoder rank of every image, images numbered in sample order
 };
 
 // A plan as bytes and back (the broadcast of a plan made on one rank, step/planned_step.hpp). Throws
@@ -59,7 +59,7 @@ StepPlan deserialize_plan(const std::string& bytes);
 void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_size);
 
 // Images of a batch numbered in sample order: the first image number of each sample (size samples+1).
-std::vector<int> first_image_of_samples(const GlobalBatch& batch);
+std::vector<int> first_item_of_samples(const GlobalBatch& batch);
 
 // The rank side of a layout; deal_in_order() fills in the work.
 struct LayoutShape {
@@ -67,13 +67,13 @@ struct LayoutShape {
   std::vector<int> encoder_ranks;            // sorted
   Placement placement = Placement::colocated;
   int micro_batches = 1;             // per group, capped at its sample count
-  bool images_follow_groups = true;  // a sample's images round-robin over its group's ranks;
+  bool items_follow_groups = true;  // a sample's images round-robin over its group's ranks;
                                      // else image i on encoder_ranks[i mod size]
 };
 
 // A sample's images round-robin over its LLM group's ranks (in the group's sample order): fills
-// plan.image_owner for a colocated plan whose groups are set.
-void place_images_with_groups(StepPlan& plan, const GlobalBatch& batch);
+// plan.item_owner for a colocated plan whose groups are set.
+void place_items_with_groups(StepPlan& plan, const GlobalBatch& batch);
 
 // Samples dealt to groups in order, in contiguous blocks proportional to group size.
 StepPlan deal_in_order(const GlobalBatch& batch, const LayoutShape& shape, const std::string& policy);

@@ -1,10 +1,11 @@
 // CostModel: predicted time of each sample's work per phase on a group of g ranks, collectives in the
 // standard alpha-beta models (ring or tree, hierarchical over nodes), and memory per rank.
-//   compute(s, g) = (a2 s^2 + a1 s + c) / g        s: tokens (LLM) or patches of one image (encoder)
+//   compute(s, g) = (a2 s^2 + a1 s + c) / g        s: tokens (LLM) or rows of one encoder item
 //   comm(s, g)    = 0 for g = 1, else cp_layers x (all-gather + reduce-scatter of kv_row_bytes x s bytes
 //                   over the group's span: collectives below)
-// The encoder attends within each image, so its cost is per image (a sample with several images costs
-// the sum over its images); the LLM cost is per sample (one fused causal sequence).
+// An encoder module attends within each item (an image's patches), so its cost is per item, with the
+// coefficients of the item's module (a sample with several items costs the sum over its items); the LLM
+// cost is per sample (one fused causal sequence).
 // Per-step terms outside those phases (StepCost) complete a step's time: generating and packing each
 // rank's inputs, the gradient all-reduce and the optimizer (predict_step, planning/step_prediction.hpp).
 // Coefficients come from calibration on the machine (`minimllm calibrate`, planning/calibration.hpp) or from
@@ -15,15 +16,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "minimllm/config/machine_config.hpp"
 #include "minimllm/config/run_config.hpp"
+#include "minimllm/data/sampler.hpp"
 #include "minimllm/layout/memory_model.hpp"
 
 namespace minimllm {
 
 struct PhaseCost {
-  double a2 = 0.0, a1 = 0.0, c = 0.0;  // seconds per token^2, per token, per sample (encoder: per image)
+  double a2 = 0.0, a1 = 0.0, c = 0.0;  // seconds per token^2, per token, per sample (encoder: per item)
   double operator()(double s) const { return (a2 * s + a1) * s + c; }
 };
 
@@ -74,9 +77,9 @@ struct Network {
 
 // Per-step terms outside the encoder, boundary and LLM phases.
 struct StepCost {
-  // Generating and packing one rank's inputs:
-  //   data_c + data_per_image * images + data_per_patch * patches + data_per_token * rows.
-  double data_c = 0.0, data_per_image = 0.0, data_per_patch = 0.0, data_per_token = 0.0;
+  // Generating and packing one rank's inputs: data_c + data_per_token * LLM rows + for each encoder item
+  // it loads, its module's EncoderCost::data_per_item + data_per_row * rows.
+  double data_c = 0.0, data_per_token = 0.0;
   double optimizer = 0.0;   // one AdamW step over every parameter (every rank, the same)
   double grad_bytes = 0.0;  // the gradient buffer, all-reduced over the world every step
   // The all-reduce's links (the machine's, or a calibration's all-reduce measurement).
@@ -92,14 +95,22 @@ struct StepCost {
   // created concurrently). The machine's machine.comm_creation_ms, a calibration's measurement, or this
   // default: an assumption for MPI on one node (docs/INPUT.md, "machine").
   double comm_creation = 1e-4;
-  // The forward's share of an image's encoder time (forward + backward), which decides when a
+  // The forward's share of an item's encoder time (forward + backward), which decides when a
   // disaggregated pipeline's rows reach the LLM: 1/3 by FLOPs (a backward does twice a forward's GEMM
   // work), or what `minimllm calibrate` measured.
   double encoder_forward_share = 1.0 / 3.0;
 };
 
+// One encoder module's terms (ModelConfig::encoders; EncoderItem::module indexes them).
+struct EncoderCost {
+  PhaseCost compute;                 // one item of s rows on one rank
+  double input_bytes_per_row = 0.0;  // its raw input as the loader holds it (fp32 pixels of a patch)
+  double data_per_item = 0.0, data_per_row = 0.0;  // generating and packing it (StepCost)
+};
+
 struct CostModel {
-  PhaseCost encoder, llm;           // compute, on one rank
+  PhaseCost llm;                      // compute, on one rank
+  std::vector<EncoderCost> encoders;  // one per encoder module
   LinkCost intra_node, inter_node;  // collectives within a node (NVLink domain) / between nodes
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
   // Ranks per node of the links: the NVLink domain where it is larger than a node.
@@ -108,9 +119,10 @@ struct CostModel {
   // reduce-scatters their gradients (backward); kv_row_bytes per token and layer.
   double kv_row_bytes = 0.0;
   double cp_layers = 1.0;
-  double boundary_bytes_per_patch = 0.0;  // encoder output row forward + its gradient backward
-  // A sample's raw inputs as its loader holds them: int32 token ids, fp32 pixels (plan_traffic.hpp).
-  double input_bytes_per_token = 4.0, input_bytes_per_patch = 0.0;
+  double boundary_bytes_per_row = 0.0;  // encoder output row forward + its gradient backward
+  // A sample's raw inputs as its loader holds them: int32 token ids (plan_traffic.hpp); an item's,
+  // EncoderCost::input_bytes_per_row.
+  double input_bytes_per_token = 4.0;
   MemoryModel memory;
   double capacity_bytes = 0.0;         // memory per rank; 0: unlimited
   std::string capacity_source;         // where the capacity came from, for messages
@@ -127,7 +139,11 @@ struct CostModel {
   // Context-parallel communication of one sample on g ranks (0 for g = 1); linear in s for fixed (g,
   // spans).
   double llm_comm(double s, int g, bool spans) const;
-  double encoder_time(double patches) const { return encoder(patches); }  // one image
+  // One encoder item on one rank; the raw input bytes of one.
+  double encoder_time(const EncoderItem& item) const { return encoders.at(item.module).compute(item.rows); }
+  double input_bytes(const EncoderItem& item) const {
+    return encoders.at(item.module).input_bytes_per_row * item.rows;
+  }
   const LinkCost& link(bool spans) const { return spans ? inter_node : intra_node; }
   // One point-to-point message (pipeline stages): the calibration's measurement, else the collectives'
   // link per message step (a ring's step is one such message).
@@ -160,7 +176,7 @@ struct CostModel {
 
 // The model's parameters by where a model-parallel grid puts them (layout/model_parallel.hpp).
 struct ParameterSplit {
-  double encoder = 0.0;    // patch embedding, blocks, final norm, projector
+  double encoder = 0.0;    // every encoder module's: input embedding, blocks, final norm, projector
   double llm_block = 0.0;  // one LLM block
   double embedding = 0.0;  // the token embedding (the first pipeline stage)
   double head = 0.0;       // final norm and LM head (the last pipeline stage)
