@@ -222,7 +222,7 @@ TEST(CalibrationFile, BadFilesGiveOneLineNamingFileAndKey) {
                {"collectives.all_gather.bandwidth = 0", "> 0"});
   expect_error(edited("tokens: [13, 49, 184]", "tokens: [13, 49]"), {"llm.seconds", "as many values"});
   expect_error(edited("{width: 32, heads: 2, layers: 1", "{width: 32.5, heads: 2, layers: 1"),
-               {"model.vision().width = 32.5", "integer"});
+               {"model.encoder.width = 32.5", "integer"});
   expect_error(edited("llm:\n  a2", "llm: 3\nx:\n  a2"), {"x", "unknown key"});
   expect_error(edited("  forward_share: 0.41", "  forward_share: 1.5"), {"encoder.forward_share = 1.5"});
 }

@@ -53,42 +53,42 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
                           double linear_weight) {
   RankWork work;
   const std::vector<int> first_item = first_item_of_samples(batch);
-  const int images = first_item.back();
-  std::vector<int> patch_offset(images + 1, 0);  // global patch numbering, image by image
+  const int items = first_item.back();
+  std::vector<int> row_offset(items + 1, 0);  // global row numbering, item by item
   for (size_t s = 0; s < batch.samples.size(); ++s)
     for (size_t i = 0; i < batch.samples[s].items.size(); ++i)
-      patch_offset[first_item[s] + i + 1] =
-          patch_offset[first_item[s] + i] + batch.samples[s].items[i].rows;
+      row_offset[first_item[s] + i + 1] =
+          row_offset[first_item[s] + i] + batch.samples[s].items[i].rows;
 
-  // Where every patch is produced: its owner's encoder rows follow the global image order.
-  std::vector<int> src_rank(patch_offset.back()), src_row(patch_offset.back());
+  // Where every row is produced: its owner's encoder rows follow the global item order.
+  std::vector<int> src_rank(row_offset.back()), src_row(row_offset.back());
   std::vector<int> encoder_rows(world_size, 0);
-  for (int image = 0; image < images; ++image) {
-    const int owner = plan.item_owner[image];
-    if (owner == rank) work.items.push_back(image);
-    for (int p = patch_offset[image]; p < patch_offset[image + 1]; ++p)
+  for (int item = 0; item < items; ++item) {
+    const int owner = plan.item_owner[item];
+    if (owner == rank) work.items.push_back(item);
+    for (int p = row_offset[item]; p < row_offset[item + 1]; ++p)
       src_rank[p] = owner, src_row[p] = encoder_rows[owner]++;
   }
 
-  // Disaggregated plans run as a pipeline: the stage of every image is its sample's (pipeline_stage).
+  // Disaggregated plans run as a pipeline: the stage of every item is its sample's (pipeline_stage).
   const bool pipelined = plan.placement == Placement::disaggregated;
   int stages = 1;
   for (const LlmGroup& group : plan.llm_groups) stages = std::max(stages, group.micro_batches);
-  std::vector<int> stage_of_image(images, 0);
+  std::vector<int> stage_of_item(items, 0);
   if (pipelined)
     for (const LlmGroup& group : plan.llm_groups) {
       const int parts = group.micro_batches;
       for (int m = 0; m < parts; ++m)
         for (int i = micro_batch_begin(group, m); i < micro_batch_begin(group, m + 1); ++i) {
           const int s = group.samples[i];
-          for (int image = first_item[s]; image < first_item[s + 1]; ++image)
-            stage_of_image[image] = pipeline_stage(m, parts, stages);
+          for (int item = first_item[s]; item < first_item[s + 1]; ++item)
+            stage_of_item[item] = pipeline_stage(m, parts, stages);
         }
     }
 
-  // Where every patch is consumed: the group member whose chunk holds its fused row; received rows are
+  // Where every row is consumed: the group member whose chunk holds its fused row; received rows are
   // numbered per rank in (micro-batch, chunk, row) order, which is how the LLM input is packed.
-  std::vector<int> dst_rank(patch_offset.back(), -1), dst_row(patch_offset.back(), -1);
+  std::vector<int> dst_rank(row_offset.back(), -1), dst_row(row_offset.back(), -1);
   std::vector<int> received(world_size, 0);
   for (size_t g = 0; g < plan.llm_groups.size(); ++g) {
     const LlmGroup& group = plan.llm_groups[g];
@@ -106,12 +106,12 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
         const SampleMeta& sample = batch.samples[s];
         const FusedLayout layout = fused_layout(sample);
         for (size_t i = 0; i < sample.items.size(); ++i) {
-          const int first_row = layout.item_first_row[i], image = first_item[s] + static_cast<int>(i);
+          const int first_row = layout.item_first_row[i], item = first_item[s] + static_cast<int>(i);
           for (int row = std::max(begin, first_row);
                row < std::min(end, first_row + sample.items[i].rows); ++row) {
-            const int patch = patch_offset[image] + row - first_row;
-            dst_rank[patch] = group.ranks[p];
-            dst_row[patch] = received[group.ranks[p]]++;
+            const int global_row = row_offset[item] + row - first_row;
+            dst_rank[global_row] = group.ranks[p];
+            dst_row[global_row] = received[group.ranks[p]]++;
           }
         }
         mb.member_rows[p] += end - begin;
@@ -135,13 +135,13 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
   }
   work.received_rows = received[rank];
 
-  // This rank's side of the route, both sides listing rows in global patch order.
+  // This rank's side of the route, both sides listing rows in global row order.
   RowRoute& route = work.item_route;
   route.send_counts.assign(world_size, 0);
   route.recv_counts.assign(world_size, 0);
   std::vector<std::vector<int>> send(world_size), recv(world_size);
-  for (int p = 0; p < patch_offset.back(); ++p) {
-    if (dst_rank[p] < 0) throw std::logic_error("derive_rank_work: a patch has no LLM destination");
+  for (int p = 0; p < row_offset.back(); ++p) {
+    if (dst_rank[p] < 0) throw std::logic_error("derive_rank_work: a row has no LLM destination");
     if (src_rank[p] == rank) send[dst_rank[p]].push_back(src_row[p]);
     if (dst_rank[p] == rank) recv[src_rank[p]].push_back(dst_row[p]);
   }
@@ -153,16 +153,16 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
   }
   if (!pipelined) return work;
 
-  // Per stage: the same rows, with each encoder rank's output numbered within the stage (its images of
-  // the stage in global order), both sides still listing rows in global patch order.
+  // Per stage: the same rows, with each encoder rank's output numbered within the stage (its items of
+  // the stage in global order), both sides still listing rows in global row order.
   work.stages.resize(stages);
   std::vector<std::vector<std::vector<int>>> stage_send(stages, std::vector<std::vector<int>>(world_size)),
       stage_recv(stages, std::vector<std::vector<int>>(world_size));
   std::vector<int> stage_rows(static_cast<size_t>(stages) * world_size, 0);  // rows per (stage, owner)
-  for (int image = 0; image < images; ++image) {
-    const int owner = plan.item_owner[image], m = stage_of_image[image];
-    if (owner == rank) work.stages[m].items.push_back(image);
-    for (int p = patch_offset[image]; p < patch_offset[image + 1]; ++p) {
+  for (int item = 0; item < items; ++item) {
+    const int owner = plan.item_owner[item], m = stage_of_item[item];
+    if (owner == rank) work.stages[m].items.push_back(item);
+    for (int p = row_offset[item]; p < row_offset[item + 1]; ++p) {
       const int row = stage_rows[static_cast<size_t>(m) * world_size + owner]++;
       if (owner == rank) stage_send[m][dst_rank[p]].push_back(row);
       if (dst_rank[p] == rank) stage_recv[m][owner].push_back(dst_row[p]);

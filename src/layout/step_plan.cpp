@@ -193,13 +193,13 @@ void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_siz
           "groups; rank {} is in {}",
           r, llm ? "both" : "neither"));
   }
-  const int images = first_item_of_samples(batch).back();
-  if (static_cast<int>(plan.item_owner.size()) != images)
-    fail(fmt::format("item_owner has {} entries for {} images", plan.item_owner.size(), images));
-  for (int i = 0; i < images; ++i) {
+  const int items = first_item_of_samples(batch).back();
+  if (static_cast<int>(plan.item_owner.size()) != items)
+    fail(fmt::format("item_owner has {} entries for {} items", plan.item_owner.size(), items));
+  for (int i = 0; i < items; ++i) {
     const int r = plan.item_owner[i];
     if (r < 0 || r >= world_size || !is_encoder[r])
-      fail(fmt::format("image {} is owned by rank {}, not an encoder rank", i, r));
+      fail(fmt::format("item {} is owned by rank {}, not an encoder rank", i, r));
   }
 }
 
@@ -207,10 +207,10 @@ void place_items_with_groups(StepPlan& plan, const GlobalBatch& batch) {
   const std::vector<int> first_item = first_item_of_samples(batch);
   plan.item_owner.resize(first_item.back());
   for (const LlmGroup& group : plan.llm_groups) {
-    size_t image_in_group = 0;
+    size_t item_in_group = 0;
     for (int s : group.samples)
-      for (int i = first_item[s]; i < first_item[s + 1]; ++i, ++image_in_group)
-        plan.item_owner[i] = group.ranks[image_in_group % group.ranks.size()];
+      for (int i = first_item[s]; i < first_item[s + 1]; ++i, ++item_in_group)
+        plan.item_owner[i] = group.ranks[item_in_group % group.ranks.size()];
   }
 }
 

@@ -10,15 +10,15 @@ namespace minimllm {
 // when the slowest rank finished the previous one: the predicted step is the sum over phases of the
 // slowest rank.
 //   makespan    = max_r encoder_r + max_r boundary_r + max_r llm_r
-//   lower_bound = max(sum of image times / N, largest image)
+//   lower_bound = max(sum of item times / N, largest item)
 //               + max(sum of one-rank LLM compute / N, min over g <= N of the largest sample's time on g)
 // which holds for every colocated plan of every policy.
 // Disaggregated plans run as a dataflow pipeline over micro-batches (step_executor.cpp): the makespan
-// follows each encoder rank's forwards (a third of an image's time) and backwards, each LLM group's
+// follows each encoder rank's forwards (a third of an item's time) and backwards, each LLM group's
 // micro-batches, and the point-to-point transfers between them. Encoder and LLM work overlap, so their
 // bound is the one every schedule obeys:
-//   lower_bound = max((sum of image times + sum of one-rank LLM compute) / N, largest image,
-//                     the longest sample's largest image + its best time on any group size)
+//   lower_bound = max((sum of item times + sum of one-rank LLM compute) / N, largest item,
+//                     the longest sample's largest item + its best time on any group size)
 struct PlanPrediction {
   double makespan = 0.0;       // predicted step time (seconds), excluding the gradient all-reduce
   double lower_bound = 0.0;    // see above (the bound of the plan's placement)

@@ -1,4 +1,4 @@
-// RankWork: what a StepPlan asks of one rank — which images it encodes, which chunk of which sample's
+// RankWork: what a StepPlan asks of one rank — which items it encodes, which chunk of which sample's
 // fused sequence it holds in each LLM micro-batch (context parallelism), and the row routes that join
 // the two layouts. Derived from (plan, batch) alone, so every rank can derive any rank's work.
 #pragma once

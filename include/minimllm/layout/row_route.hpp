@@ -1,4 +1,4 @@
-// Which rows of the boundary (image embeddings) a rank sends to and receives from each rank: the plan
+// Which rows of the boundary (item embeddings) a rank sends to and receives from each rank: the plan
 // derives it (rank_work.hpp), BoundaryExchange (parallel/boundary_exchange.hpp) carries it out.
 #pragma once
 

@@ -46,7 +46,7 @@ struct StepPlan {
   Placement placement = Placement::colocated;
   std::vector<LlmGroup> llm_groups;  // a partition of the LLM ranks
   std::vector<int> encoder_ranks;    // sorted; all ranks when colocated
-  std::vector<int> item_owner;      // encoder rank of every image, images numbered in sample order
+  std::vector<int> item_owner;      // encoder rank of every item, items numbered in sample order
 };
 
 // A plan as bytes and back (the broadcast of a plan made on one rank, step/planned_step.hpp). Throws
@@ -55,10 +55,10 @@ std::string serialize_plan(const StepPlan& plan);
 StepPlan deserialize_plan(const std::string& bytes);
 
 // Throws std::invalid_argument naming the first violation: every LLM rank in exactly one group, every
-// sample in exactly one group, every image owned by an encoder rank, placement rules, micro-batch counts.
+// sample in exactly one group, every item owned by an encoder rank, placement rules, micro-batch counts.
 void validate_plan(const StepPlan& plan, const GlobalBatch& batch, int world_size);
 
-// Images of a batch numbered in sample order: the first image number of each sample (size samples+1).
+// Items of a batch numbered in sample order: the first item number of each sample (size samples+1).
 std::vector<int> first_item_of_samples(const GlobalBatch& batch);
 
 // The rank side of a layout; deal_in_order() fills in the work.
@@ -67,11 +67,11 @@ struct LayoutShape {
   std::vector<int> encoder_ranks;            // sorted
   Placement placement = Placement::colocated;
   int micro_batches = 1;             // per group, capped at its sample count
-  bool items_follow_groups = true;  // a sample's images round-robin over its group's ranks;
-                                     // else image i on encoder_ranks[i mod size]
+  bool items_follow_groups = true;  // a sample's items round-robin over its group's ranks;
+                                     // else item i on encoder_ranks[i mod size]
 };
 
-// A sample's images round-robin over its LLM group's ranks (in the group's sample order): fills
+// A sample's items round-robin over its LLM group's ranks (in the group's sample order): fills
 // plan.item_owner for a colocated plan whose groups are set.
 void place_items_with_groups(StepPlan& plan, const GlobalBatch& batch);
 
