@@ -7,7 +7,7 @@ written by slurm/sweep.sh: its *.h5 files (run files only) are matched to the ma
 manifest says whether the study is weak or strong scaling. Any other directory contributes the *.h5
 files directly inside it.
 
-Outputs, in --out (default: report; existing report files there are replaced):
+Outputs, in --out (default: report; created if missing), each written to a temporary file and renamed:
   report.md                one row per run file, the tidy rows below, then sections for the plots
   report.csv, report.json  tidy: one row per kind x deck x policy x ranks x global batch x steps
                            (files of the same group are repetitions); columns below
@@ -19,6 +19,16 @@ Outputs, in --out (default: report; existing report files there are replaced):
   scaling-<study>.png      weak or strong scaling efficiency and step time (log-log, with the ideal),
                            with the spread over repetitions (for each study directory, or the loose
                            run files with --scaling)
+  .report.sha256           the sha256 of every file report.py wrote there (sha256sum's format)
+  .report.lock             held while report.py writes the directory (a second one waits up to 120 s)
+
+Safe in a directory others can write: an existing file is replaced only if report.py wrote it there and
+it is unchanged since (.report.sha256, and owned by this user), or with --overwrite; a symbolic link, FIFO,
+device or directory at an output name is refused even with --overwrite and never followed, and so is a
+link at --out itself. Every name is checked before the first file is written; a refused one is exit 2
+with one line naming it, and nothing is written. Each file goes to a temporary file created exclusively
+beside it (O_CREAT | O_EXCL | O_NOFOLLOW), then is renamed over its name (the rules of minimllm's own
+outputs, docs/RUNNING.md, "Inputs and outputs on a shared file system").
 
 One definition of each figure: a run's step time, tokens/s and MFU are medians over its timed steps,
 the steps after step 0, the warm-up (as the program's own summary; a run of one step uses that step),
@@ -35,11 +45,18 @@ python3-matplotlib), or scripts/report.sh, which finds an interpreter that has t
 import argparse
 import csv
 import datetime
+import errno
+import fcntl
+import hashlib
+import io
 import json
 import os
 import re
+import secrets
+import stat
 import sys
 import textwrap
+import time
 
 try:
     import h5py
@@ -632,16 +649,17 @@ def csv_text(value):
     return repr(float(value)) if isinstance(value, float) else str(value)
 
 
-def write_tidy_csv(rows, path):
+def tidy_csv(rows):
     names = [name for name, _, _ in TIDY_COLUMNS]
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(names)
-        for row in rows:
-            writer.writerow([csv_text(row[name]) for name in names])
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(names)
+    for row in rows:
+        writer.writerow([csv_text(row[name]) for name in names])
+    return text.getvalue().encode("utf-8")
 
 
-def write_tidy_json(rows, path, generated):
+def tidy_json(rows, generated):
     document = {
         "schema_version": TIDY_SCHEMA_VERSION,
         "generator": "scripts/report.py",
@@ -650,13 +668,19 @@ def write_tidy_json(rows, path, generated):
         "columns": [{"name": n, "unit": u, "meaning": m} for n, u, m in TIDY_COLUMNS],
         "rows": [{name: row[name] for name, _, _ in TIDY_COLUMNS} for row in rows],
     }
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(document, f, indent=1)
-        f.write("\n")
+    return (json.dumps(document, indent=1) + "\n").encode("utf-8")
 
 
 # ----------------------------------------------------------------------------------------------------
 # Plots
+
+
+def save_figure(fig, files, name):
+    """The figure as PNG bytes in files[name] (written with the rest by OutputDirectory), then closed."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    files[name] = buffer.getvalue()
 
 
 def safe_name(label):
@@ -670,14 +694,14 @@ def whisker_note(counts, unit="run"):
     return f"n = {n} {unit}{'s' if high > 1 else ''} per point"
 
 
-def plot_breakdown(runs, phase_ms, path):
+def plot_breakdown(runs, phase_ms, files, name):
     labels = [f"{r.label}  ({r.ranks} rk, {r.policy})" for r in runs]
     height = max(2.6, 0.42 * len(runs) + 1.5)
     fig, ax = plt.subplots(figsize=(11, height), dpi=120)
     y = np.arange(len(runs))
     left = np.zeros(len(runs))
-    for name, color, column in zip(PHASES, PHASE_COLORS, phase_ms.T):
-        ax.barh(y, column, left=left, color=color, label=name, height=0.7, edgecolor="white", linewidth=0.5)
+    for phase, color, column in zip(PHASES, PHASE_COLORS, phase_ms.T):
+        ax.barh(y, column, left=left, color=color, label=phase, height=0.7, edgecolor="white", linewidth=0.5)
         left += column
     step_ms = np.array([r.step_ms() for r in runs])
     ax.scatter(step_ms, y, marker="|", s=500, linewidths=2, color="black", zorder=3,
@@ -692,8 +716,7 @@ def plot_breakdown(runs, phase_ms, path):
     ax.set_xlim(0, 1.05 * max(left.max(), step_ms.max()))
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, files, name)
 
 
 def imbalance_range(runs):
@@ -702,7 +725,7 @@ def imbalance_range(runs):
     return max([0.05] + deviations)
 
 
-def plot_imbalance(run, path, spread):
+def plot_imbalance(run, files, name, spread):
     ratio = run.load_ratio()
     first = 1 if len(run.steps) > 1 else 0
     steps = run.steps["step"][first:]
@@ -727,8 +750,7 @@ def plot_imbalance(run, path, spread):
     bottom.grid(alpha=0.3)
     bottom.set_ylim(1 - 0.05 * spread, 1 + 1.05 * spread)  # the heatmaps' range: comparable across runs
     bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, files, name)
 
 
 def workload_sets(rows, kind):
@@ -752,7 +774,7 @@ def spread_note(group):
     return f"whiskers min–max over repetitions ({whisker_note([r['repetitions'] for r in group])})"
 
 
-def plot_policy_rows(sets, path, predicted=None):
+def plot_policy_rows(sets, files, name, predicted=None):
     """Per workload: median step time per policy (whiskers as the rows' spread) and the speed-up over
     static. predicted: {description: {policy: ms}} drawn over the step times, if given."""
     fig, axes = plt.subplots(len(sets), 2, figsize=(11, 4.4 * len(sets) + 0.4), dpi=120, squeeze=False)
@@ -791,8 +813,7 @@ def plot_policy_rows(sets, path, predicted=None):
     if any(r["fits"] == "false" for _, group in sets for r in group):
         fig.text(0.01, 0.005, "grey bars: the plan does not fit in memory (fits = false)", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, files, name)
 
 
 def log_y_axis(ax, values):
@@ -806,7 +827,7 @@ def log_y_axis(ax, values):
     axis.set_minor_locator(NullLocator())
 
 
-def plot_scaling(study, points, path):
+def plot_scaling(study, points, files, name):
     n = np.array([p["ranks"] for p in points])
     counts = [len(p["runs"]) for p in points]
     whiskers = f"median, whiskers min–max over repetitions ({whisker_note(counts)})"
@@ -845,8 +866,259 @@ def plot_scaling(study, points, path):
     fig.suptitle(f"{study.name}: {study.kind} scaling, deck {points[0]['runs'][0].name}, {workload}, "
                  f"{len(study.runs)} runs", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, files, name)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Writing the files
+#
+# The rules of minimllm's own outputs (src/metrics/output_file.cpp), for a directory others may write to:
+# a symbolic link, FIFO, device, socket or directory at an output name is refused, even with --overwrite,
+# and never opened; each file is written to a temporary file beside it, created exclusively
+# (O_CREAT | O_EXCL | O_NOFOLLOW), and then renamed over the name (or linked to it, when the name was free,
+# so that a name planted meanwhile is refused instead of taken over). An existing regular file is replaced
+# only if report.py wrote it there, unchanged since (LEDGER: its sha256, recorded by the run that wrote
+# it, and owned by this user), or with --overwrite. Every name is checked before the first one is written.
+
+LEDGER = ".report.sha256"  # "<sha256>  <name>" per file report.py wrote in this directory (sha256sum's format)
+LOCK = ".report.lock"      # one report.py at a time writes a directory (flock)
+LOCK_WAIT_SECONDS = 120
+LEDGER_MAX_BYTES = 1 << 20
+TEMPORARY = re.compile(r"(.+)\.tmp\.[0-9a-f]{12}")
+LEDGER_LINE = re.compile(r"([0-9a-f]{64})  ([^/\n]+)")
+
+
+class OutputError(Exception):
+    """The report could not be written (not invalid input): exit 1 with this one line."""
+
+
+def kind_of(mode):
+    for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+class OutputDirectory:
+    """The --out directory, opened once without following a link; every name below is relative to it."""
+
+    def __init__(self, path, overwrite):
+        self.path, self.overwrite = path, overwrite
+        self.fd = self.lock_fd = None
+
+    def where(self, name):
+        return os.path.join(self.path, name)
+
+    def __enter__(self):
+        try:
+            os.makedirs(self.path, exist_ok=True)
+        except FileExistsError:
+            pass  # a link or a file there: said below
+        except OSError as e:
+            raise OutputError(f"--out {self.path}: cannot create the directory: {e.strerror}") from e
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise OutputError(f"--out {self.path}: cannot open the directory: {e.strerror}") from e
+            kind = kind_of(os.lstat(self.path).st_mode)
+            raise InputError(f"--out {self.path}: is {kind}; report.py writes only into a directory, never "
+                             f"through a link: give the directory itself or another --out") from e
+        return self
+
+    def __exit__(self, *exc):
+        for fd in (self.lock_fd, self.fd):
+            if fd is not None:
+                os.close(fd)  # closing the lock's descriptor releases the lock
+
+    def _lock(self):
+        try:
+            self.lock_fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                                   0o644, dir_fd=self.fd)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                self.refuse_special(LOCK, stat.S_IFLNK)
+            raise OutputError(f"{self.where(LOCK)}: cannot create the lock: {e.strerror}") from e
+        mode = os.fstat(self.lock_fd).st_mode
+        if not stat.S_ISREG(mode):
+            self.refuse_special(LOCK, mode)
+        deadline, said = time.monotonic() + LOCK_WAIT_SECONDS, False
+        while True:
+            try:
+                fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise OutputError(f"{self.where(LOCK)}: another report.py has been writing {self.path} for "
+                                      f"{LOCK_WAIT_SECONDS} s; try again later or choose another --out") from None
+                if not said:
+                    sys.stderr.write(f"report.py: waiting for another report.py writing {self.path}\n")
+                    said = True
+                time.sleep(0.2)
+
+    def _remove_stale_temporaries(self):
+        """What a killed report.py left: our own regular files with a temporary's name."""
+        for name in os.listdir(self.fd):
+            if TEMPORARY.fullmatch(name):
+                info = self.lstat(name)
+                if info and stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+                    try:
+                        os.unlink(name, dir_fd=self.fd)
+                    except FileNotFoundError:
+                        pass
+
+    def lstat(self, name):
+        try:
+            return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def refuse_special(self, name, mode):
+        raise InputError(f"{self.where(name)}: is {kind_of(mode)}; report.py creates or replaces only regular "
+                         f"files and never follows a link there: remove it or choose another --out")
+
+    def read(self, name, limit=None):
+        """The bytes of a regular file opened without following a link (None if it is not one)."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self.fd)
+        except OSError:
+            return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or (limit is not None and info.st_size > limit):
+                return None
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def ledger(self):
+        """{name: set of sha256} that report.py recorded here, or None if LEDGER is absent or not its own."""
+        info = self.lstat(LEDGER)
+        if info is None or not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return None
+        data = self.read(LEDGER, LEDGER_MAX_BYTES)
+        if data is None:
+            return None
+        entries = {}
+        for line in data.decode("utf-8", "replace").splitlines():
+            match = LEDGER_LINE.fullmatch(line)
+            if not match:
+                return None  # not a ledger report.py wrote
+            entries.setdefault(match.group(2), set()).add(match.group(1))
+        return entries
+
+    def ours(self, name, info, ledger):
+        """The sha256 of the regular file at name if report.py wrote it here and nobody changed it since,
+        else None."""
+        if info.st_uid != os.geteuid() or not ledger or name not in ledger:
+            return None
+        data = self.read(name)
+        digest = hashlib.sha256(data).hexdigest() if data is not None else None
+        return digest if digest in ledger[name] else None
+
+    def check(self, name, ledger):
+        """Raises unless name is free, or a regular file this run may replace; True if it exists."""
+        info = self.lstat(name)
+        if info is None:
+            return False
+        if not stat.S_ISREG(info.st_mode):
+            self.refuse_special(name, info.st_mode)
+        if name == LEDGER:
+            replaceable = self.overwrite or ledger is not None
+        else:
+            replaceable = self.overwrite or self.ours(name, info, ledger) is not None
+        if not replaceable:
+            raise InputError(f"{self.where(name)}: exists and is not a file report.py wrote there (none recorded "
+                             f"in {LEDGER}, or it changed since); pass --overwrite to replace it, or choose "
+                             f"another --out")
+        return True
+
+    def write(self, name, data, ledger):
+        """Writes data to name through an exclusively created temporary file, then renames it there."""
+        for _ in range(100):
+            temporary = f"{name}.tmp.{secrets.token_hex(6)}"
+            try:
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                             dir_fd=self.fd)
+                break
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise OutputError(f"{self.where(name)}: cannot create a temporary file beside it: {e.strerror}") from e
+        else:
+            raise OutputError(f"{self.where(name)}: cannot create a temporary file beside it: every name taken")
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            # Checked again: a name planted since the first check is refused, not replaced.
+            if self.check(name, ledger):
+                os.replace(temporary, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+            else:
+                try:  # fails if the name was taken meanwhile: never take over a file report.py did not write
+                    os.link(temporary, name, src_dir_fd=self.fd, dst_dir_fd=self.fd, follow_symlinks=False)
+                except FileExistsError:
+                    self.check(name, ledger)  # says what is there now
+                    raise InputError(f"{self.where(name)}: was created by someone else while report.py wrote it; "
+                                     f"choose another --out") from None
+                os.unlink(temporary, dir_fd=self.fd)
+        except BaseException:
+            try:
+                os.unlink(temporary, dir_fd=self.fd)
+            except FileNotFoundError:
+                pass
+            raise
+
+    def check_all(self, names):
+        """check() for every name, LEDGER's and LOCK's too (LOCK is opened, never replaced); the ledger."""
+        info = self.lstat(LOCK)
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            self.refuse_special(LOCK, info.st_mode)
+        ledger = self.ledger()
+        for name in list(names) + [LEDGER]:
+            self.check(name, ledger)
+        return ledger
+
+    def write_all(self, files):
+        """Writes every file of files ({name: bytes}) and records them in LEDGER; nothing is written (not
+        even the lock) unless every name may be."""
+        self.check_all(files)
+        self._lock()
+        self._remove_stale_temporaries()
+        ledger = self.check_all(files)  # again under the lock: another report.py may have written meanwhile
+        new = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+        kept = {}  # earlier files of report.py that this report does not rewrite, still as written
+        for name in (ledger or {}):
+            info = self.lstat(name)
+            if name not in new and info is not None and stat.S_ISREG(info.st_mode):
+                digest = self.ours(name, info, ledger)
+                if digest is not None:
+                    kept[name] = [digest]
+        # Before the files: both their old and new contents are recorded, so that a report killed halfway
+        # leaves every file one that report.py wrote; after them, only what is there.
+        before = dict(kept)
+        for name, digest in new.items():
+            before[name] = sorted(set((ledger or {}).get(name, ())) | {digest})
+        self.write(LEDGER, ledger_text(before), ledger)
+        ledger = {name: set(hashes) for name, hashes in before.items()}
+        for name, data in files.items():
+            self.write(name, data, ledger)
+        after = dict(kept, **{name: [digest] for name, digest in new.items()})
+        self.write(LEDGER, ledger_text(after), ledger)
+        os.fsync(self.fd)
+
+
+def ledger_text(entries):
+    return "".join(f"{digest}  {name}\n" for name in sorted(entries) for digest in entries[name]).encode("utf-8")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -951,7 +1223,7 @@ def tidy_section(rows):
     return md + runs_notes.footnote() + simulate_notes.footnote() + [""]
 
 
-def breakdown_section(runs, out):
+def breakdown_section(runs, files):
     with_ranks = [r for r in runs if r.critical_path() is not None]
     without = [r for r in runs if r.critical_path() is None]
     md = ["## Step-time breakdown", "",
@@ -966,7 +1238,7 @@ def breakdown_section(runs, out):
     if not with_ranks:
         return md
     phase_ms = np.array([1e3 * r.critical_path() for r in with_ranks])
-    plot_breakdown(with_ranks, phase_ms, os.path.join(out, "step-breakdown.png"))
+    plot_breakdown(with_ranks, phase_ms, files, "step-breakdown.png")
     md += ["| run | step ms | sum of phases | " + " | ".join(PHASES) + " |", "|---|" + "--:|" * (len(PHASES) + 2)]
     for r, row in zip(with_ranks, phase_ms):
         md.append(f"| {r.label} | {r.step_ms():.1f} | {row.sum():.1f} | " + " | ".join(f"{v:.1f}" for v in row) + " |")
@@ -981,13 +1253,13 @@ def predicted_ms(runs, rows):
             for description, group in workload_sets(rows, "run")}
 
 
-def policies_section(runs, rows, out):
+def policies_section(runs, rows, files):
     sets = workload_sets(rows, "run")
     if not sets:
         return []
     predicted = predicted_ms(runs, rows)
     by_path = {r.path: r for r in runs}
-    plot_policy_rows(sets, os.path.join(out, "policies.png"), predicted)
+    plot_policy_rows(sets, files, "policies.png", predicted)
     md = ["## Policies", "",
           "Runs of the same workload (deck, ranks, global batch, steps) under different `/run` policies, "
           "from the rows above. The cost model's prediction leaves out the gradient all-reduce.", "",
@@ -1002,7 +1274,7 @@ def policies_section(runs, rows, out):
     return md + ["", "![policies](policies.png)", ""]
 
 
-def simulations_section(simulations, rows, out):
+def simulations_section(simulations, rows, files):
     if not simulations:
         return []
     md = ["## Simulations", "",
@@ -1015,16 +1287,16 @@ def simulations_section(simulations, rows, out):
            f"{s.peak()[1] or '?'})" for s in simulations]
     sets = workload_sets(rows, "simulate")
     if sets:
-        plot_policy_rows(sets, os.path.join(out, "simulations.png"))
+        plot_policy_rows(sets, files, "simulations.png")
         md += ["", "![simulations](simulations.png)"]
     return md + [""]
 
 
-def scaling_section(study, out):
+def scaling_section(study, files):
     points = efficiencies(study, scaling_points(study))
     check_study_workload(study, points)
     name = f"scaling-{safe_name(study.name)}.png"
-    plot_scaling(study, points, os.path.join(out, name))
+    plot_scaling(study, points, files, name)
     formula = "E(N) = N0·t(N0) / (N·t(N))" if study.kind == "strong" else "E(N) = t(N0) / t(N)"
     md = [f"## {study.kind.capitalize()} scaling: {study.name}", "",
           f"t(N) = median over repetitions of each run's median step time; {formula}, N0 = "
@@ -1040,7 +1312,7 @@ def scaling_section(study, out):
     return md + ["", f"![{study.kind} scaling]({name})", ""]
 
 
-def imbalance_section(runs, out):
+def imbalance_section(runs, files):
     multi = [r for r in runs if r.load_ratio() is not None]
     if not multi:
         return []
@@ -1051,31 +1323,30 @@ def imbalance_section(runs, out):
           f"Every heatmap has the same colour range, 1 ± {spread:.3f}, so colours compare across runs.", ""]
     for r in multi:
         name = f"imbalance-{safe_name(r.label)}.png"
-        plot_imbalance(r, os.path.join(out, name), spread)
+        plot_imbalance(r, files, name, spread)
         md += [f"![{r.label}]({name})", ""]
     return md
 
 
-def write_report(runs, simulations, studies, problems, out):
-    os.makedirs(out, exist_ok=True)
+def report_files(runs, simulations, studies, problems):
+    """Every file of the report, {name: bytes}, made in memory: nothing is written until all exist."""
     generated = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M}"
     rows = tidy_rows(runs, simulations)
-    write_tidy_csv(rows, os.path.join(out, "report.csv"))
-    write_tidy_json(rows, os.path.join(out, "report.json"), generated)
+    files = {"report.csv": tidy_csv(rows), "report.json": tidy_json(rows, generated)}
     md = header_section(runs, simulations, generated)
     if problems:
         md += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
     if runs:
         md += runs_section(runs)
     md += tidy_section(rows)
-    md += breakdown_section(runs, out) if runs else []
-    md += policies_section(runs, rows, out)
-    md += simulations_section(simulations, rows, out)
+    md += breakdown_section(runs, files) if runs else []
+    md += policies_section(runs, rows, files)
+    md += simulations_section(simulations, rows, files)
     for study in studies:
-        md += scaling_section(study, out)
-    md += imbalance_section(runs, out)
-    with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(md))
+        md += scaling_section(study, files)
+    md += imbalance_section(runs, files)
+    files["report.md"] = "\n".join(md).encode("utf-8")
+    return files
 
 
 def main(argv):
@@ -1092,18 +1363,26 @@ def main(argv):
     parser.add_argument("--scaling", choices=("weak", "strong"),
                         help="treat the loose files (not in a study directory) as one weak or strong scaling "
                              "study; study directories take it from their manifest")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace regular files in --out that report.py did not write there (by default "
+                             "only its own, unchanged, are replaced); a link or special file is never replaced")
     parser.add_argument("--allow-missing", action="store_true",
                         help="report a study even if some of its manifest's jobs left no file (listed under "
                              "Problems); default: that is an error")
     args = parser.parse_args(argv)
     try:
         runs, simulations, studies, problems = load_inputs(args.inputs, args.scaling, args.allow_missing)
-        if os.path.exists(args.out) and not os.path.isdir(args.out):
+        if not os.path.islink(args.out) and os.path.exists(args.out) and not os.path.isdir(args.out):
             raise InputError(f"--out {args.out}: exists and is not a directory")
-        write_report(runs, simulations, studies, problems, args.out)
+        files = report_files(runs, simulations, studies, problems)
+        with OutputDirectory(args.out, args.overwrite) as out:
+            out.write_all(files)
     except InputError as e:
         sys.stderr.write(f"report.py: error: {e}\n")
         return 2
+    except (OutputError, OSError) as e:
+        sys.stderr.write(f"report.py: error: {first_line(e) if isinstance(e, OutputError) else e}\n")
+        return 1
     for problem in problems:
         sys.stderr.write(f"report.py: warning: {problem}\n")
     print(f"report.py: {len(runs)} run file(s), {len(simulations)} simulate file(s) -> "

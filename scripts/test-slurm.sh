@@ -8,18 +8,27 @@
 # What it submits and checks:
 #   - one run with slurm/minimllm.sbatch under `sbatch --export=NONE` (srun launcher) and one with
 #     the mpiexec launcher: exit state COMPLETED, an HDF5 file named <job name>-<job id>.h5;
-#   - a weak sweep (2 samples per rank) and a strong sweep (global batch 8) with slurm/sweep.sh over
-#     1, 2 and 4 ranks on one node, 2 repetitions, 3 steps each, collected with a deadline;
+#   - a run with --env-hook under --export=NONE: the hook is sourced and its variable reaches both ranks;
+#     `minimllm.sbatch --dry-run` in a job prints the launcher line with the job's id and ranks, runs nothing;
+#   - a weak sweep (2 samples per rank, walltime per size) and a strong sweep (global batch 8, one
+#     walltime) with slurm/sweep.sh over 1, 2 and 4 ranks on one node, 2 repetitions, 3 steps each,
+#     collected with a deadline; each job's TimeLimit is the walltime asked for its size; each sweep's
+#     report job (--dependency=afterany) started after every job of the sweep had ended, COMPLETED, and
+#     wrote the report; `sweep.sh --dry-run` prints the sbatch lines and submits nothing;
 #   - every HDF5 file: one /steps row per step (steps 0..N-1), the global batch, /ranks tables of
 #     [steps, ranks], the /run attributes of docs/HDF5.md, and the Slurm provenance: /run slurm_job_id
 #     equal to the job id, /run slurm_environment holding SLURM_JOB_ID=<id>;
 #   - the reports: report.md with a row per run and the efficiency table, non-empty PNGs;
-#   - the multi-node mode of slurm/sweep.sh on its one node (--nodes 1 --ranks-per-node 2, policy dhp);
+#   - the multi-node mode of slurm/sweep.sh on its one node (--nodes 1 --ranks-per-node 2, policy dhp),
+#     in the foreground: sweep.sh waits for its report job and exits 0;
 #   - a job past its walltime (-t 1, --signal=USR1@50, --checkpoint-every): checkpointed on SIGUSR1,
 #     requeued, continued from the checkpoint with losses bitwise those of an uninterrupted run;
+#   - `scancel --signal=TERM` on a running job: minimllm stops after its step, the job ends with exit 143,
+#     /run stopped says SIGTERM; a job past its walltime without --signal (-t 1): Slurm's SIGTERM at the
+#     limit stops it after a step the same way (JobState TIMEOUT);
 #   - failures are caught: a sweep whose jobs fail (bad --policy) makes `collect` exit 1; sizes the
 #     cluster cannot hold (8 ranks, 2 nodes) are refused before anything is submitted (exit 1); held
-#     jobs hit the deadline (exit 1); bad sweep arguments exit 2.
+#     jobs hit the deadline (exit 1); bad sweep arguments exit 2; the failing sweep's report job FAILED.
 # Every check prints ok or FAIL; the script exits 1 if any failed. Files stay in $MINIMLLM_SLURM_TEST_DIR
 # (default: a new /tmp/minimllm-test-slurm.XXXXXX). The cluster is stopped at the end unless it was
 # already running before or --keep-cluster is given. MINIMLLM_BIN=PATH tests that minimllm instead of
@@ -77,6 +86,17 @@ steps=3
 
 # job_state ID: JobState from scontrol, "" if unknown
 job_state() { scontrol show job -o "$1" 2>/dev/null | sed -n 's/.*\bJobState=\([A-Z_]*\).*/\1/p'; }
+# job_field ID NAME: the value of NAME= in `scontrol show job -o ID` ("" if unknown)
+job_field() { scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
+# manifest_ids DIR: the job ids of a study, one per line
+manifest_ids() { sed -n 's/^job=\([0-9]*\).*/\1/p' "$1/manifest.txt"; }
+# report_job DIR: the study's report job id
+report_job() { sed -n 's/^report_job=\([0-9]*\)$/\1/p' "$1/manifest.txt"; }
+# h5_stopped FILE: /run stopped of a run file ("" if none)
+h5_stopped() {
+  "$python" -c 'import sys, h5py; v = h5py.File(sys.argv[1], "r")["run"].attrs.get("stopped", b""); print(v.decode() if isinstance(v, bytes) else v)' \
+    "$1" 2>/dev/null || true
+}
 # wait_jobs DEADLINE ID...: until no job is pending or running; 1 on deadline
 wait_jobs() {
   local end=$(($(date +%s) + $1)) id busy; shift
@@ -147,17 +167,28 @@ check_file() {
 
 png_ok() { [ -s "$1" ] && [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
 
-echo "== submit: two single runs, a weak and a strong sweep, a failing sweep, a held sweep ($(elapsed))"
-mkdir -p "$work/single"
+echo "== submit: single runs, a hooked run, a dry run, sweeps (weak, strong, multi-node, failing, held) ($(elapsed))"
+mkdir -p "$work/single" "$work/hook" "$work/dry"
 single_srun=$(sbatch --parsable --export=NONE -J mllm-single-srun -N 1 -n 2 -o "$work/single/%x-%j.out" \
   slurm/minimllm.sbatch --steps "$steps" --out-dir "$work/single" --bin "$bin")
 single_mpiexec=$(sbatch --parsable -J mllm-single-mpiexec -N 1 -n 2 -o "$work/single/%x-%j.out" \
   slurm/minimllm.sbatch --launcher mpiexec --steps "$steps" --global-batch 6 --out-dir "$work/single" --bin "$bin")
-sweep=(--ranks "1 2 4" --reps 2 --steps "$steps" --bin "$bin" --no-wait)
-slurm/sweep.sh weak --batch-per-rank 2 --study "$work/weak" "${sweep[@]}" 2>/dev/null
-slurm/sweep.sh strong --global-batch 8 --study "$work/strong" "${sweep[@]}" 2>/dev/null
+# The environment hook under --export=NONE: the wrapper (--bin) prints what each rank sees.
+printf 'export SITE_MARK=from-the-hook\necho "site hook: sourced"\n' >"$work/hook/site.sh"
+# shellcheck disable=SC2016  # the wrapper's own expansions
+printf '#!/bin/sh\necho "rank sees SITE_MARK=${SITE_MARK:-unset}"\nexec "%s" "$@"\n' "$bin" >"$work/hook/minimllm"
+chmod +x "$work/hook/minimllm"
+hooked=$(sbatch --parsable --export=NONE -J mllm-hook -N 1 -n 2 -o "$work/hook/%x-%j.out" \
+  slurm/minimllm.sbatch --steps 2 --out-dir "$work/hook" --bin "$work/hook/minimllm" --env-hook "$work/hook/site.sh")
+dry=$(sbatch --parsable -J mllm-dry -N 1 -n 2 -o "$work/dry/%x-%j.out" \
+  slurm/minimllm.sbatch --dry-run --steps 2 --out-dir "$work/dry/runs" --bin "$bin")
+sweep=(--ranks "1 2 4" --reps 2 --steps "$steps" --bin "$bin" --poll 1 --no-wait)
+slurm/sweep.sh weak --batch-per-rank 2 --study "$work/weak" --time-per-size "1=7 2=6 4=5" "${sweep[@]}" 2>/dev/null
+slurm/sweep.sh strong --global-batch 8 --study "$work/strong" --time 8 "${sweep[@]}" 2>/dev/null
+# In the foreground (sweep.sh waits for its report job), in the background of this script.
 slurm/sweep.sh strong --nodes 1 --ranks-per-node 2 --reps 1 --steps "$steps" --policy dhp --study "$work/nodes" \
-  --bin "$bin" --no-wait 2>/dev/null
+  --bin "$bin" --poll 1 --deadline 600 >"$work/nodes.sweep.log" 2>&1 &
+nodes_sweep=$!
 slurm/sweep.sh strong --ranks 1 --reps 1 --steps 2 --policy bogus --study "$work/failing" --bin "$bin" \
   --no-wait 2>/dev/null
 slurm/sweep.sh strong --ranks 1 --reps 1 --steps 2 --sbatch "--hold" --study "$work/held" --bin "$bin" \
@@ -178,7 +209,26 @@ check "-N 2 on a one-node cluster: refused before submission, sweep exits 1" \
   test "$rc" = 1 -a -n "$(grep 'sbatch refuses 4 ranks on 2 node' "$work/two-nodes.err")" -a ! -e "$work/two-nodes"
 rc=0; slurm/sweep.sh collect "$work/held" --deadline 3 --poll 1 2>"$work/held.err" || rc=$?
 check "held jobs: collect stops at its deadline with exit 1" test "$rc" = 1 -a -n "$(grep deadline "$work/held.err")"
-scancel "$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$work/held/manifest.txt")"
+mapfile -t held < <(manifest_ids "$work/held"; report_job "$work/held")
+check "held sweep: one job and its report job to cancel (${held[*]})" test "${#held[@]}" = 2
+scancel "${held[@]}"
+
+echo "== dry runs on the cluster ($(elapsed))"
+rc=0; slurm/sweep.sh strong --ranks "1 2" --reps 1 --steps 2 --study "$work/printed" --bin "$bin" --dry-run \
+  >"$work/printed.sh" 2>"$work/printed.err" || rc=$?
+# shellcheck disable=SC2016  # $(sbatch and $jobN: the printed script's own
+check "sweep --dry-run: exit 0 ($rc), two jobs and a report job printed" \
+  test "$rc" = 0 -a "$(grep -c '^job[0-9]=$(sbatch --parsable ' "$work/printed.sh")" = 3
+# shellcheck disable=SC2016
+check "sweep --dry-run: the report job depends on both (afterany:\$job1:\$job2)" \
+  grep -q -- '--job-name=mllm-strong-report .*--dependency=afterany:$job1:$job2 ' "$work/printed.sh"
+check "sweep --dry-run: no study directory, no job writing to it" \
+  test ! -e "$work/printed" -a "$(scontrol show jobs -o | grep -c "StdOut=$work/printed/")" = 0
+check "minimllm.sbatch --dry-run in a job: finished" wait_jobs 120 "$dry"
+check "minimllm.sbatch --dry-run in a job: its log is the launcher line with the job's id and 2 ranks, nothing ran" \
+  test "$(grep -v '^export ' "$work/dry/mllm-dry-$dry.out" 2>/dev/null)" = \
+  "srun --export=ALL --kill-on-bad-exit=1 --mpi=pmi2 -n 2 $bin run $repo/inputs/quickstart.yaml --out $work/dry/runs/mllm-dry-$dry.h5 --steps 2" \
+  -a ! -e "$work/dry/runs" -a "$(job_state "$dry")" = COMPLETED
 
 echo "== wait for the single runs ($(elapsed))"
 check "single runs finished before the deadline" wait_jobs 300 "$single_srun" "$single_mpiexec"
@@ -189,6 +239,15 @@ done
 check_file "single, srun under --export=NONE" "$work/single/mllm-single-srun-$single_srun.h5" \
   "$single_srun" 2 "$steps" deck
 check_file "single, mpiexec" "$work/single/mllm-single-mpiexec-$single_mpiexec.h5" "$single_mpiexec" 2 "$steps" 6
+
+echo "== the environment hook ($(elapsed))"
+check "hooked run finished" wait_jobs 300 "$hooked"
+log=$work/hook/mllm-hook-$hooked.out
+check "hooked run (--export=NONE) ended COMPLETED (got $(job_state "$hooked"))" test "$(job_state "$hooked")" = COMPLETED
+check "the hook was sourced before the run" \
+  grep -q "^minimllm.sbatch: sourcing the environment hook $work/hook/site.sh" "$log"
+check "the hook's variable reached both ranks" test "$(grep -c '^rank sees SITE_MARK=from-the-hook$' "$log")" = 2
+check_file "hooked run" "$work/hook/mllm-hook-$hooked.h5" "$hooked" 2 2 deck
 
 echo "== collect the sweeps ($(elapsed))"
 for kind in weak strong; do
@@ -211,11 +270,26 @@ for kind in weak strong; do
   for png in step-breakdown.png "scaling-$kind.png"; do check "$kind report: $png is a non-empty PNG" png_ok "$report/$png"; done
   n_imbalance=$(find "$report" -name 'imbalance-*.png' -size +1k | wc -l)
   check "$kind report: an imbalance heatmap per multi-rank run (4, got $n_imbalance)" test "$n_imbalance" = 4
+  while read -r id ranks; do
+    case $kind:$ranks in weak:1) want=00:07:00 ;; weak:2) want=00:06:00 ;; weak:4) want=00:05:00 ;; *) want=00:08:00 ;; esac
+    check "$kind: job $id ($ranks ranks) has the walltime asked for its size ($want)" \
+      test "$(job_field "$id" TimeLimit)" = "$want"
+  done < <(sed -n 's/^job=\([0-9]*\) ranks=\([0-9]*\) nodes=1 rep=1 .*/\1 \2/p' "$work/$kind/manifest.txt")
+  rj=$(report_job "$work/$kind")
+  check "$kind: report job ${rj:-?} finished" wait_jobs 300 "$rj"
+  check "$kind: report job $rj ended COMPLETED (got $(job_state "$rj"))" test "$(job_state "$rj")" = COMPLETED
+  last_end=$(for id in $(manifest_ids "$work/$kind"); do job_field "$id" EndTime; done | sort | tail -n 1)
+  check "$kind: report job started ($(job_field "$rj" StartTime)) after the sweep's last job ended ($last_end)" \
+    test ! "$(job_field "$rj" StartTime)" \< "$last_end"
+  check "$kind: the report job wrote the report of all 6 jobs" \
+    grep -q "all 6 job(s) completed; report: $work/$kind/report/report.md" "$work/$kind/mllm-$kind-report-$rj.out"
 done
 
 echo "== multi-node mode, one node ($(elapsed))"
-rc=0; slurm/sweep.sh collect "$work/nodes" --deadline 300 --poll 1 >"$work/nodes.collect.log" 2>&1 || rc=$?
-check "--nodes 1 --ranks-per-node 2 (policy dhp): collect exit $rc" test "$rc" = 0
+rc=0; wait "$nodes_sweep" || rc=$?
+check "--nodes 1 --ranks-per-node 2 (policy dhp) in the foreground: sweep.sh waited for its report job, exit $rc" \
+  test "$rc" = 0 -a -n "$(grep "report job [0-9]* completed; report: $work/nodes/report/report.md" "$work/nodes.sweep.log")"
+[ "$rc" = 0 ] || sed 's/^/       /' "$work/nodes.sweep.log"
 id=$(sed -n 's/^job=\([0-9]*\) ranks=2 nodes=1 .*/\1/p' "$work/nodes/manifest.txt")
 check_file "multi-node mode" "$work/nodes/mllm-strong-n2-rep1-$id.h5" "$id" 2 "$steps" deck
 
@@ -223,6 +297,10 @@ echo "== a sweep whose jobs fail ($(elapsed))"
 rc=0; slurm/sweep.sh collect "$work/failing" --deadline 120 --poll 1 >"$work/failing.log" 2>&1 || rc=$?
 check "failing jobs (bad --policy): collect exits 1 and names the state" \
   test "$rc" = 1 -a -n "$(grep 'ended FAILED' "$work/failing.log")"
+rj=$(report_job "$work/failing")
+wait_jobs 120 "$rj" || true
+check "failing jobs: their report job ran anyway (afterany) and ended FAILED (got $(job_state "$rj"))" \
+  test "$(job_state "$rj")" = FAILED
 
 echo "== report on loose files ($(elapsed))"
 rc=0; scripts/report.sh "$work/single" --out "$work/single/report" >/dev/null 2>&1 || rc=$?
@@ -247,6 +325,12 @@ rq=$(sbatch --parsable -J mllm-requeue -N 1 -n 2 -t 1 --signal=USR1@50 --open-mo
   -o "$work/requeue/%x-%j.out" \
   slurm/minimllm.sbatch --deck "$rq_deck" --steps 1000000 --policy static --checkpoint-every 100000 --out-dir "$work/requeue" \
   --bin "$bin")
+# Beside it, on the other two CPUs: a job past its walltime without --signal (Slurm sends SIGTERM at the
+# limit, then SIGKILL after KillWait, 5 s here), and one that `scancel --signal=TERM` stops.
+mkdir -p "$work/signals"
+long_run=(slurm/minimllm.sbatch --steps 1000000 --policy static --out-dir "$work/signals" --bin "$bin")
+timeout_job=$(sbatch --parsable -J mllm-timeout -N 1 -n 1 -t 1 -o "$work/signals/%x-%j.out" "${long_run[@]}")
+term_job=$(sbatch --parsable -J mllm-term -N 1 -n 1 -o "$work/signals/%x-%j.out" "${long_run[@]}")
 first=$work/requeue/mllm-requeue-$rq.h5
 second=$work/requeue/mllm-requeue-$rq-restart1.h5
 rows() { "$python" -c 'import sys, h5py; print(len(h5py.File(sys.argv[1], "r")["steps"]))' "$1" 2>/dev/null || echo 0; }
@@ -277,6 +361,28 @@ EOF
 )
 check "requeue: the restart's losses equal an uninterrupted run's bit for bit (reference exit $rc: $verdict)" \
   test "$rc" = 0 -a "$verdict" = bitwise
+
+
+echo "== scancel --signal=TERM, and a walltime without --signal ($(elapsed))"
+# The TERM job has been running since before the requeue test's 1-2 minutes: far past its second step.
+log=$work/signals/mllm-term-$term_job.out
+check "the job to stop is running with steps done" grep -q '^step  *2/1000000' "$log"
+scancel --signal=TERM "$term_job"
+check "scancel --signal=TERM: the job ended" wait_jobs 60 "$term_job"
+check "scancel --signal=TERM: minimllm stopped after a step (its log)" grep -q 'stopped by SIGTERM after step' "$log"
+check "scancel --signal=TERM: the batch script passed on exit 143" \
+  grep -q '^minimllm.sbatch: stopped by a signal after a step (exit 143)' "$log"
+check "scancel --signal=TERM: the job's exit code is 143 (got $(job_field "$term_job" ExitCode))" \
+  test "$(job_field "$term_job" ExitCode)" = 143:0
+stopped=$(h5_stopped "$work/signals/mllm-term-$term_job.h5")
+check "scancel --signal=TERM: /run stopped says so ($stopped)" test "${stopped#SIGTERM after step }" != "$stopped"
+log=$work/signals/mllm-timeout-$timeout_job.out
+check "walltime without --signal: the job ended within 3 minutes" wait_jobs 180 "$timeout_job"
+check "walltime without --signal: JobState TIMEOUT (got $(job_state "$timeout_job"))" test "$(job_state "$timeout_job")" = TIMEOUT
+check "walltime without --signal: Slurm's SIGTERM stopped minimllm after a step, exit 143" \
+  grep -q '^minimllm.sbatch: stopped by a signal after a step (exit 143)' "$log"
+stopped=$(h5_stopped "$work/signals/mllm-timeout-$timeout_job.h5")
+check "walltime without --signal: /run stopped says SIGTERM ($stopped)" test "${stopped#SIGTERM after step }" != "$stopped"
 
 echo "== $failures failure(s); $(elapsed) in all; files in $work"
 if ((provenance_only)); then

@@ -8,7 +8,13 @@ ranks, 3 steps, every policy), reports on all of them at once, and reads report.
 module: one row per (kind, policy, ranks); every numeric column parses; a simulate row's step median is
 the median of its /simulation/<policy> makespan_s x 1e3 and a run row's the median of /steps
 step_seconds[1:] x 1e3 (both read here with h5py, by field name); report.json has a schema_version and
-the same rows. Exit 77 (skipped) without h5py or matplotlib.
+the same rows.
+
+Then the writes: a second report into the same --out replaces report.py's own files; a symbolic link planted
+at report.md (to a file outside) or a dangling one at report.csv is refused, with or without --overwrite:
+exit 2, one line naming it, the link and its target untouched, nothing written; a regular file report.py
+did not write is refused without --overwrite and replaced with it. Exit 77 (skipped) without h5py or
+matplotlib.
 """
 import csv
 import importlib
@@ -144,6 +150,66 @@ def check_json(path, header, csv_rows):
         check(as_csv == text, f"report.json row {number} differs from report.csv's: {as_csv} vs {text}")
 
 
+def report(inputs, out, *extra):
+    """report.py's exit code and stderr lines."""
+    result = subprocess.run([sys.executable, REPORT, *inputs, "--out", out, *extra], capture_output=True, text=True)
+    return result.returncode, result.stderr.splitlines()
+
+
+def refused(what, rc, lines, name, reason):
+    """A refusal: exit 2 and one line naming the file and why."""
+    check(rc == 2 and len(lines) == 1 and name in lines[0] and reason in lines[0],
+          f"{what}: expected exit 2 and one line naming {name} ({reason}); got exit {rc}: {lines}")
+
+
+def listing(directory):
+    return sorted(os.listdir(directory))
+
+
+def check_safe_writes(inputs, out, work):
+    """report.py never follows a planted link nor replaces a file it did not write."""
+    before = {name: os.path.getmtime(os.path.join(out, name)) for name in os.listdir(out)}
+    rc, lines = report(inputs, out)
+    check(rc == 0, f"a second report into {out}: exit {rc} ({lines}); its own files should be replaced")
+    check(listing(out) == sorted(before), f"a second report into {out}: files {listing(out)}, before {sorted(before)}")
+
+    victim = os.path.join(work, "victim.txt")
+    with open(victim, "w", encoding="utf-8") as f:
+        f.write("not the report's\n")
+    planted = os.path.join(work, "planted")
+    os.makedirs(planted)
+    link = os.path.join(planted, "report.md")
+    os.symlink(victim, link)
+    for extra in ((), ("--overwrite",)):
+        what = f"a link at report.md{' with --overwrite' if extra else ''}"
+        rc, lines = report(inputs, planted, *extra)
+        refused(what, rc, lines, link, "is a symbolic link")
+        with open(victim, encoding="utf-8") as f:
+            check(f.read() == "not the report's\n", f"{what}: the link's target was changed")
+        check(os.path.islink(link) and os.readlink(link) == victim, f"{what}: the link itself was changed")
+        check(listing(planted) == ["report.md"], f"{what}: files were written beside it: {listing(planted)}")
+
+    dangling = os.path.join(work, "dangling")
+    os.makedirs(dangling)
+    target = os.path.join(work, "never-created.csv")
+    os.symlink(target, os.path.join(dangling, "report.csv"))
+    rc, lines = report(inputs, dangling, "--overwrite")
+    refused("a dangling link at report.csv", rc, lines, "report.csv", "is a symbolic link")
+    check(not os.path.lexists(target), "a dangling link at report.csv: its target was created")
+
+    foreign = os.path.join(work, "foreign")
+    os.makedirs(foreign)
+    theirs = os.path.join(foreign, "report.json")
+    with open(theirs, "w", encoding="utf-8") as f:
+        f.write("{}\n")
+    rc, lines = report(inputs, foreign)
+    refused("a file report.py did not write", rc, lines, theirs, "--overwrite")
+    with open(theirs, encoding="utf-8") as f:
+        check(f.read() == "{}\n", "a file report.py did not write: replaced without --overwrite")
+    rc, lines = report(inputs, foreign, "--overwrite")
+    check(rc == 0 and os.path.getsize(theirs) > 3, f"--overwrite: exit {rc} ({lines}); report.json not replaced")
+
+
 def main(argv):
     if len(argv) != 3:
         sys.stderr.write(__doc__)
@@ -172,6 +238,7 @@ def main(argv):
         markdown = f.read()
     check("## Simulations" in markdown and "| FOM tokens/s | verdict |" in markdown,
           "report.md: no Simulations section or no FOM and verdict columns")
+    check_safe_writes([*run_files, sim_path], out, work)
     print(f"{len(rows)} rows checked ({len(run_files)} run, {n_simulated} simulate); "
           f"{'FAILED: ' + str(len(failures)) if failures else 'all passed'}")
     return 1 if failures else 0
