@@ -116,6 +116,20 @@ TEST(Config, FullDeckRoundTripsEveryField) {
   EXPECT_EQ(c.runtime.gemm, "portable");
 }
 
+// model.encoder is the model's one encoder module today: vision.
+TEST(Config, TheDeckEncoderIsTheVisionModule) {
+  const RunConfig c = parse("name: t\nmodel: {encoder: {width: 24, heads: 3, patch: 2}}\n");
+  ASSERT_EQ(c.model.encoders.size(), 1u);
+  EXPECT_EQ(c.model.encoders[0].modality, Modality::vision);
+  EXPECT_EQ(c.model.module_of(Modality::vision), 0);
+  EXPECT_EQ(c.model.vision().width, 24);
+  EXPECT_EQ(c.model.vision().input_width(), 3.0 * 2 * 2);
+  EXPECT_STREQ(to_string(Modality::vision), "vision");
+  ModelConfig none;
+  none.encoders.clear();
+  EXPECT_THROW(none.module_of(Modality::vision), std::logic_error);
+}
+
 TEST(Config, MinimalDeckGetsDefaults) {
   const std::string text = "name: tiny\n";
   const RunConfig c = parse(text);

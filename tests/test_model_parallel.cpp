@@ -107,7 +107,8 @@ TEST(ModelParallel, TheEncodersStageAndTheListedStagesSetWorkAndMemory) {
   shared.tp = own.tp = 4, shared.pp = own.pp = 2, own.encoder_stage = true;
   const CostModel with_llm = unit_cost_model(rank, config, shared, 64);  // 8 units of 8 ranks
   const CostModel apart = unit_cost_model(rank, config, own, 96);        // 8 units of 12 ranks
-  const PhaseCost &apart_encoder = apart.encoders.at(0).compute, &shared_encoder = with_llm.encoders.at(0).compute;
+  const PhaseCost &apart_encoder = apart.encoders.at(0).compute,
+                  &shared_encoder = with_llm.encoders.at(0).compute;
   EXPECT_DOUBLE_EQ(apart_encoder.a2, rank.encoders.at(0).compute.a2 / 4);
   EXPECT_DOUBLE_EQ(shared_encoder.a2, rank.encoders.at(0).compute.a2 / 4);
   const double hop = 2.0 * 4.0 * config.model.llm.width / rank.point_to_point(true).bandwidth;

@@ -509,7 +509,7 @@ TEST(NodeLoads, AnswersAsOneLoadTreeOverAllSlots) {
   }
 }
 
-// balance_images as its contract reads, written plainly, stage by stage: first whole samples, largest
+// balance_items as its contract reads, written plainly, stage by stage: first whole samples, largest
 // first (ties in index order), each on the least-loaded encoder rank of its LLM node (ties to the lowest
 // position) if that rank stays within the stage's mean load; then the other samples' images one by one,
 // largest first (ties in image order), each on the least-loaded encoder rank of its sample's LLM node
@@ -607,7 +607,7 @@ TEST(ImagePlacement, AnswersAsThePlainPlacement) {
       }
       for (const double tolerance : {0.0, 0.02, 0.5}) {
         const std::vector<int> placed =
-            planning::balance_images(batch, cost, encoder_ranks, preferred, tolerance, stage_of_sample);
+            planning::balance_items(batch, cost, encoder_ranks, preferred, tolerance, stage_of_sample);
         EXPECT_EQ(placed,
                   plain_image_placement(batch, cost, encoder_ranks, preferred, tolerance, stage_of_sample))
             << "tolerance " << tolerance;
@@ -630,7 +630,7 @@ TEST(ImagePlacement, WholeSamplesUpToTheMeanLoad) {
         im.rows = p;
         batch.samples[s].items.push_back(im);
       }
-    return planning::balance_images(batch, cost, {0, 1}, std::vector<int>(patches.size(), 0), 0.0);
+    return planning::balance_items(batch, cost, {0, 1}, std::vector<int>(patches.size(), 0), 0.0);
   };
   // Mean 100: each sample exactly fills a rank.
   EXPECT_EQ(place({{50, 50}, {50, 50}}), (std::vector<int>{0, 0, 1, 1}));
@@ -742,8 +742,7 @@ TEST(NodeLocality, OrchEncodesMostSamplesImagesTogether) {
   for (size_t s = 0; s < c.batch.samples.size(); ++s) {
     const int first = first_item[s], end = first_item[s + 1];
     for (int i = first; i < end; ++i) {
-      encoder_load[c.plan.item_owner[i]] +=
-          c.cost.encoder_time(c.batch.samples[s].items[i - first]);
+      encoder_load[c.plan.item_owner[i]] += c.cost.encoder_time(c.batch.samples[s].items[i - first]);
       with_their_sample += c.plan.item_owner[i] == llm_rank[s];
     }
     if (std::all_of(c.plan.item_owner.begin() + first, c.plan.item_owner.begin() + end,

@@ -20,6 +20,7 @@
 #include "minimllm/planning/cost_model.hpp"
 #include "minimllm/planning/planner.hpp"
 #include "minimllm/planning/policy_registry.hpp"
+#include "minimllm/planning/step_prediction.hpp"
 #include "minimllm/step/packing.hpp"
 #include "planner_inputs.hpp"
 
@@ -134,9 +135,9 @@ TEST(CostModel, CommunicationAndMemory) {
 // Phases add up: slowest encoder rank + slowest boundary rank + slowest LLM rank.
 TEST(Predict, MatchesAHandComputation) {
   CostModel cost;
-  cost.llm.a1 = 1.0;        // one second per token
+  cost.llm.a1 = 1.0;                               // one second per token
   cost.encoders = {EncoderCost{{0.0, 1.0, 0.0}}};  // one second per patch
-  cost.ranks_per_node = 1;  // every rank its own node
+  cost.ranks_per_node = 1;                         // every rank its own node
   cost.boundary_bytes_per_row = 1.0;
   cost.inter_node = {0.0, 1.0};  // one byte per second
   GlobalBatch batch = batch_of_lengths({10, 6});
@@ -157,12 +158,43 @@ TEST(Predict, MatchesAHandComputation) {
   EXPECT_DOUBLE_EQ(p.comm_fraction, 4.0 / 22.0);
 }
 
+// Items cost what their own module's coefficients say: a second module ten times slower per row, with
+// its own input bytes and memory per row; plans and predictions see each item through its module.
+TEST(Predict, EachItemCostsItsModulesCoefficients) {
+  CostModel cost;
+  cost.llm.a1 = 1.0;
+  cost.encoders = {EncoderCost{{0.0, 1.0, 0.0}, 8.0}, EncoderCost{{0.0, 10.0, 0.0}, 2.0}};
+  cost.memory.per_encoder_row = {100.0, 7.0};
+  cost.ranks_per_node = 2;
+  GlobalBatch batch = batch_of_lengths({10, 6});
+  batch.samples[0].items.push_back({4, 4, 4, 0, 0});  // module 0: 4 rows
+  batch.samples[1].items.push_back({0, 0, 3, 2, 1});  // module 1: 3 rows
+  const EncoderItem &first = batch.samples[0].items[0], &second = batch.samples[1].items[0];
+  EXPECT_DOUBLE_EQ(cost.encoder_time(first), 4.0);
+  EXPECT_DOUBLE_EQ(cost.encoder_time(second), 30.0);
+  EXPECT_DOUBLE_EQ(cost.input_bytes(first), 32.0);
+  EXPECT_DOUBLE_EQ(cost.input_bytes(second), 6.0);
+  EXPECT_DOUBLE_EQ(cost.memory.item_bytes(first), 400.0);
+  EXPECT_DOUBLE_EQ(cost.memory.item_bytes(second), 21.0);
+  EXPECT_EQ(cost.memory.encoder_row_bytes(2), 0.0);  // a module without a memory term holds none
+  StepPlan plan;
+  plan.llm_groups = {{{0}, {0}, 1, {}}, {{1}, {1}, 1, {}}};
+  plan.encoder_ranks = {0, 1};
+  plan.item_owner = {0, 0};  // both items on rank 0
+  ASSERT_NO_THROW(validate_plan(plan, batch, 2));
+  EXPECT_DOUBLE_EQ(predict(plan, batch, cost, 2).encoder, 34.0);
+  // The data terms are per module too: rank 0 packs one item of each.
+  cost.encoders[0].data_per_item = 1.0, cost.encoders[1].data_per_row = 0.5;
+  EXPECT_DOUBLE_EQ(predict_step(plan, batch, cost, 2).data - predict_step(plan, batch, cost, 2).movement,
+                   1.0 + 1.5);
+}
+
 // The disaggregated pipeline's dataflow by hand: encoder ranks 0 and 1, one LLM rank (2), three stages (one
 // sample each), forwards in the order stage 2, 0, 1, backwards in stage order; rank 0 has no image in
 // stage 1 and rank 1 none in stages 0 and 2 (cells a prediction need not hold).
 TEST(Predict, DisaggregatedPipelineMatchesAHandComputation) {
   CostModel cost;
-  cost.llm.a1 = 1.0;      // one second per token
+  cost.llm.a1 = 1.0;                               // one second per token
   cost.encoders = {EncoderCost{{0.0, 1.0, 0.0}}};  // one second per patch
   cost.ranks_per_node = 1;
   cost.boundary_bytes_per_row = 0.0;  // transfers free: the dataflow alone

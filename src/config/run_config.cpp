@@ -247,9 +247,10 @@ void check_model_parallel(const CrossChecker& x, const ParallelConfig& p, const 
   x.require(p.tp <= m.llm.vocab, "parallel.tp", p.tp,
             fmt::format("must be at most model.llm.vocab (= {}): the vocabulary is split over the group",
                         m.llm.vocab));
-  x.require(m.vision().heads % p.encoder_tp == 0, "parallel.encoder_tp", p.encoder_tp,
-            fmt::format("must divide model.encoder.heads (= {}): tensor parallelism splits the heads",
-                        m.vision().heads));
+  for (const EncoderConfig& e : m.encoders)
+    x.require(
+        e.heads % p.encoder_tp == 0, "parallel.encoder_tp", p.encoder_tp,
+        fmt::format("must divide model.encoder.heads (= {}): tensor parallelism splits the heads", e.heads));
   x.require(p.pp <= m.llm.layers, "parallel.pp", p.pp,
             fmt::format("must be at most model.llm.layers (= {}): every pipeline stage holds a layer",
                         m.llm.layers));

@@ -5,7 +5,8 @@
 namespace minimllm {
 
 bool MemoryModel::encoder_rows_cost_memory() const {
-  return std::any_of(per_encoder_row.begin(), per_encoder_row.end(), [](double bytes) { return bytes > 0.0; });
+  return std::any_of(per_encoder_row.begin(), per_encoder_row.end(),
+                     [](double bytes) { return bytes > 0.0; });
 }
 
 double training_state_bytes(std::size_t parameters, int optimizer_shards) {

@@ -57,8 +57,7 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
   std::vector<int> row_offset(items + 1, 0);  // global row numbering, item by item
   for (size_t s = 0; s < batch.samples.size(); ++s)
     for (size_t i = 0; i < batch.samples[s].items.size(); ++i)
-      row_offset[first_item[s] + i + 1] =
-          row_offset[first_item[s] + i] + batch.samples[s].items[i].rows;
+      row_offset[first_item[s] + i + 1] = row_offset[first_item[s] + i] + batch.samples[s].items[i].rows;
 
   // Where every row is produced: its owner's encoder rows follow the global item order.
   std::vector<int> src_rank(row_offset.back()), src_row(row_offset.back());
@@ -107,8 +106,8 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
         const FusedLayout layout = fused_layout(sample);
         for (size_t i = 0; i < sample.items.size(); ++i) {
           const int first_row = layout.item_first_row[i], item = first_item[s] + static_cast<int>(i);
-          for (int row = std::max(begin, first_row);
-               row < std::min(end, first_row + sample.items[i].rows); ++row) {
+          for (int row = std::max(begin, first_row); row < std::min(end, first_row + sample.items[i].rows);
+               ++row) {
             const int global_row = row_offset[item] + row - first_row;
             dst_rank[global_row] = group.ranks[p];
             dst_row[global_row] = received[group.ranks[p]]++;

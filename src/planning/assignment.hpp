@@ -20,7 +20,7 @@ struct BatchCosts {
   std::vector<double> tokens;  // fused LLM sequence length
   int max_tokens = 0;
   std::vector<double> llm;      // LLM compute on one rank (the key planners sort by)
-  std::vector<double> encoder;  // encoder time (the sum over its images)
+  std::vector<double> encoder;  // encoder time (the sum over its items)
   std::vector<int> by_llm;      // samples by decreasing LLM cost (= decreasing tokens)
   double total_llm = 0.0;
 };

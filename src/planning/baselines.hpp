@@ -29,17 +29,17 @@ std::vector<int> pack_in_order(const std::vector<int>& samples, const std::vecto
 // static: world / cp replicas of cp consecutive ranks; the batch packed in order into bins of cp x budget
 // tokens (and at most what cp ranks' memory holds); bins split, last first, until their count is a
 // multiple of the replicas (as Megatron-LM does), then bin k to replica k mod replicas as its micro-batch
-// k / replicas; images follow their sample's replica. Throws InputError when cp does not divide the
+// k / replicas; items follow their sample's replica. Throws InputError when cp does not divide the
 // world or a sample exceeds cp x budget.
 StepPlan megatron_static_plan(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
                               int world_size, int cp, int tokens_per_rank);
-// Its two halves: the LLM groups alone (same throws), and the plan on them (images on their group's ranks).
+// Its two halves: the LLM groups alone (same throws), and the plan on them (items on their group's ranks).
 std::vector<LlmGroup> megatron_static_groups(const GlobalBatch& batch, const BatchCosts& costs,
                                              const CostModel& cost, int world_size, int cp,
                                              int tokens_per_rank);
 StepPlan static_plan_of(std::vector<LlmGroup> groups, const GlobalBatch& batch, int world_size);
 // A lower bound of predict()'s makespan for static's plan on these groups, from its groups alone: each
-// group's encoder work (its images stay on its ranks) and LLM compute shared by its ranks, the slowest
+// group's encoder work (its items stay on its ranks) and LLM compute shared by its ranks, the slowest
 // group of each phase; communication, boundary and imbalance within a group only add to it.
 double static_makespan_lower_bound(const std::vector<LlmGroup>& groups, const BatchCosts& costs,
                                    const std::vector<double>& encoder_time);

@@ -181,8 +181,8 @@ CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_p
     const double inputs = e.input_width();
     EncoderCost module;
     module.compute.a2 = 12.0 * ew * elayers / rate;
-    module.compute.a1 = (4.0 * inputs * ew + elayers * block_flops_per_row(ew, ehidden) + linear_flops(ew, w) +
-                         linear_flops(w, w)) /
+    module.compute.a1 = (4.0 * inputs * ew + elayers * block_flops_per_row(ew, ehidden) +
+                         linear_flops(ew, w) + linear_flops(w, w)) /
                         rate;
     module.compute.c = 10e-6;  // per item
     module.input_bytes_per_row = 4.0 * inputs;

@@ -65,8 +65,7 @@ RankBytes rank_bytes(const StepPlan& plan, const GlobalBatch& batch, const std::
   }
   int image = 0;
   for (const SampleMeta& sample : batch.samples)
-    for (const EncoderItem& im : sample.items)
-      bytes.encoder[plan.item_owner[image++]] += mem.item_bytes(im);
+    for (const EncoderItem& im : sample.items) bytes.encoder[plan.item_owner[image++]] += mem.item_bytes(im);
   return bytes;
 }
 
@@ -138,7 +137,8 @@ double encoder_reserve(const BatchSizes& sizes, const CostModel& cost, int world
   if (cost.memory.encoder_apart) return 0.0;
   double reserve = 0.0;  // each module's even share of its rows and one largest item more
   for (size_t m = 0; m < sizes.rows.size(); ++m)
-    reserve += cost.memory.encoder_row_bytes(static_cast<int>(m)) * (std::ceil(sizes.rows[m] / world_size) + sizes.largest_item[m]);
+    reserve += cost.memory.encoder_row_bytes(static_cast<int>(m)) *
+               (std::ceil(sizes.rows[m] / world_size) + sizes.largest_item[m]);
   return reserve;
 }
 

@@ -72,7 +72,9 @@ std::vector<int> balance_images_node_wise(const GlobalBatch& batch, const CostMo
   const int n = static_cast<int>(batch.samples.size()), nodes = static_cast<int>(ranks_of_node.size());
   const int per_node = cost.ranks_per_node;
   const std::vector<int> first_item = first_item_of_samples(batch);
-  const auto item_of = [&](int s, int i) -> const EncoderItem& { return batch.samples[s].items[i - first_item[s]]; };
+  const auto item_of = [&](int s, int i) -> const EncoderItem& {
+    return batch.samples[s].items[i - first_item[s]];
+  };
   const auto bytes_of = [&](const EncoderItem& item) {
     return (cost.encoders.at(item.module).input_bytes_per_row + cost.boundary_bytes_per_row) * item.rows;
   };

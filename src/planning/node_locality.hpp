@@ -28,7 +28,7 @@ std::vector<int> balance_over_nodes(const std::vector<double>& cost, const std::
 // node's mean load, else image by image), placed nearest their sample's LLM rank.
 struct NodeWiseLayout {
   std::vector<std::vector<int>> samples;  // per rank
-  std::vector<int> item_owner;           // per image, in sample order
+  std::vector<int> item_owner;            // per image, in sample order
 };
 NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
                                  int world);

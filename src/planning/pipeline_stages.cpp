@@ -111,12 +111,12 @@ double pipeline_estimate(const std::vector<LlmGroup>& groups, const std::vector<
   }
   double encoder_end = forward, llm_end = 0.0;
   for (int m = 0; m < stages; ++m) {
-    double stage_end = 0.0;  // the last group with images in this stage
+    double stage_end = 0.0;  // the last group with items in this stage
     for (size_t k = 0; k < n_groups; ++k) {
-      const bool images = group_encoder[k * stages + m] > 0.0;
-      group_end[k] = (images ? std::max(group_end[k], ready[m]) : group_end[k]) + group_llm[k * stages + m];
+      const bool items = group_encoder[k * stages + m] > 0.0;
+      group_end[k] = (items ? std::max(group_end[k], ready[m]) : group_end[k]) + group_llm[k * stages + m];
       llm_end = std::max(llm_end, group_end[k]);
-      if (images) stage_end = std::max(stage_end, group_end[k]);
+      if (items) stage_end = std::max(stage_end, group_end[k]);
     }
     encoder_end = std::max(encoder_end, stage_end) + (1.0 - forward_share) * stage_encoder[m];
   }

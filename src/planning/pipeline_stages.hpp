@@ -12,12 +12,12 @@
 namespace minimllm::planning {
 
 // Disaggregated pipeline (DistTrain; step_executor.cpp): stage m is micro-batch m of every LLM group with
-// the images of its samples. The stage of every sample, and the number of stages (the most micro-batches
+// the items of its samples. The stage of every sample, and the number of stages (the most micro-batches
 // of any group).
 std::vector<int> stage_of_samples(const std::vector<LlmGroup>& groups, int samples, int* stages = nullptr);
 
 // Inter-micro-batch reordering (DistTrain) for the disaggregated pipeline (step_executor.cpp), where each
-// LLM rank runs its micro-batches back to back as their image rows arrive and each encoder rank runs
+// LLM rank runs its micro-batches back to back as their encoder rows arrive and each encoder rank runs
 // every forward, then each backward as its gradients come back.
 // sort_by_encoder_share orders each group's samples by increasing encoder time per LLM time (text-only
 // first; ties by decreasing LLM time, then index). reorder_into_stages, on groups so sorted, splits each
@@ -35,7 +35,7 @@ void reorder_into_stages(std::vector<LlmGroup>& groups, int stages, const BatchC
 
 // The disaggregated pipeline's step (predict()'s model) estimated cheaply, with every stage's encoder
 // work spread evenly over `encoder_ranks` and no transfer time: used to choose the encoder rank count
-// and the stage count before images are balanced. O(samples + groups x stages). forward_share: the
+// and the stage count before items are balanced. O(samples + groups x stages). forward_share: the
 // forward's share of the encoder's time (CostModel::step.encoder_forward_share).
 double pipeline_estimate(const std::vector<LlmGroup>& groups, const std::vector<double>& llm_time,
                          const std::vector<double>& encoder_time, int encoder_ranks, double forward_share);

@@ -88,9 +88,9 @@ std::vector<RankRange> place_groups(std::vector<int> sizes, int first_rank, int 
 // ---------------------------------------------------------------------------------------------------
 // Images to encoder ranks
 
-std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
-                                const std::vector<int>& encoder_ranks, const std::vector<int>& preferred_rank,
-                                double tolerance, const std::vector<int>& stage_of_sample) {
+std::vector<int> balance_items(const GlobalBatch& batch, const CostModel& cost,
+                               const std::vector<int>& encoder_ranks, const std::vector<int>& preferred_rank,
+                               double tolerance, const std::vector<int>& stage_of_sample) {
   const int e = static_cast<int>(encoder_ranks.size()), n = static_cast<int>(batch.samples.size());
   // Encoder ranks are sorted, so the ranks of one node are a contiguous range of positions.
   const int nodes = cost.node_of(encoder_ranks.back()) + 1;
@@ -230,7 +230,7 @@ StepPlan assemble_plan(const std::string& policy, Placement placement, const std
   std::vector<int> preferred_rank(batch.samples.size(), -1);
   for (const LlmGroup& group : plan.llm_groups)
     for (int s : group.samples) preferred_rank[s] = group.ranks.front();
-  plan.item_owner = balance_images(batch, cost, encoder_ranks, preferred_rank, locality_tolerance);
+  plan.item_owner = balance_items(batch, cost, encoder_ranks, preferred_rank, locality_tolerance);
   plan.encoder_ranks = std::move(encoder_ranks);
   return plan;
 }

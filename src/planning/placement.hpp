@@ -26,9 +26,9 @@ std::vector<RankRange> place_groups(std::vector<int> sizes, int first_rank, int 
 // Most samples are placed whole where each rank takes several (89% of many_images' images), so pass 2
 // balances what is left with fewer, smaller items. With stage_of_sample (disaggregated pipeline), the
 // images of each stage are balanced on their own, as each stage is encoded in its own pipeline tick.
-std::vector<int> balance_images(const GlobalBatch& batch, const CostModel& cost,
-                                const std::vector<int>& encoder_ranks, const std::vector<int>& preferred_rank,
-                                double tolerance, const std::vector<int>& stage_of_sample = {});
+std::vector<int> balance_items(const GlobalBatch& batch, const CostModel& cost,
+                               const std::vector<int>& encoder_ranks, const std::vector<int>& preferred_rank,
+                               double tolerance, const std::vector<int>& stage_of_sample = {});
 
 // `count` encoder ranks spread over the nodes as evenly as possible (the first ranks of each node, nodes
 // taken in turn), so that images can be encoded on the node of their LLM rank. Sorted.

@@ -94,8 +94,7 @@ double movement_seconds(const StepPlan& plan, const GlobalBatch& batch, const Co
     const std::vector<int>& ranks = plan.llm_groups[group_of_sample[s]].ranks;
     const double per_member = cost.input_bytes_per_token * sample.text_len;
     for (int r : ranks) move(loader, r, per_member);
-    for (const EncoderItem& im : sample.items)
-      move(loader, plan.item_owner[image++], cost.input_bytes(im));
+    for (const EncoderItem& im : sample.items) move(loader, plan.item_owner[image++], cost.input_bytes(im));
   }
   double slowest = 0.0;
   for (int r = 0; r < world_size; ++r) slowest = std::max({slowest, send[r], receive[r]});

@@ -1,5 +1,5 @@
 // The seven planning policies and their registry. Their building blocks live beside this file: Megatron-LM's
-// layouts (baselines.hpp), per-sample costs and sample assignment (assignment.hpp), group and image
+// layouts (baselines.hpp), per-sample costs and sample assignment (assignment.hpp), group and item
 // placement (placement.hpp), micro-batches (micro_batches.hpp), the disaggregated pipeline's stages
 // (pipeline_stages.hpp) and the target-driven layout search (target_search.hpp); plans are compared by
 // predict() (step_prediction.hpp).
@@ -37,7 +37,7 @@ class PolicyBase : public Planner {
 
  protected:
   // Groups of one rank over [first, first + count), samples balanced by LPT on LLM time (quadratic term
-  // included) refined by moves and swaps off the slowest rank, images by LPT over encoder_ranks,
+  // included) refined by moves and swaps off the slowest rank, items by LPT over encoder_ranks,
   // preferring the node of each sample's LLM rank.
   StepPlan lpt_singletons(const std::string& policy, Placement placement, const GlobalBatch& batch,
                           const BatchCosts& costs, int first, int count,
@@ -64,8 +64,8 @@ class PolicyBase : public Planner {
     if (costs.max_tokens > std::min(bin, cost_.token_capacity(cp))) return plan;  // static would not fit
     std::vector<LlmGroup> groups =
         planning::megatron_static_groups(batch, costs, cost_, world_size, cp, options_.tokens_per_rank);
-    // Most steps end here: the plan beats even a lower bound of static's step, so static's images need not
-    // be placed nor its step predicted (planning time on image-heavy batches); and mostly its upper bound
+    // Most steps end here: the plan beats even a lower bound of static's step, so static's items need not
+    // be placed nor its step predicted (planning time on item-heavy batches); and mostly its upper bound
     // already does, so that it need not be predicted exactly either.
     constexpr double kRounding = 1.0 - 1e-9;  // the bound's sums associate differently from predict's
     const double static_bound =
@@ -88,7 +88,7 @@ class PolicyBase : public Planner {
 
 // Megatron-LM as users run it: world / cp data-parallel replicas of cp consecutive ranks (parallel.cp),
 // the batch packed in order into bins of cp x parallel.tokens_per_rank tokens, bins dealt over the
-// replicas balanced by count, images on their sample's replica (baselines.hpp).
+// replicas balanced by count, items on their sample's replica (baselines.hpp).
 class StaticPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
@@ -100,7 +100,7 @@ class StaticPlanner : public PolicyBase {
 };
 
 // In-order dealing (the former `static`, never the reference): groups of cp consecutive ranks, samples
-// dealt in order in equal blocks, a sample's images on its group's ranks; micro-batches fitted to memory.
+// dealt in order in equal blocks, a sample's items on its group's ranks; micro-batches fitted to memory.
 class NaivePlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
@@ -132,8 +132,8 @@ class MegatronDcpPlanner : public PolicyBase {
 
 // OrchMLLM batch post-balancing: data parallel (groups of one rank); the LLM phase and the encoder phase
 // are balanced separately (LPT on each phase's own cost), so the two layouts differ; both node-wise
-// (node_locality.hpp): over the nodes first, keeping samples on their loaders' nodes and images on their
-// samples' LLM nodes as far as balance allows, then over each node's ranks (a sample's images together
+// (node_locality.hpp): over the nodes first, keeping samples on their loaders' nodes and items on their
+// samples' LLM nodes as far as balance allows, then over each node's ranks (a sample's items together
 // where balance allows).
 class OrchPlanner : public PolicyBase {
  public:
@@ -154,7 +154,7 @@ class OrchPlanner : public PolicyBase {
 // DHP as its paper describes it (dhp_packing.hpp): the batch packed best-fit-decreasing into packs of what
 // their groups' memory holds (at most the per-rank token budget, parallel.tokens_per_rank, or derived as
 // static's: the longest sample / parallel.cp), then a dynamic programme giving any integer number of ranks
-// to runs of packs, each pack one micro-batch; images by balance_images (placement.hpp).
+// to runs of packs, each pack one micro-batch; items by balance_items (placement.hpp).
 class DhpPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
@@ -188,8 +188,8 @@ class DhpPlanner : public PolicyBase {
 
 // dhp_search: group sizes chosen per batch by the target-driven search (target_search.hpp) over any
 // integer sizes and over powers of two (FlexSP's heuristic, below, is the power-of-two half): long samples
-// cut into groups by a dynamic programme, short ones balanced by LPT over the rest; images by
-// balance_images (placement.hpp). Kept beside the paper's dhp, which it often beats (docs/PARALLELISM.md).
+// cut into groups by a dynamic programme, short ones balanced by LPT over the rest; items by
+// balance_items (placement.hpp). Kept beside the paper's dhp, which it often beats (docs/PARALLELISM.md).
 class TargetPlanner : public PolicyBase {
  public:
   TargetPlanner(const char* name, std::vector<planning::SizeRule> rules, const CostModel& cost,
@@ -252,15 +252,15 @@ class FlexspPlanner : public PolicyBase {
 
 // DistTrain disaggregation: E ranks only encode, the other N - E run the LLM as groups of one rank (LPT),
 // and the step runs as a pipeline over micro-batches (step_executor.cpp): every LLM rank runs its
-// micro-batches back to back as their image rows arrive, every encoder rank encodes stage after stage and
+// micro-batches back to back as their encoder rows arrive, every encoder rank encodes stage after stage and
 // then runs each stage's backward as its gradients come back. The encoder ranks are spread over the nodes
-// so that images can be encoded on their LLM rank's node. Inter-micro-batch reordering
+// so that items can be encoded on their LLM rank's node. Inter-micro-batch reordering
 // (reorder_into_stages) starts and ends the pipeline with text-heavy micro-batches. E and the stage count
 // are those with the smallest pipeline_estimate plus each stage's route check (route_check_time: the
 // executor checks each stage's exchange). E: 1.15x or 1.5x the count that balances the two sides' work
 // (the encoder needs slack, as its backward ends the step), and the balance itself where that slack would
 // take every rank but one. Stage counts: the largest power of two the groups' sample counts reach, half of
-// it, and smaller powers of two while the estimate falls. Images are then balanced over the encoder ranks
+// it, and smaller powers of two while the estimate falls. Items are then balanced over the encoder ranks
 // stage by stage.
 class DisaggPlanner : public PolicyBase {
  public:
@@ -328,7 +328,7 @@ class DisaggPlanner : public PolicyBase {
     std::vector<int> preferred_rank(batch.samples.size(), -1);
     for (const LlmGroup& group : plan.llm_groups)
       for (int s : group.samples) preferred_rank[s] = group.ranks.front();
-    plan.item_owner = planning::balance_images(
+    plan.item_owner = planning::balance_items(
         batch, cost_, best.encoder_ranks, preferred_rank, options_.locality_tolerance,
         planning::stage_of_samples(plan.llm_groups, static_cast<int>(batch.samples.size())));
     plan.encoder_ranks = std::move(best.encoder_ranks);

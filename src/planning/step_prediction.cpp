@@ -119,7 +119,7 @@ class StageCells {
 // group's receive time is shared evenly by its members. Returns the sender's time (= the group's).
 // `seconds_per_byte`: 1 / bandwidth within and between nodes (no division per image).
 double item_route_time(const LlmGroup& group, const GroupShape& shape, const double (&seconds_per_byte)[2],
-                        int owner_node, int owner, double patches) {
+                       int owner_node, int owner, double patches) {
   const auto [on_node, member] = shape.presence(group.ranks, owner_node, owner);
   const double local = on_node - member, remote = shape.size - on_node;
   return patches * shape.route_per_row * (local * seconds_per_byte[0] + remote * seconds_per_byte[1]);
@@ -257,7 +257,7 @@ PlanPrediction predict_phases(const StepPlan& plan, const GlobalBatch& batch, co
       largest_own_image = std::max(largest_own_image, time);
       // Bound: every receiver's rows at the slower link, the owner's own share included.
       const double route = exact ? item_route_time(plan.llm_groups[k], shapes[k], seconds_per_byte,
-                                                    node_of_rank[owner], owner, im.rows)
+                                                   node_of_rank[owner], owner, im.rows)
                                  : im.rows * cost.boundary_bytes_per_row * slower_per_byte;
       send[cell] += route, group_receive[m * n_groups + k] += route;
       if (!exact) send_latency_bound[owner] += shapes[k].size * slower_latency;

@@ -10,9 +10,9 @@ std::vector<int> patches_of(const GlobalBatch& batch, const std::vector<int>& im
   const std::vector<int> first_item = first_item_of_samples(batch);
   std::vector<int> patches;
   for (int image : images) {
-    const int s = static_cast<int>(std::upper_bound(first_item.begin(), first_item.end(), image) -
-                                   first_item.begin()) -
-                  1;
+    const int s =
+        static_cast<int>(std::upper_bound(first_item.begin(), first_item.end(), image) - first_item.begin()) -
+        1;
     patches.push_back(batch.samples[s].items[image - first_item[s]].rows);
   }
   return patches;

@@ -40,9 +40,9 @@ SampleInputs SampleInputs::generate(const Sampler& sampler, const GlobalBatch& b
   const std::vector<int> first_item = first_item_of_samples(batch);
   std::vector<float> pixels;
   for (int image : images) {
-    const int s = static_cast<int>(std::upper_bound(first_item.begin(), first_item.end(), image) -
-                                   first_item.begin()) -
-                  1;
+    const int s =
+        static_cast<int>(std::upper_bound(first_item.begin(), first_item.end(), image) - first_item.begin()) -
+        1;
     pixels.clear();
     sampler.append_image_patches(batch.step, batch.samples[s], image - first_item[s], pixels);
     in.pixels_[image] = {in.bytes_.size(), pixels.size()};

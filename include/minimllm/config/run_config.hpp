@@ -16,12 +16,12 @@ const char* to_string(Modality modality);
 
 struct EncoderConfig {
   Modality modality = Modality::vision;  // model.encoder: vision
-  int width = 32;     // model.encoder.width
-  int heads = 2;      // model.encoder.heads (width % heads == 0)
-  int layers = 1;     // model.encoder.layers (>= 0)
-  int mlp_ratio = 4;  // model.encoder.mlp_ratio
-  int patch = 4;      // model.encoder.patch: square patch side in pixels
-  int channels = 3;   // model.encoder.channels
+  int width = 32;                        // model.encoder.width
+  int heads = 2;                         // model.encoder.heads (width % heads == 0)
+  int layers = 1;                        // model.encoder.layers (>= 0)
+  int mlp_ratio = 4;                     // model.encoder.mlp_ratio
+  int patch = 4;                         // model.encoder.patch: square patch side in pixels
+  int channels = 3;                      // model.encoder.channels
 
   // Numbers one input row carries: an image patch's channels x patch x patch pixels.
   double input_width() const { return static_cast<double>(channels) * patch * patch; }

@@ -28,10 +28,10 @@ struct EncoderItem {
 struct SampleMeta {
   int id = 0;  // index within the step's global batch
   int text_len = 0;
-  int klass = 0;  // hidden class shared by the sample's images and its text rule
+  int klass = 0;                   // hidden class shared by the sample's images and its text rule
   std::vector<EncoderItem> items;  // in sequence order
 
-  int encoder_rows() const;  // rows all its items add to the fused sequence
+  int encoder_rows() const;                                 // rows all its items add to the fused sequence
   int tokens() const { return text_len + encoder_rows(); }  // length of the fused LLM sequence
   int loss_targets() const;  // text tokens that have a predecessor in the fused sequence
 };
@@ -51,7 +51,7 @@ int largest_item_rows(const RunConfig& config, int module);
 
 // Where each element of a sample's fused sequence comes from.
 struct FusedLayout {
-  std::vector<int> text_rows;        // fused position of text token t
+  std::vector<int> text_rows;       // fused position of text token t
   std::vector<int> item_first_row;  // fused position of item i's first row
 };
 FusedLayout fused_layout(const SampleMeta& sample);

@@ -14,10 +14,10 @@ namespace minimllm {
 //   state + fixed + per_encoder_row[module] x (rows of the encoder items it encodes in the step)
 //         + per_row x (its rows of a micro-batch) + per_key_row x (the micro-batch's rows, g > 1 only)
 struct MemoryModel {
-  double state = 0.0;          // parameters, gradients and AdamW moments (training_state_bytes)
-  double fixed = 0.0;          // activation-side bytes that do not grow with rows (bf16 rounded weights)
-  double per_row = 0.0;        // per LLM row this rank holds in a micro-batch
-  double per_key_row = 0.0;    // per gathered key row under context parallelism (every row of the batch)
+  double state = 0.0;        // parameters, gradients and AdamW moments (training_state_bytes)
+  double fixed = 0.0;        // activation-side bytes that do not grow with rows (bf16 rounded weights)
+  double per_row = 0.0;      // per LLM row this rank holds in a micro-batch
+  double per_key_row = 0.0;  // per gathered key row under context parallelism (every row of the batch)
   // Per row of an item this rank encodes, one entry per encoder module (ModelConfig::encoders): held until
   // the module's backward.
   std::vector<double> per_encoder_row;

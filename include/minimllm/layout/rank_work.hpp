@@ -57,8 +57,8 @@ struct MicroBatchWork {
 // Disaggregated plans: what this rank does in one pipeline stage on the encoder side.
 struct EncoderStageWork {
   std::vector<int> items;  // global item numbers this rank encodes in the stage, in order
-  RowRoute route;           // the stage's rows: send rows numbered within the stage's encoder output,
-                            // received rows as in RankWork::item_route (the whole step's buffer)
+  RowRoute route;          // the stage's rows: send rows numbered within the stage's encoder output,
+                           // received rows as in RankWork::item_route (the whole step's buffer)
 };
 
 struct RankWork {

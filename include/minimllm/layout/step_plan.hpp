@@ -46,7 +46,7 @@ struct StepPlan {
   Placement placement = Placement::colocated;
   std::vector<LlmGroup> llm_groups;  // a partition of the LLM ranks
   std::vector<int> encoder_ranks;    // sorted; all ranks when colocated
-  std::vector<int> item_owner;      // encoder rank of every item, items numbered in sample order
+  std::vector<int> item_owner;       // encoder rank of every item, items numbered in sample order
 };
 
 // A plan as bytes and back (the broadcast of a plan made on one rank, step/planned_step.hpp). Throws
@@ -66,9 +66,9 @@ struct LayoutShape {
   std::vector<std::vector<int>> llm_groups;  // sorted rank lists
   std::vector<int> encoder_ranks;            // sorted
   Placement placement = Placement::colocated;
-  int micro_batches = 1;             // per group, capped at its sample count
+  int micro_batches = 1;            // per group, capped at its sample count
   bool items_follow_groups = true;  // a sample's items round-robin over its group's ranks;
-                                     // else item i on encoder_ranks[i mod size]
+                                    // else item i on encoder_ranks[i mod size]
 };
 
 // A sample's items round-robin over its LLM group's ranks (in the group's sample order): fills

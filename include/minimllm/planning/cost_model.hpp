@@ -111,7 +111,7 @@ struct EncoderCost {
 struct CostModel {
   PhaseCost llm;                      // compute, on one rank
   std::vector<EncoderCost> encoders;  // one per encoder module
-  LinkCost intra_node, inter_node;  // collectives within a node (NVLink domain) / between nodes
+  LinkCost intra_node, inter_node;    // collectives within a node (NVLink domain) / between nodes
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
   // Ranks per node of the links: the NVLink domain where it is larger than a node.
   int ranks_per_node = 1;

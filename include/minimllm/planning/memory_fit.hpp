@@ -29,8 +29,8 @@ std::string bytes_text(double bytes);
 // AdamW moments".
 std::string memory_summary(const CostModel& cost);
 
-// Bytes each rank holds at its peak in a plan: state + fixed + per_patch x (its patches) + its largest
-// micro-batch (micro_batch_bytes of the micro-batch's tokens on its group).
+// Bytes each rank holds at its peak in a plan: state + fixed + its items' bytes (MemoryModel::item_bytes) +
+// its largest micro-batch (micro_batch_bytes of the micro-batch's tokens on its group).
 std::vector<double> rank_peak_bytes(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
                                     int world_size);
 
@@ -41,8 +41,8 @@ void require_batch_fits(const GlobalBatch& batch, const CostModel& cost, int wor
 
 // The planner of a policy with memory made to bind: without a capacity, make(cost) as it is. With one,
 // each step: require_batch_fits; the policy plans with room kept for the encoder's activations
-// (encoder_reserve_bytes: its even share of the step's patches plus the largest image); images move off
-// ranks they would overflow, largest first, each to the encoder rank with the most room (images are the only
+// (encoder_reserve_bytes: its even share of the step's rows plus the largest item); items move off
+// ranks they would overflow, largest first, each to the encoder rank with the most room (items are the only
 // work that can move without changing the LLM layout); a plan that still does not fit throws DoesNotFit
 // naming the rank, its bytes and the capacity.
 using PlannerFactory = std::function<std::unique_ptr<Planner>(const CostModel&)>;

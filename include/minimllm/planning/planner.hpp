@@ -24,7 +24,7 @@ struct PlannerOptions {
   double flexsp_time_limit = 0.1;
   int flexsp_buckets = 16;  // flexsp: length buckets of its MILP at least (more when the model is small)
   int encoder_ranks = 0;    // disagg: 0 = choose from the cost model
-  // orch, dhp, flexsp, disagg (LPT over encoder ranks): an image goes to the least-loaded encoder rank on
+  // orch, dhp, flexsp, disagg (LPT over encoder ranks): an item goes to the least-loaded encoder rank on
   // its sample's LLM node unless that rank carries more than this fraction of the mean encoder load
   // above the least-loaded rank overall (node-aware tie-breaking; 0 = plain LPT).
   double locality_tolerance = 0.02;

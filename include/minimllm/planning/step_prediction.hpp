@@ -24,7 +24,7 @@ double route_check_time(const CostModel& cost, int world_size);
 PlanPrediction predict(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost, int world_size);
 
 // As predict(), cheaper, with a makespan at least predict()'s: the boundary exchange is bounded instead of
-// routed (every image's rows to every member of its group at the slower link, a message step per image and
+// routed (every item's rows to every member of its group at the slower link, a message step per item and
 // member at the slower latency). Colocated plans; a disaggregated plan gets predict() itself. For a
 // planner's quick "certainly faster than X" before it needs the exact prediction.
 PlanPrediction predict_upper_bound(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cost,
@@ -34,7 +34,7 @@ PlanPrediction predict_upper_bound(const StepPlan& plan, const GlobalBatch& batc
 // lower_bound (the step terms of the lower bound: the gradient all-reduce, the optimizer, and the data
 // of the busiest rank if the inputs were spread evenly). comm_fraction counts the all-reduce as
 // communication; idle_fraction counts data imbalance as idle time.
-//   data_r    = data_c + data_per_image * (images rank r encodes) + data_per_patch * (their patches)
+//   data_r    = data_c + sum of its items' module data_per_item + data_per_row x rows
 //             + data_per_token * (LLM rows of r)
 //   data      = max_r data_r      (each rank packs its own inputs before the first exchange)
 //             + movement_seconds  (the samples' all-to-all from their loaders, plan_traffic.hpp)

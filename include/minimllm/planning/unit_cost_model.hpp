@@ -9,7 +9,7 @@
 //               parallel.pp_layers) / tp (the stages work concurrently on different micro-batches: the
 //               fullest sets the pace); a sample's fixed overhead (launches) per stage, not shared by tp;
 //               the encoder's work / tp (the stage holding it, the LLM's first or its own: its
-//               tp / encoder_tp groups share a unit's images, as runs do), an image's fixed overhead on
+//               tp / encoder_tp groups share a unit's items, as runs do), an item's fixed overhead on
 //               its group; times the recomputed forward (runtime.recompute: full
 //               repeats every block's forward, a third of its forward + backward FLOPs; selective the
 //               attention core's, the quadratic term);
@@ -17,7 +17,7 @@
 //               and after the MLP, the same backward; 6 with full recomputation) on the tensor-parallel
 //               all-reduce's link (CostModel::tp_allreduce: a calibration's measurement on tp ranks, else
 //               the gradient all-reduce's intra-node link) among tp ranks, per stage; the encoder's among
-//               encoder_tp ranks, per patch;
+//               encoder_tp ranks, per row;
 //   CP traffic  each of a unit's ranks exchanges its heads' K|V (kv_row_bytes / tp) for its stage's
 //               layers (the fullest stage's); the collectives of a unit's tp ranks run side by side, each on
 //               its own link, so the links stay the per-rank ones;
@@ -32,9 +32,9 @@
 //               moments and the reduce-scattered gradient sharded over the data-parallel domain the planners
 //               regroup, training_state_bytes); activations per row and per key row / tp (sequence
 //               parallelism; 1F1B's first stage holds pp micro-batches of layers / pp: one micro-batch of
-//               every layer), per patch / tp on average, plus one largest image's patches / encoder_tp
-//               (data.images.max_side) where a unit has several encoder groups: an image is never split
-//               between groups, so their shares can differ by one image;
+//               every layer), per row / tp on average, plus one largest item's rows / encoder_tp
+//               (data.images.max_side) where a unit has several encoder groups: an item is never split
+//               between groups, so their shares can differ by one item;
 //   step terms  the gradient all-reduce of a rank's parameters over the units (a reduce-scatter and an
 //               all-gather with the distributed optimizer: the same time in the alpha-beta model), the
 //               optimizer on a rank's parameters (/ units with the distributed optimizer).
