@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -101,6 +102,24 @@ TEST(Collectives, GrowWithTheGroupAndCostMoreAcrossNodes) {
   EXPECT_EQ(straddling.per_node, 2);
   EXPECT_EQ(cost.span_of(0, 20).nodes, 3);
   EXPECT_EQ(cost.span_of(0, 20).per_node, 8);
+}
+
+// span_of in O(1) agrees with counting the range's ranks node by node, on random ranges and node sizes.
+TEST(CostModel, SpanOfCountsEveryNodesRanks) {
+  std::mt19937 random(7);
+  CostModel cost;
+  for (int trial = 0; trial < 2000; ++trial) {
+    cost.ranks_per_node = 1 + static_cast<int>(random() % 9);
+    const int first = static_cast<int>(random() % 64), g = 1 + static_cast<int>(random() % 64);
+    std::map<int, int> on_node;
+    for (int r = first; r < first + g; ++r) ++on_node[cost.node_of(r)];
+    int most = 0;
+    for (const auto& [node, ranks] : on_node) most = std::max(most, ranks);
+    const GroupSpan span = cost.span_of(first, g);
+    ASSERT_EQ(span.ranks, g);
+    ASSERT_EQ(span.nodes, static_cast<int>(on_node.size())) << first << " + " << g;
+    ASSERT_EQ(span.per_node, most) << first << " + " << g << " on nodes of " << cost.ranks_per_node;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
