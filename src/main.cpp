@@ -81,8 +81,8 @@ int train_and_judge(const minimllm::RunConfig& config, const minimllm::World& wo
 struct Input {
   minimllm::RunConfig config;
   std::optional<minimllm::BenchmarkReference> reference;  // run
-  std::string out;                                        // run (before any policy suffix), calibrate
-  std::string checkpoint;                                 // run: the checkpoint file; empty: none
+  std::string out;         // run (before any policy suffix), simulate, calibrate
+  std::string checkpoint;  // run: the checkpoint file; empty: none
   // The files every rank reads, whose contents the ranks agree on (the deck, the calibration, the
   // reference, the machine file); a --restart checkpoint is read by rank 0 alone and broadcast.
   std::vector<minimllm::RunInputFile> inputs;
@@ -189,8 +189,9 @@ Input read_simulate_input(const minimllm::SimulateRequest& request, const miniml
     cost_model = minimllm::resolve_against_deck(input.config.deck_path, input.config.parallel.cost_model);
   input.inputs = {
       {"deck", request.deck}, {"calibration file", cost_model}, {"machine file", request.machine}};
-  if (world.is_root() && !request.out.empty())  // only rank 0 simulates and writes
-    minimllm::check_output_path(request.out, request.overwrite, input.inputs);
+  input.out = request.out.empty() ? default_output_name(input.config.name + "-simulate") : request.out;
+  if (world.is_root())  // only rank 0 simulates and writes
+    minimllm::check_output_path(input.out, request.overwrite, input.inputs);
   return input;
 }
 
@@ -253,7 +254,8 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
   return code;
 }
 
-int simulate(const minimllm::SimulateRequest& request, const Input& input, const minimllm::World& world) {
+int simulate(const minimllm::SimulateRequest& request, const Input& input, const minimllm::World& world,
+             const std::string& command_line) {
   const minimllm::RunConfig& config = input.config;
   minimllm::SimulateOptions options;
   options.ranks = request.ranks;
@@ -266,7 +268,8 @@ int simulate(const minimllm::SimulateRequest& request, const Input& input, const
   options.policies =
       request.policy == "all" ? minimllm::planner_names() : std::vector<std::string>{request.policy};
   options.cost_model = request.cost_model;
-  options.out_path = request.out;
+  options.out_path = input.out;
+  options.command_line = command_line;
   options.overwrite = request.overwrite;
   options.log = &std::cout;
   std::exception_ptr error;
@@ -407,7 +410,7 @@ int main(int argc, char** argv) {
         std::string command_line;
         for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
         code = cli.run        ? run(*cli.run, std::move(*input), world, command_line)
-               : cli.simulate ? simulate(*cli.simulate, *input, world)
+               : cli.simulate ? simulate(*cli.simulate, *input, world, command_line)
                               : calibrate(*cli.calibrate, *input, world);
       } catch (const minimllm::InputError& e) {
         // Agreed input errors a run can check only once started (an output file, a calibration file).

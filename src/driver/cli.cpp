@@ -226,7 +226,11 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       ->add_option("--cost-model", sim.cost_model,
                    "Calibration file (from minimllm calibrate), overriding the deck's parallel.cost_model")
       ->check(non_empty());
-  simulate->add_option("--out,-o", sim.out, "HDF5 output file (/simulation/<policy>: one row per step)")
+  simulate
+      ->add_option(
+          "--out,-o", sim.out,
+          "HDF5 output file (/simulation/<policy>: one row per step; default: <deck name>-simulate-<UTC "
+          "date-time>.h5 in the working directory)")
       ->check(non_empty());
   simulate->add_flag("--overwrite", sim.overwrite, "Replace the output file if it exists");
   simulate->failure_message(one_line);

@@ -41,7 +41,7 @@ struct SimulateRequest {
   double planning_ms = -1.0;        // planning work per step charged; < 0: measured
   std::string machine;              // a machine file replacing the deck's machine section; empty: none
   std::string cost_model;           // calibration file, overriding parallel.cost_model
-  std::string out;                  // empty: no HDF5 output
+  std::string out;                  // empty: <name>-simulate-<UTC timestamp>.h5 in the working directory
   bool overwrite = false;
 };
 
