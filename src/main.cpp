@@ -2,7 +2,8 @@
 // (0 success, 1 runtime failure, among them a non-finite loss or gradient with one line naming the step,
 // 2 invalid input with one line naming what is wrong, 3 a benchmark run judged INVALID, 75 a run stopped
 // by SIGUSR1 after writing its checkpoint, 128 + the signal (143 SIGTERM, 130 SIGINT, 138 SIGUSR1 without
-// a checkpoint) for a run a signal stopped after a step).
+// a checkpoint) for a run a signal stopped after a step; `verify`: 0 VALID, 3 INVALID, 2 a file it cannot
+// judge).
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -31,6 +32,7 @@
 #include "minimllm/driver/run_output.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/driver/simulator.hpp"
+#include "minimllm/driver/verify.hpp"
 #include "minimllm/metrics/output_file.hpp"
 #include "minimllm/planning/calibration.hpp"
 #include "minimllm/planning/planner.hpp"
@@ -327,6 +329,25 @@ int report_agreed(std::exception_ptr error, std::ostream& err) {
   }
 }
 
+// `minimllm verify`: rank 0 reads and judges the files (nothing to compute: Kokkos is not started); every
+// rank returns its exit code.
+int verify_files(const minimllm::VerifyRequest& request, const minimllm::World& world) {
+  int code = 0;
+  if (world.is_root()) {
+    try {
+      code = minimllm::verify(request, std::cout, std::cerr);
+    } catch (const minimllm::InputError& e) {
+      print_line(std::cerr, std::string("minimllm: error: ") + e.what());
+      code = 2;
+    } catch (const std::exception& e) {
+      print_line(std::cerr, std::string("minimllm: runtime failure: ") + e.what());
+      code = 1;
+    }
+  }
+  MPI_Bcast(&code, 1, MPI_INT, 0, world.comm);
+  return code;
+}
+
 }  // namespace
 
 // Every input and start-up check ends in one agreement across ranks (driver/agreement.hpp): a failure on
@@ -357,6 +378,11 @@ int main(int argc, char** argv) {
   }
   // Only a run stops between steps; simulate and calibrate end as the signal's default action does.
   if (!cli.run) minimllm::remove_stop_request_handler();
+  if (cli.verify) {
+    code = verify_files(*cli.verify, world);
+    MPI_Finalize();
+    return code;
+  }
 
   std::optional<Input> input;
   try {
