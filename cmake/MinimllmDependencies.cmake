@@ -3,25 +3,8 @@
 # Kokkos 3.4 (Debian) or any 3.4-4.x selected with Kokkos_ROOT.
 find_package(Kokkos REQUIRED)
 # Debian's 3.4.01 config names a non-existent include dir (<prefix>/include); point it at the real one.
-get_target_property(_kokkos_inc Kokkos::kokkos INTERFACE_INCLUDE_DIRECTORIES)
-set(_kokkos_inc_ok TRUE)
-foreach(_dir IN LISTS _kokkos_inc)
-  if(NOT _dir MATCHES "^\\$<" AND NOT EXISTS "${_dir}")
-    set(_kokkos_inc_ok FALSE)
-  endif()
-endforeach()
-if(NOT _kokkos_inc_ok)
-  set(_kokkos_real_inc "")
-  foreach(_dir IN LISTS Kokkos_INCLUDE_DIRS)
-    get_filename_component(_real "${_dir}" REALPATH)
-    list(APPEND _kokkos_real_inc "${_real}")
-  endforeach()
-  if(NOT _kokkos_real_inc AND EXISTS /usr/include/trilinos/Kokkos_Core.hpp)
-    set(_kokkos_real_inc /usr/include/trilinos)
-  endif()
-  message(STATUS "minimllm: fixing Kokkos::kokkos include dirs (${_kokkos_inc}) -> ${_kokkos_real_inc}")
-  set_target_properties(Kokkos::kokkos PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_kokkos_real_inc}")
-endif()
+include(MinimllmKokkosIncludes)
+minimllm_fix_kokkos_includes()
 set(MINIMLLM_KOKKOS_BACKENDS "")
 foreach(_backend IN ITEMS SERIAL OPENMP CUDA HIP THREADS)
   kokkos_check(DEVICES ${_backend} RETURN_VALUE _has_backend)
@@ -65,10 +48,13 @@ if(NOT HDF5_IS_PARALLEL)
 endif()
 add_library(minimllm_hdf5 INTERFACE)
 # SYSTEM, like the imported targets' include directories (Kokkos, MPI, ...): warnings in third-party headers
-# are not minimllm's (MINIMLLM_WERROR).
-target_include_directories(minimllm_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS})
-target_link_libraries(minimllm_hdf5 INTERFACE ${HDF5_C_LIBRARIES})
-target_compile_definitions(minimllm_hdf5 INTERFACE ${HDF5_C_DEFINITIONS})
+# are not minimllm's (MINIMLLM_WERROR). Installed as minimllm::hdf5 (cmake/MinimllmInstall.cmake) without
+# these paths: the package config fills them in from the HDF5 it finds where it is used.
+target_include_directories(minimllm_hdf5 SYSTEM INTERFACE "$<BUILD_INTERFACE:${HDF5_C_INCLUDE_DIRS}>")
+target_link_libraries(minimllm_hdf5 INTERFACE "$<BUILD_INTERFACE:${HDF5_C_LIBRARIES}>")
+set(_hdf5_definitions ${HDF5_C_DEFINITIONS})
+list(TRANSFORM _hdf5_definitions REPLACE "^-D" "")  # as target_compile_definitions would, but inside $<...>
+target_compile_definitions(minimllm_hdf5 INTERFACE "$<BUILD_INTERFACE:${_hdf5_definitions}>")
 
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS)

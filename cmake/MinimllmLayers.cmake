@@ -7,6 +7,8 @@
 # those of the layers it links, and an #include of a layer above fails to compile.
 # MINIMLLM_CHECK_HEADERS also compiles every public header on its own against its layer, so a header that
 # only higher layers include cannot include upward (or miss an include) unnoticed.
+include(GNUInstallDirs)  # CMAKE_INSTALL_INCLUDEDIR
+
 option(MINIMLLM_CHECK_HEADERS "Compile each public header alone against its layer's library" OFF)
 
 # minimllm_layer(<layer> SOURCES file... [PUBLIC lib...] [PRIVATE lib...])
@@ -26,8 +28,14 @@ function(minimllm_layer layer)
     file(CREATE_LINK ${headers} ${link} SYMBOLIC)
   endif()
   add_library(minimllm_${layer} ${arg_SOURCES})
-  target_include_directories(minimllm_${layer} PUBLIC ${root})
-  target_link_libraries(minimllm_${layer} PUBLIC minimllm_flags ${arg_PUBLIC} PRIVATE ${arg_PRIVATE})
+  # Installed (cmake/MinimllmInstall.cmake) as minimllm::${layer}, its headers under <prefix>/include; the
+  # project's warning, -march=native and sanitizer flags stay with the build.
+  target_include_directories(minimllm_${layer} PUBLIC $<BUILD_INTERFACE:${root}>
+                                                      $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(minimllm_${layer} PUBLIC $<BUILD_INTERFACE:minimllm_flags> ${arg_PUBLIC}
+                        PRIVATE ${arg_PRIVATE})
+  set_target_properties(minimllm_${layer} PROPERTIES EXPORT_NAME ${layer})
+  set_property(GLOBAL APPEND PROPERTY MINIMLLM_LAYER_TARGETS minimllm_${layer})
 
   if(MINIMLLM_CHECK_HEADERS)
     file(GLOB public_headers RELATIVE ${headers} CONFIGURE_DEPENDS ${headers}/*.hpp)

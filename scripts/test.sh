@@ -2,7 +2,8 @@
 # README command 2: install what is missing, then build and run the test suite on three builds: on
 # Debian's Kokkos 3.4 (Serial backend), on Kokkos 3.4 built with OpenMP (2 threads per rank), so races
 # cannot hide behind the Serial backend, and on Kokkos 4.6.01 (OpenMP, 2 threads per rank), the 4.x that
-# users bring on clusters. The last two build with -Werror (MINIMLLM_WERROR).
+# users bring on clusters. The last two build with -Werror (MINIMLLM_WERROR). The first is also installed to a
+# temporary prefix and used by another project through find_package (scripts/test-install.sh).
 # The whole suite runs on the first and third builds. The second leaves out what the third runs on the
 # same OpenMP backend and does not vary a kernel: the MPI tests at 3 and 4 ranks (_np3, _np4: more group
 # shapes; 1 and 2 ranks still run), fault_injection (kills, a full disk, a stalled rank), fuzz_inputs (60 s
@@ -16,6 +17,9 @@ deps=${MINIMLLM_DEPS:-$HOME/.cache/minimllm}
 echo "== Serial backend (Debian Kokkos 3.4) =="
 scripts/build.sh build -DMINIMLLM_REQUIRE_CBC=ON
 (cd build && ctest --output-on-failure --timeout 900)
+# The install rules and the package config: cmake --install to a temporary prefix, and a project that uses
+# it through find_package(minimllm) builds and runs (once: the rules do not depend on the backend).
+scripts/test-install.sh build
 
 echo "== OpenMP backend (Kokkos 3.4 from Debian's source, 2 threads, -Werror) =="
 scripts/build.sh build-openmp -DMINIMLLM_REQUIRE_CBC=ON -DKokkos_ROOT="$deps/kokkos-openmp" -DMINIMLLM_TEST_THREADS=2 -DMINIMLLM_WERROR=ON

@@ -2,7 +2,8 @@
 // (0 success, 1 runtime failure, among them a non-finite loss or gradient with one line naming the step,
 // 2 invalid input with one line naming what is wrong, 3 a benchmark run judged INVALID, 75 a run stopped
 // by SIGUSR1 after writing its checkpoint, 128 + the signal (143 SIGTERM, 130 SIGINT, 138 SIGUSR1 without
-// a checkpoint) for a run a signal stopped after a step).
+// a checkpoint) for a run a signal stopped after a step; `verify`: 0 VALID, 3 INVALID, 2 a file it cannot
+// judge).
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -31,6 +32,7 @@
 #include "minimllm/driver/run_output.hpp"
 #include "minimllm/driver/run_report.hpp"
 #include "minimllm/driver/simulator.hpp"
+#include "minimllm/driver/verify.hpp"
 #include "minimllm/metrics/output_file.hpp"
 #include "minimllm/planning/calibration.hpp"
 #include "minimllm/planning/planner.hpp"
@@ -81,8 +83,8 @@ int train_and_judge(const minimllm::RunConfig& config, const minimllm::World& wo
 struct Input {
   minimllm::RunConfig config;
   std::optional<minimllm::BenchmarkReference> reference;  // run
-  std::string out;                                        // run (before any policy suffix), calibrate
-  std::string checkpoint;                                 // run: the checkpoint file; empty: none
+  std::string out;         // run (before any policy suffix), simulate, calibrate
+  std::string checkpoint;  // run: the checkpoint file; empty: none
   // The files every rank reads, whose contents the ranks agree on (the deck, the calibration, the
   // reference, the machine file); a --restart checkpoint is read by rank 0 alone and broadcast.
   std::vector<minimllm::RunInputFile> inputs;
@@ -189,8 +191,9 @@ Input read_simulate_input(const minimllm::SimulateRequest& request, const miniml
     cost_model = minimllm::resolve_against_deck(input.config.deck_path, input.config.parallel.cost_model);
   input.inputs = {
       {"deck", request.deck}, {"calibration file", cost_model}, {"machine file", request.machine}};
-  if (world.is_root() && !request.out.empty())  // only rank 0 simulates and writes
-    minimllm::check_output_path(request.out, request.overwrite, input.inputs);
+  input.out = request.out.empty() ? default_output_name(input.config.name + "-simulate") : request.out;
+  if (world.is_root())  // only rank 0 simulates and writes
+    minimllm::check_output_path(input.out, request.overwrite, input.inputs);
   return input;
 }
 
@@ -253,7 +256,8 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
   return code;
 }
 
-int simulate(const minimllm::SimulateRequest& request, const Input& input, const minimllm::World& world) {
+int simulate(const minimllm::SimulateRequest& request, const Input& input, const minimllm::World& world,
+             const std::string& command_line) {
   const minimllm::RunConfig& config = input.config;
   minimllm::SimulateOptions options;
   options.ranks = request.ranks;
@@ -266,7 +270,8 @@ int simulate(const minimllm::SimulateRequest& request, const Input& input, const
   options.policies =
       request.policy == "all" ? minimllm::planner_names() : std::vector<std::string>{request.policy};
   options.cost_model = request.cost_model;
-  options.out_path = request.out;
+  options.out_path = input.out;
+  options.command_line = command_line;
   options.overwrite = request.overwrite;
   options.log = &std::cout;
   std::exception_ptr error;
@@ -324,6 +329,25 @@ int report_agreed(std::exception_ptr error, std::ostream& err) {
   }
 }
 
+// `minimllm verify`: rank 0 reads and judges the files (nothing to compute: Kokkos is not started); every
+// rank returns its exit code.
+int verify_files(const minimllm::VerifyRequest& request, const minimllm::World& world) {
+  int code = 0;
+  if (world.is_root()) {
+    try {
+      code = minimllm::verify(request, std::cout, std::cerr);
+    } catch (const minimllm::InputError& e) {
+      print_line(std::cerr, std::string("minimllm: error: ") + e.what());
+      code = 2;
+    } catch (const std::exception& e) {
+      print_line(std::cerr, std::string("minimllm: runtime failure: ") + e.what());
+      code = 1;
+    }
+  }
+  MPI_Bcast(&code, 1, MPI_INT, 0, world.comm);
+  return code;
+}
+
 }  // namespace
 
 // Every input and start-up check ends in one agreement across ranks (driver/agreement.hpp): a failure on
@@ -354,6 +378,11 @@ int main(int argc, char** argv) {
   }
   // Only a run stops between steps; simulate and calibrate end as the signal's default action does.
   if (!cli.run) minimllm::remove_stop_request_handler();
+  if (cli.verify) {
+    code = verify_files(*cli.verify, world);
+    MPI_Finalize();
+    return code;
+  }
 
   std::optional<Input> input;
   try {
@@ -407,7 +436,7 @@ int main(int argc, char** argv) {
         std::string command_line;
         for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
         code = cli.run        ? run(*cli.run, std::move(*input), world, command_line)
-               : cli.simulate ? simulate(*cli.simulate, *input, world)
+               : cli.simulate ? simulate(*cli.simulate, *input, world, command_line)
                               : calibrate(*cli.calibrate, *input, world);
       } catch (const minimllm::InputError& e) {
         // Agreed input errors a run can check only once started (an output file, a calibration file).

@@ -573,6 +573,26 @@ TEST_F(BenchmarkVerdictTest, NonFiniteStepAfterTheReferenceStepIsInvalid) {
   }
 }
 
+// What `minimllm verify` judges a run's file with: the same verdict from the recorded check (b) as judge_run
+// gives measuring it, and a recorded layout difference above the tolerance INVALID.
+TEST_F(BenchmarkVerdictTest, JudgingFromRecordsGivesTheRunsVerdict) {
+  const World world = World::of(MPI_COMM_WORLD);
+  const BenchmarkVerdict measured = judge_run(*config_, reference(), *result_, world);
+  const InvarianceResult recorded{measured.invariance_steps, measured.invariance_max_relative_difference};
+  const BenchmarkVerdict again = judge_recorded(*config_, reference(), *result_, world.size, recorded);
+  EXPECT_TRUE(again.valid) << again.reason;
+  EXPECT_EQ(again.tokens_per_second, measured.tokens_per_second);
+  EXPECT_EQ(again.mfu, measured.mfu);
+  EXPECT_EQ(again.failures.size(), 0u);
+  const BenchmarkVerdict apart =
+      judge_recorded(*config_, reference(), *result_, world.size, {recorded.steps, 1e-3});
+  EXPECT_FALSE(apart.valid);
+  ASSERT_EQ(apart.failures.size(), 1u) << apart.reason;
+  EXPECT_EQ(apart.failures[0].rfind("layout invariance: policy dhp and static differ by 1.0e-03", 0), 0u)
+      << apart.reason;
+  EXPECT_EQ(apart.reason, apart.failures[0]);
+}
+
 // Memory feasibility (driver/memory_check.hpp): one rank short of memory stops every rank with its line.
 TEST(Training, MemoryCheckStopsEveryRankWithTheFailingRanksLine) {
   const RunConfig config = quickstart(1);

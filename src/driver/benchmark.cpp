@@ -120,10 +120,10 @@ std::optional<BenchmarkReference> find_benchmark_reference(const RunConfig& conf
   return ref;
 }
 
-BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& ref, const TrainResult& result,
-                           const World& world) {
+BenchmarkVerdict judge_recorded(const RunConfig& config, const BenchmarkReference& ref,
+                                const TrainResult& result, int ranks, const InvarianceResult& invariance) {
   BenchmarkVerdict v;
-  std::vector<std::string> failures;
+  std::vector<std::string>& failures = v.failures;
   const std::vector<StepRecord>& steps = result.steps;
 
   // A step with a non-finite loss or gradient invalidates the run wherever it falls, after the reference
@@ -151,17 +151,9 @@ BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& re
                     steps.size(), ref.step, ref.step + 1));
   }
 
-  // (b) Layout invariance: the same first steps under `static`, from the same initial state and data.
-  RunConfig baseline = config;
-  baseline.parallel.policy = baseline_policy();
-  baseline.steps = std::max(1, std::min<int>(ref.invariance_steps, steps.size()));
-  baseline.machine.peak_gflops = result.planning_gflops_per_rank;  // the same plans' rate
-  const TrainResult reference_layout = train(baseline, world, {});
-  v.invariance_steps = baseline.steps;
-  for (int i = 0; i < v.invariance_steps && i < static_cast<int>(steps.size()); ++i)
-    v.invariance_max_relative_difference =
-        std::max(v.invariance_max_relative_difference,
-                 relative_difference(steps[i].loss, reference_layout.steps[i].loss));
+  // (b) Layout invariance, as measured: the same first steps under `static`.
+  v.invariance_steps = invariance.steps;
+  v.invariance_max_relative_difference = invariance.max_relative_difference;
   if (steps.empty()) v.invariance_max_relative_difference = std::numeric_limits<double>::infinity();
   if (!(v.invariance_max_relative_difference <= ref.invariance_relative_tolerance))
     failures.push_back(
@@ -184,7 +176,7 @@ BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& re
   if (v.timed_seconds > 0) {
     v.tokens_per_second = tokens / v.timed_seconds;
     v.samples_per_second = samples / v.timed_seconds;
-    v.mfu = flops / v.timed_seconds / (result.peak_gflops_per_rank * 1e9 * world.size);
+    v.mfu = flops / v.timed_seconds / (result.peak_gflops_per_rank * 1e9 * ranks);
     v.attainable_fraction = attainable_fraction(result, v.mfu);
   }
 
@@ -193,6 +185,24 @@ BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& re
   v.valid = failures.empty();
   for (const std::string& f : failures) v.reason += (v.reason.empty() ? "" : "; ") + f;
   return v;
+}
+
+BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& ref, const TrainResult& result,
+                           const World& world) {
+  // (b) Layout invariance: the same first steps under `static`, from the same initial state and data.
+  const std::vector<StepRecord>& steps = result.steps;
+  RunConfig baseline = config;
+  baseline.parallel.policy = baseline_policy();
+  baseline.steps = std::max(1, std::min<int>(ref.invariance_steps, steps.size()));
+  baseline.machine.peak_gflops = result.planning_gflops_per_rank;  // the same plans' rate
+  const TrainResult reference_layout = train(baseline, world, {});
+  InvarianceResult invariance;
+  invariance.steps = baseline.steps;
+  for (int i = 0; i < invariance.steps && i < static_cast<int>(steps.size()); ++i)
+    invariance.max_relative_difference =
+        std::max(invariance.max_relative_difference,
+                 relative_difference(steps[i].loss, reference_layout.steps[i].loss));
+  return judge_recorded(config, ref, result, world.size, invariance);
 }
 
 void print_verdict(std::ostream& out, const RunConfig& config, const BenchmarkReference& ref,

@@ -84,7 +84,8 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       "on heterogeneous batches, with per-step metrics in HDF5. Exit codes: 0 success, 1 runtime failure,\n"
       "2 invalid input (deck or command line), 3 a benchmark run finished INVALID (its results are kept; "
       "see\n"
-      "docs/RUN_RULES.md), 75 stopped by SIGUSR1 after a checkpoint (resume with run --restart), 143, 130\n"
+      "docs/RUN_RULES.md) or verify judged its runs INVALID, 75 stopped by SIGUSR1 after a checkpoint "
+      "(resume with run --restart), 143, 130\n"
       "or 138 stopped after a step by SIGTERM, SIGINT or SIGUSR1 without a checkpoint (docs/RUNNING.md).",
       "minimllm"};
   app.set_version_flag("--version", version_text());
@@ -226,7 +227,11 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       ->add_option("--cost-model", sim.cost_model,
                    "Calibration file (from minimllm calibrate), overriding the deck's parallel.cost_model")
       ->check(non_empty());
-  simulate->add_option("--out,-o", sim.out, "HDF5 output file (/simulation/<policy>: one row per step)")
+  simulate
+      ->add_option(
+          "--out,-o", sim.out,
+          "HDF5 output file (/simulation/<policy>: one row per step; default: <deck name>-simulate-<UTC "
+          "date-time>.h5 in the working directory)")
       ->check(non_empty());
   simulate->add_flag("--overwrite", sim.overwrite, "Replace the output file if it exists");
   simulate->failure_message(one_line);
@@ -256,11 +261,40 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   calibrate->add_flag("--overwrite", cal.overwrite, "Replace the output file if it exists");
   calibrate->failure_message(one_line);
 
+  VerifyRequest ver;
+  CLI::App* verify = app.add_subcommand(
+      "verify",
+      "Judge benchmark run files again from what they record, with the checks their runs applied and the "
+      "rules of a reported result (docs/RUN_RULES.md), and write a submission file (JSON: the machine, the "
+      "build, every run, the FOM's median and spread, the verdict; docs/SUBMISSION.md). Exit codes: 0 "
+      "VALID, 3 INVALID (every failure on one line), 2 a file that cannot be judged");
+  verify
+      ->add_option(
+          "files", ver.files,
+          "Run files (HDF5) of benchmark runs (run with --reference or a deck's benchmark.reference): "
+          "the repetitions of one configuration, at least 3")
+      ->required();
+  verify->add_option("--out,-o", ver.out, "Submission file to write (default: submission.json)")
+      ->check(non_empty());
+  verify
+      ->add_option("--reference", ver.reference,
+                   "Benchmark reference to judge every run by, instead of the one each file names "
+                   "(/run/benchmark_reference, relative to the run's working directory)")
+      ->check(CLI::ExistingFile);
+  verify->add_flag("--overwrite", ver.overwrite,
+                   "Replace the submission file if it exists (only a submission file minimllm wrote)");
+  verify->failure_message(one_line);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e, out, err);
-    return {std::nullopt, std::nullopt, code == 0 ? 0 : 2, std::nullopt};
+    return {std::nullopt, std::nullopt, code == 0 ? 0 : 2, std::nullopt, std::nullopt};
+  }
+  if (verify->parsed()) {
+    CliOutcome outcome;
+    outcome.verify = ver;
+    return outcome;
   }
   if (calibrate->parsed()) {
     CliOutcome outcome;
@@ -271,11 +305,11 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
     if (simulate->count("--steps")) sim.steps = sim_steps;
     if (simulate->count("--global-batch")) sim.global_batch = global_batch;
     if (simulate->count("--tokens-per-rank")) sim.tokens_per_rank = tokens_per_rank;
-    return {std::nullopt, sim, 0, std::nullopt};
+    return {std::nullopt, sim, 0, std::nullopt, std::nullopt};
   }
   if (run->count("--steps")) request.steps = steps;
   if (run->count("--global-batch")) request.global_batch = run_global_batch;
-  return {request, std::nullopt, 0, std::nullopt};
+  return {request, std::nullopt, 0, std::nullopt, std::nullopt};
 }
 
 }  // namespace minimllm

@@ -15,7 +15,8 @@
 
 #include "build_info.hpp"
 #include "minimllm/core/device.hpp"
-#include "minimllm/kernels/gemm.hpp"  // blas_config
+#include "minimllm/kernels/gemm.hpp"      // blas_config
+#include "minimllm/metrics/cpu_peak.hpp"  // detect_cpu
 #include "minimllm/parallel/communicator.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA) || defined(MINIMLLM_ENABLE_NCCL)
@@ -93,6 +94,11 @@ std::vector<RunAttribute> gather_provenance(const RunConfig& config, const World
                                             const std::string& command_line) {
   const std::string hostnames = distinct_over_ranks(host_name(), world);
   const std::string devices = distinct_over_ranks(device_name(), world);
+  const CpuDescription cpu = detect_cpu();
+  const std::string cpus = distinct_over_ranks(!cpu.model_name.empty() ? cpu.model_name
+                                               : !cpu.arch.empty()     ? cpu.arch
+                                                                       : "unknown",
+                                               world);
   const long long nodes = 1 + std::count(hostnames.begin(), hostnames.end(), '\n');
   const char* job = std::getenv("SLURM_JOB_ID");
   std::vector<RunAttribute> p = {
@@ -110,12 +116,14 @@ std::vector<RunAttribute> gather_provenance(const RunConfig& config, const World
       {"cxx_flags", std::string(MINIMLLM_CXX_FLAGS)},
       {"kokkos", kokkos_description()},
       {"mpi_library", mpi_library_version()},
+      {"blas", blas_config()},
       {"hostname", host_name()},
       {"hostnames", hostnames},
       {"nodes", nodes},
       {"ranks", static_cast<long long>(world.size)},
       {"ranks_per_node", static_cast<long long>(ranks_per_node(world))},
       {"devices", devices},
+      {"cpus", cpus},
       {"slurm_job_id", std::string(job ? job : "")},
       {"slurm_environment", slurm_environment()},
   };

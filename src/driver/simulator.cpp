@@ -278,7 +278,7 @@ std::vector<RunAttribute> simulation_provenance(const RunConfig& config, const S
   std::vector<RunAttribute> out;
   for (RunAttribute& a : gather_provenance(config, World::of(MPI_COMM_SELF), options.command_line)) {
     if (a.name == "ranks" || a.name == "ranks_per_node" || a.name == "nodes" || a.name == "hostnames" ||
-        a.name == "devices" || a.name == "slurm_environment")
+        a.name == "devices" || a.name == "cpus" || a.name == "slurm_environment")
       continue;
     if (a.name == "hostname") a.name = "simulated_on";
     if (a.name == "start_time_utc") a.value = start_time;

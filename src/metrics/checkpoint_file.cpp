@@ -94,39 +94,6 @@ std::vector<char> checkpoint_image(const std::string& path, const CheckpointCont
   return image;
 }
 
-// The /checkpoint attribute of attr's type: a string, a float64 or an int64.
-herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t*, void* out) {
-  auto& attributes = *static_cast<std::vector<RunAttribute>*>(out);
-  const hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
-  if (attr < 0) return -1;
-  Scoped closing(attr, H5Aclose);
-  Scoped type(H5Aget_type(attr), H5Tclose);
-  switch (H5Tget_class(type.get())) {
-    case H5T_STRING: {
-      if (H5Tis_variable_str(type.get()) <= 0) return -1;
-      char* text = nullptr;
-      if (H5Aread(attr, type.get(), &text) < 0) return -1;
-      attributes.push_back({name, std::string(text ? text : "")});
-      H5free_memory(text);
-      return 0;
-    }
-    case H5T_FLOAT: {
-      double value = 0.0;
-      if (H5Aread(attr, H5T_NATIVE_DOUBLE, &value) < 0) return -1;
-      attributes.push_back({name, value});
-      return 0;
-    }
-    case H5T_INTEGER: {
-      long long value = 0;
-      if (H5Aread(attr, H5T_NATIVE_LLONG, &value) < 0) return -1;
-      attributes.push_back({name, value});
-      return 0;
-    }
-    default:
-      return -1;
-  }
-}
-
 // What read_array gathers: the arrays, and the first one whose stored sha256 differs from its values'.
 struct ArraysRead {
   std::vector<std::pair<std::string, std::vector<float>>>& arrays;
@@ -138,7 +105,7 @@ struct ArraysRead {
 std::string stored_digest(hid_t data) {
   if (H5Aexists(data, "sha256") <= 0) return "";
   std::vector<RunAttribute> attributes;
-  H5Aiterate2(data, H5_INDEX_NAME, H5_ITER_INC, nullptr, read_attribute, &attributes);
+  H5Aiterate2(data, H5_INDEX_NAME, H5_ITER_INC, nullptr, hdf5::collect_attribute, &attributes);
   for (const RunAttribute& a : attributes)
     if (a.name == "sha256")
       if (const auto* text = std::get_if<std::string>(&a.value)) return *text;
@@ -220,7 +187,7 @@ CheckpointContents read_checkpoint_file(const std::string& path) {
   Scoped file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (file.get() < 0) throw InputError(fmt::format("{}: not an HDF5 file (not a minimllm checkpoint)", path));
   std::vector<RunAttribute> root;
-  H5Aiterate2(file.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, read_attribute, &root);
+  H5Aiterate2(file.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, hdf5::collect_attribute, &root);
   CheckpointContents format{root, {}};
   const bool is_checkpoint = [&] {
     for (const RunAttribute& a : root)
@@ -241,8 +208,8 @@ CheckpointContents read_checkpoint_file(const std::string& path) {
   Scoped group(H5Gopen2(file.get(), "checkpoint", H5P_DEFAULT), H5Gclose);
   Scoped state(H5Gopen2(file.get(), "state", H5P_DEFAULT), H5Gclose);
   if (group.get() < 0 || state.get() < 0 ||
-      H5Aiterate2(group.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, read_attribute, &contents.attributes) <
-          0 ||
+      H5Aiterate2(group.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, hdf5::collect_attribute,
+                  &contents.attributes) < 0 ||
       H5Literate(state.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, read_array, &arrays) < 0)
     throw InputError(
         fmt::format("{}: cannot read the checkpoint (damaged, or not written by minimllm)", path));

@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include <filesystem>
+#include <vector>
 
 namespace minimllm::hdf5 {
 
@@ -44,6 +45,38 @@ void write_run_attribute(hid_t obj, const RunAttribute& a, const std::string& pa
     write_attribute(obj, a.name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, real, path);
   } else {
     write_attribute(obj, a.name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &std::get<long long>(a.value), path);
+  }
+}
+
+herr_t collect_attribute(hid_t obj, const char* name, const H5A_info_t*, void* out) {
+  auto& attributes = *static_cast<std::vector<RunAttribute>*>(out);
+  const hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
+  if (attr < 0) return -1;
+  Scoped closing(attr, H5Aclose);
+  Scoped type(H5Aget_type(attr), H5Tclose);
+  switch (H5Tget_class(type.get())) {
+    case H5T_STRING: {
+      if (H5Tis_variable_str(type.get()) <= 0) return -1;
+      char* text = nullptr;
+      if (H5Aread(attr, type.get(), &text) < 0) return -1;
+      attributes.push_back({name, std::string(text ? text : "")});
+      H5free_memory(text);
+      return 0;
+    }
+    case H5T_FLOAT: {
+      double value = 0.0;
+      if (H5Aread(attr, H5T_NATIVE_DOUBLE, &value) < 0) return -1;
+      attributes.push_back({name, value});
+      return 0;
+    }
+    case H5T_INTEGER: {
+      long long value = 0;
+      if (H5Aread(attr, H5T_NATIVE_LLONG, &value) < 0) return -1;
+      attributes.push_back({name, value});
+      return 0;
+    }
+    default:
+      return -1;
   }
 }
 

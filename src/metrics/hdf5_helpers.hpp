@@ -48,4 +48,9 @@ void write_string_attribute(hid_t obj, const std::string& name, const std::strin
 // A string, float64 or int64 attribute, by the RunAttribute's type.
 void write_run_attribute(hid_t obj, const RunAttribute& a, const std::string& path);
 
+// An H5Aiterate2 callback appending attribute `name` of obj to the std::vector<RunAttribute> at out, as the
+// writers write them: a variable-length string, a float64 or an int64 (any integer or float type is read
+// as one); -1 (the iteration stops) for any other type or a failed read.
+herr_t collect_attribute(hid_t obj, const char* name, const H5A_info_t* info, void* out);
+
 }  // namespace minimllm::hdf5

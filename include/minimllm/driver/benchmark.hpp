@@ -27,9 +27,14 @@ std::optional<BenchmarkReference> find_benchmark_reference(const RunConfig& conf
 std::string problem_text(const std::string& deck_text);
 std::string problem_sha256(const std::string& deck_text);
 
+// The at least 3 VALID runs of one configuration a reported result needs (docs/RUN_RULES.md, "Run length,
+// repetitions and scoring").
+constexpr int kMinimumRepetitions = 3;
+
 struct BenchmarkVerdict {
   bool valid = false;
-  std::string reason;  // why not VALID (every failed check, "; "-separated); empty when valid
+  std::string reason;                 // why not VALID (every failed check, "; "-separated); empty when valid
+  std::vector<std::string> failures;  // the same, one entry per failed check
   // Check (a): the loss at the reference step.
   bool reached = false;  // the run got to the reference step
   double loss = 0.0, loss_relative_difference = 0.0;
@@ -46,10 +51,24 @@ struct BenchmarkVerdict {
   double timed_seconds = 0.0;
 };
 
+// Check (b)'s outcome: the first `steps` steps re-run under `static`, and the largest relative difference
+// of their losses from the run's own.
+struct InvarianceResult {
+  int steps = 0;
+  double max_relative_difference = 0.0;
+};
+
 // Judges a finished run against ref. Collective over world: check (b) trains
-// min(ref.invariance_steps, steps run) steps under `static` (no output).
+// min(ref.invariance_steps, steps run) steps under `static` (no output); the rest is judge_recorded's.
 BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& ref, const TrainResult& result,
                            const World& world);
+
+// Judges a finished run on `ranks` ranks from what it recorded (local, nothing trained): the steps' loss,
+// gradient norm, tokens, samples and FLOPs, the timed seconds and the MFU peak and attainable rate of result,
+// and check (b)'s outcome. judge_run calls it with the invariance it measured; `minimllm verify` with what a
+// run's file holds (driver/verify.hpp).
+BenchmarkVerdict judge_recorded(const RunConfig& config, const BenchmarkReference& ref,
+                                const TrainResult& result, int ranks, const InvarianceResult& invariance);
 
 // Both checks, the FOM line (`minimllm FOM ...`, greppable) and VALID or `INVALID: <reason>`.
 void print_verdict(std::ostream& out, const RunConfig& config, const BenchmarkReference& ref,

@@ -4,12 +4,14 @@
 // [--machine FILE] [--memory-gib M] [--policy P|all] [--cp N|best] [--tokens-per-rank T] [--steps N]
 // [--gflops G] [--cost-model FILE] [--out FILE] [--overwrite]`, `minimllm calibrate DECK [--out FILE]
 // [--sizes K] [--repeats R] [--rows N]
-// [--overwrite]`, --help, --version.
+// [--overwrite]`, `minimllm verify FILE... [--out FILE] [--reference FILE] [--overwrite]`, --help, --version.
 #pragma once
 
 #include <iosfwd>
 #include <optional>
 #include <string>
+
+#include "minimllm/driver/verify.hpp"  // VerifyRequest
 
 namespace minimllm {
 
@@ -41,7 +43,7 @@ struct SimulateRequest {
   double planning_ms = -1.0;        // planning work per step charged; < 0: measured
   std::string machine;              // a machine file replacing the deck's machine section; empty: none
   std::string cost_model;           // calibration file, overriding parallel.cost_model
-  std::string out;                  // empty: no HDF5 output
+  std::string out;                  // empty: <name>-simulate-<UTC timestamp>.h5 in the working directory
   bool overwrite = false;
 };
 
@@ -57,6 +59,7 @@ struct CliOutcome {
   std::optional<SimulateRequest> simulate;    // set when there is a simulation to do
   int exit_code = 0;                          // otherwise: 0 after --help/--version, 2 for invalid arguments
   std::optional<CalibrateRequest> calibrate;  // set when there is a calibration to do
+  std::optional<VerifyRequest> verify;        // set when there are run files to verify
 };
 
 // Parses argv. Help, version and errors are printed to out/err (pass null streams on ranks != 0).

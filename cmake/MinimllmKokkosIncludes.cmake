@@ -1,0 +1,25 @@
+# minimllm_fix_kokkos_includes(): after find_package(Kokkos), points Kokkos::kokkos at its real include
+# directory where its config names one that does not exist (Debian's Kokkos 3.4.01 names <prefix>/include;
+# the headers are in /usr/include/trilinos). Used by the build and by the installed package config
+# (minimllmConfig.cmake), so a project using find_package(minimllm) gets the same fix.
+function(minimllm_fix_kokkos_includes)
+  get_target_property(_kokkos_inc Kokkos::kokkos INTERFACE_INCLUDE_DIRECTORIES)
+  set(_kokkos_inc_ok TRUE)
+  foreach(_dir IN LISTS _kokkos_inc)
+    if(NOT _dir MATCHES "^\\$<" AND NOT EXISTS "${_dir}")
+      set(_kokkos_inc_ok FALSE)
+    endif()
+  endforeach()
+  if(NOT _kokkos_inc_ok)
+    set(_kokkos_real_inc "")
+    foreach(_dir IN LISTS Kokkos_INCLUDE_DIRS)
+      get_filename_component(_real "${_dir}" REALPATH)
+      list(APPEND _kokkos_real_inc "${_real}")
+    endforeach()
+    if(NOT _kokkos_real_inc AND EXISTS /usr/include/trilinos/Kokkos_Core.hpp)
+      set(_kokkos_real_inc /usr/include/trilinos)
+    endif()
+    message(STATUS "minimllm: fixing Kokkos::kokkos include dirs (${_kokkos_inc}) -> ${_kokkos_real_inc}")
+    set_target_properties(Kokkos::kokkos PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_kokkos_real_inc}")
+  endif()
+endfunction()
