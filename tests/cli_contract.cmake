@@ -97,6 +97,8 @@ if(NOT EXISTS ${WORK_DIR}/sim.h5)
   math(EXPR failures "${failures} + 1")
 endif()
 expect(simulate_no_ranks 2 "--ranks" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml)
+expect(simulate_too_many_ranks 2 "--ranks.*1048576" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml
+       --ranks 1048577)
 expect(simulate_bad_policy 2 "--policy" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4
        --policy deck)
 # static's context-parallel degree must divide the ranks; a sample longer than its bin is invalid input.

@@ -158,10 +158,12 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       "Plan every step of a deck for N virtual ranks with the cost model, without compute, and "
       "compare policies (projected step time, tokens/s, idle and communication shares)");
   simulate->add_option("deck", sim.deck, "Input deck")->required()->check(CLI::ExistingFile);
-  simulate->add_option("--ranks", sim.ranks, "Virtual ranks")
+  // The simulator's time grows about linearly in the virtual ranks (and the samples): at 2^20 ranks, about
+  // 9 s per simulated step of every policy on one core (docs/PARALLELISM.md).
+  simulate->add_option("--ranks", sim.ranks, "Virtual ranks (at most 1048576)")
       ->required()
       ->transform(decimal())
-      ->check(CLI::Range(1, 1 << 24));
+      ->check(CLI::Range(1, 1 << 20));
   simulate
       ->add_option("--ranks-per-node", sim.ranks_per_node,
                    "Virtual ranks per node, overriding the machine's ranks_per_node (default 8)")
