@@ -77,6 +77,19 @@ TEST(Watchdog, ACheckpointWaitsForEveryRank) {
             std::string::npos);
 }
 
+// A rank waiting for one peer's message (a pipeline stage's activations or gradients) names that rank.
+TEST(Watchdog, AWaitForOnePeerNamesIt) {
+  heartbeat_waiting_for("pipeline", 5);
+  HeartbeatState state = heartbeat_state();
+  EXPECT_EQ(state.peer, 5);
+  state.step = 3;
+  const std::string line = stall_message(4, state, 30.0, 20.0, true);
+  EXPECT_NE(line.find("in pipeline of step 3"), std::string::npos) << line;
+  EXPECT_NE(line.find("waits for a message from rank 5"), std::string::npos) << line;
+  heartbeat("llm");  // any other progress forgets the peer
+  EXPECT_EQ(heartbeat_state().peer, -1);
+}
+
 TEST(Watchdog, AutomaticTimeoutFollowsTheSlowestStep) {
   double offset = 0.0;
   int fired = 0;

@@ -15,6 +15,7 @@ std::atomic<int> g_step{-1};
 std::atomic<const char*> g_where{"start-up"};
 std::atomic<double> g_since{0.0};
 std::atomic<unsigned long long> g_beats{0};
+std::atomic<int> g_peer{-1};
 
 constexpr double kMinimumTimeout = 300.0;  // seconds, the automatic timeout's floor
 constexpr double kSlowestStepFactor = 10.0;
@@ -33,8 +34,11 @@ double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void heartbeat(const char* where) {
+void heartbeat(const char* where) { heartbeat_waiting_for(where, -1); }
+
+void heartbeat_waiting_for(const char* where, int peer) {
   g_where.store(where, std::memory_order_relaxed);
+  g_peer.store(peer, std::memory_order_relaxed);
   g_since.store(steady_seconds(), std::memory_order_relaxed);
   g_beats.fetch_add(1, std::memory_order_release);
 }
@@ -50,6 +54,7 @@ HeartbeatState heartbeat_state() {
   state.since = g_since.load(std::memory_order_relaxed);
   state.step = g_step.load(std::memory_order_relaxed);
   state.where = g_where.load(std::memory_order_relaxed);
+  state.peer = g_peer.load(std::memory_order_relaxed);
   return state;
 }
 
@@ -62,13 +67,20 @@ std::string stall_message(int rank, const HeartbeatState& state, double stalled_
                           bool configured) {
   char line[512];
   const bool waiting = waits_for_others(state.where);
+  char peer[160];
+  std::snprintf(
+      peer, sizeof peer,
+      "this rank waits for a message from rank %d, the one to look at unless it printed such a line "
+      "too",
+      state.peer);
   std::snprintf(line, sizeof line,
                 "minimllm: rank %d: stalled: no progress for %.0f s in %s of step %d (runtime.stall_timeout: "
                 "%.0f s%s); %s; ending the run (exit 1)",
                 rank, stalled_for, state.where, state.step, timeout, configured ? "" : ", automatic",
-                waiting ? "this phase waits for every rank, so another rank may be the one stalled: a rank "
-                          "that printed no such line stopped before reaching it"
-                        : "this rank itself made no progress");
+                state.peer >= 0 ? peer
+                : waiting ? "this phase waits for every rank, so another rank may be the one stalled: a rank "
+                            "that printed no such line stopped before reaching it"
+                          : "this rank itself made no progress");
   return line;
 }
 

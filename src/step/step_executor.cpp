@@ -6,6 +6,7 @@
 
 #include "minimllm/core/clock.hpp"
 #include "minimllm/core/phase.hpp"
+#include "minimllm/core/watchdog.hpp"
 #include "minimllm/step/pipeline_schedule.hpp"
 
 namespace minimllm {
@@ -110,6 +111,7 @@ void StepExecutor::run_one_f_one_b(StepInputs& inputs, const t_mat& received, co
   std::vector<std::unique_ptr<CommRequest>> forward_sends(count), backward_sends;
   const auto receive = [&](std::size_t rows, int peer, int tag) {
     clock.enter(Phase::pipeline);
+    heartbeat_waiting_for("pipeline", stages.world_ranks().at(peer));
     t_mat rows_in(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("pipeline::received")), rows,
                   width);
     stages.irecv(rows_in.data(), rows_in.size(), peer, tag)->wait();
@@ -177,6 +179,7 @@ void StepExecutor::run_phases(const RankWork& work, StepInputs& inputs, StepOutc
     Communicator& stages = *stage.comm;
     const int encoder = stage.group_rank(-1);
     clock.enter(Phase::pipeline);
+    heartbeat_waiting_for("pipeline", stages.world_ranks().at(encoder));
     t_mat received("boundary::received", work.received_rows, width);
     stages.irecv(received.data(), received.size(), encoder, kImageRowsTag)->wait();
     clock.enter(Phase::llm);
@@ -234,6 +237,7 @@ void StepExecutor::run_encoder_stage(const RankWork& work, StepInputs& inputs, S
   const EncodedImages images = encode(work, inputs, out, clock);
   clock.enter(Phase::pipeline);
   const int llm = stage.group_rank(0);
+  heartbeat_waiting_for("pipeline", stages.world_ranks().at(llm));
   t_mat d_received("boundary::d_received", work.received_rows, model_.config().llm.width);
   const std::unique_ptr<CommRequest> gradients =
       stages.irecv(d_received.data(), d_received.size(), llm, kImageGradientsTag);

@@ -20,10 +20,13 @@ struct HeartbeatState {
   const char* where = "start-up";
   double since = 0.0;
   unsigned long long beats = 0;  // how many heartbeats so far: any change is progress
+  int peer = -1;                 // the world rank whose message it waits for; -1: none (or a collective)
 };
 double steady_seconds();            // std::chrono::steady_clock, in seconds (not fenced, unlike now_seconds)
 void heartbeat(const char* where);  // progress: now doing `where`
 void heartbeat_step(int step, const char* where);  // progress: step `step` begins with `where`
+// Progress: now waiting in `where` for one rank's message (world rank `peer`), which a stall names.
+void heartbeat_waiting_for(const char* where, int peer);
 HeartbeatState heartbeat_state();
 
 // runtime.stall_timeout: `configured` seconds when > 0, else max(300 s, 10 x the slowest step so far).
