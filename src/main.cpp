@@ -104,11 +104,40 @@ std::vector<minimllm::InputText> input_texts(const Input& input) {
   return texts;
 }
 
-// The output files of a run: one, or with --policy all one per policy (<out stem>-<policy>.h5).
-std::vector<std::string> run_output_paths(const minimllm::RunRequest& request, const std::string& out) {
-  if (request.policy != "all") return {out};
+// The policies a run trains: the deck's or --policy's, or with --policy all every planner.
+std::vector<std::string> run_policies(const minimllm::RunRequest& request,
+                                      const minimllm::RunConfig& config) {
+  if (request.policy == "all") return minimllm::planner_names();
+  return {request.policy.empty() ? config.parallel.policy : request.policy};
+}
+
+// Whether a run compares runs (every policy, or repetitions): the comparison is printed and written to
+// <out stem>-comparison.csv.
+bool compares_runs(const minimllm::RunRequest& request) {
+  return request.policy == "all" || request.repeat > 1;
+}
+
+std::string comparison_path(const std::string& out) {
+  const auto dot = out.rfind(".h5");
+  return (dot == std::string::npos ? out : out.substr(0, dot)) + "-comparison.csv";
+}
+
+// The output file of repetition k (0-based) of a policy: out itself for a single run; <out stem>-<policy>.h5
+// with --policy all; -r<k+1> added with --repeat.
+std::string run_output_path(const minimllm::RunRequest& request, const std::string& out,
+                            const std::string& policy, int k) {
+  std::string path = request.policy == "all" ? with_suffix(out, policy) : out;
+  return request.repeat > 1 ? with_suffix(path, "r" + std::to_string(k + 1)) : path;
+}
+
+// Every output file of a run, repetitions of every policy, and the comparison file.
+std::vector<std::string> run_output_paths(const minimllm::RunRequest& request,
+                                          const minimllm::RunConfig& config, const std::string& out) {
   std::vector<std::string> paths;
-  for (const std::string& policy : minimllm::planner_names()) paths.push_back(with_suffix(out, policy));
+  for (int k = 0; k < request.repeat; ++k)
+    for (const std::string& policy : run_policies(request, config))
+      paths.push_back(run_output_path(request, out, policy, k));
+  if (compares_runs(request)) paths.push_back(comparison_path(out));
   return paths;
 }
 
@@ -144,9 +173,10 @@ Input read_run_input(const minimllm::RunRequest& request, const minimllm::World&
   if (checkpointing)
     input.checkpoint =
         request.checkpoint.empty() ? minimllm::default_checkpoint_path(input.out) : request.checkpoint;
-  if (request.policy == "all" && (checkpointing || !request.restart.empty()))
+  if (compares_runs(request) && (checkpointing || !request.restart.empty()))
     throw minimllm::InputError(
-        "--policy all: checkpoints and restarts are per run; give one policy with --checkpoint-every, "
+        std::string(request.policy == "all" ? "--policy all" : "--repeat") +
+        ": checkpoints and restarts are per run; give one policy and no --repeat with --checkpoint-every, "
         "--checkpoint or --restart");
   if (!request.restart.empty() && input.reference)
     throw minimllm::InputError(
@@ -159,7 +189,7 @@ Input read_run_input(const minimllm::RunRequest& request, const minimllm::World&
     std::vector<minimllm::RunInputFile> inputs = run_input_files(request, config);
     std::vector<minimllm::RunInputFile> out_inputs = inputs;
     out_inputs.push_back({"restart checkpoint", request.restart});  // the checkpoint may go on (below)
-    for (const std::string& path : run_output_paths(request, input.out))
+    for (const std::string& path : run_output_paths(request, config, input.out))
       minimllm::check_output_path(path, request.overwrite, out_inputs);
     if (checkpointing) {
       inputs.push_back({"output file", input.out});
@@ -235,24 +265,39 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
   options.checkpoint_every = request.checkpoint_every;
   options.restart_path = request.restart;
   minimllm::TrainResult result;
-  if (request.policy != "all") {
+  if (!compares_runs(request)) {
     if (!request.policy.empty()) config.parallel.policy = request.policy;
     const int code = train_and_judge(config, world, options, reference, result);
     return result.stopped_on_request ? stopped_code(result) : code;
   }
-  // Every planner on the same data, one after the other, each from the same initial model.
-  std::vector<std::pair<std::string, minimllm::TrainResult>> results;
-  const std::vector<std::string> paths = run_output_paths(request, input.out);  // checked before any ran
+  // Every policy on the same data, each run from the same initial model; repetitions interleaved (every
+  // policy once, then again), so that a drift of the machine spreads over all of them. Every output path
+  // was checked before any ran.
+  std::vector<minimllm::PolicyRuns> policies;
+  for (const std::string& policy : run_policies(request, config)) policies.push_back({policy, {}, {}});
   int code = 0;
-  for (size_t p = 0; p < paths.size(); ++p) {
-    const std::string& policy = minimllm::planner_names()[p];
-    config.parallel.policy = policy;
-    options.out_path = paths[p];
-    code = std::max(code, train_and_judge(config, world, options, reference, result));
-    results.emplace_back(policy, result);
-    if (result.stopped_on_request) return stopped_code(result);  // the policies after it do not run
+  for (int k = 0; k < request.repeat; ++k)
+    for (minimllm::PolicyRuns& p : policies) {
+      config.parallel.policy = p.policy;
+      options.out_path = run_output_path(request, input.out, p.policy, k);
+      code = std::max(code, train_and_judge(config, world, options, reference, result));
+      p.runs.push_back(result), p.files.push_back(options.out_path);
+      if (result.stopped_on_request) return stopped_code(result);  // the runs after it do not run
+    }
+  std::exception_ptr error;
+  try {
+    if (world.is_root()) {
+      minimllm::print_policy_comparison(std::cout, policies, config.parallel.cp);
+      const std::string csv = minimllm::policy_comparison_csv(policies, config.parallel.cp);
+      const std::string path = comparison_path(input.out);
+      minimllm::write_file_atomically(path, csv.data(), csv.size(), "comparison file", "--out",
+                                      request.overwrite);
+      std::cout << "comparison written to " << path << "\n";
+    }
+  } catch (...) {
+    error = std::current_exception();
   }
-  if (world.is_root()) minimllm::print_policy_comparison(std::cout, results, config.parallel.cp);
+  minimllm::agree_on_error(world.comm, error);
   return code;
 }
 

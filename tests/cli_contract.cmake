@@ -318,6 +318,25 @@ expect(policy_all_output_names_the_deck 2 "pdeck-dhp.h5: the output file would r
        run pdeck-dhp.h5 --steps 1 --policy all --out pdeck.h5 --overwrite)
 expect_no_file(policy_all_output_names_the_deck_nothing_run pdeck-static.h5)
 
+# --repeat: each policy's runs in files of their own and the comparison in a CSV, one row per run; a second
+# time, the existing comparison file stops it before anything runs.
+expect(repeat_runs 0 "" ${MINIMLLM} run --steps 2 --policy static --repeat 2 --out rep.h5)
+file(STRINGS ${WORK_DIR}/rep-comparison.csv rep_rows)
+list(LENGTH rep_rows rep_count)
+if(rep_count EQUAL 3 AND EXISTS ${WORK_DIR}/rep-r1.h5 AND EXISTS ${WORK_DIR}/rep-r2.h5
+   AND rep_rows MATCHES "static,2,rep-r2.h5,2,")
+  message(STATUS "ok   repeat_runs_files")
+else()
+  message(STATUS "FAIL repeat_runs_files: ${rep_count} rows: ${rep_rows}")
+  math(EXPR failures "${failures} + 1")
+endif()
+file(REMOVE ${WORK_DIR}/rep-r1.h5 ${WORK_DIR}/rep-r2.h5)
+expect(repeat_existing_comparison 2 "rep-comparison.csv: output file exists" ${MINIMLLM} run --steps 2 --repeat 2
+       --out rep.h5)
+expect_no_file(repeat_existing_comparison_nothing_run rep-r1.h5)
+expect(repeat_checkpoint 2 "--repeat: checkpoints and restarts are per run" ${MINIMLLM} run --steps 2 --repeat 2
+       --checkpoint-every 1 --out rep2.h5)
+
 # --overwrite of a file a running minimllm writes is refused and the file is kept: the running job is
 # stood in for by flock(1) holding the lock on first.h5.lock while the second run starts.
 find_program(FLOCK flock)

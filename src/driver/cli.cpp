@@ -119,8 +119,14 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   run->add_option("--policy", request.policy,
                   "Layout policy, overriding the deck's parallel.policy (policies below); `all` runs every "
                   "planner in turn on the same data and compares them (one output file per policy: "
-                  "<out>-<policy>.h5)")
+                  "<out>-<policy>.h5; the comparison also in <out>-comparison.csv)")
       ->check(CLI::IsMember(policies));
+  run->add_option("--repeat", request.repeat,
+                  "Run each policy N times, interleaved (every policy once, then again), one output file per "
+                  "run (<out>-<policy>-r<k>.h5, or <out>-r<k>.h5 for one policy); the comparison shows the "
+                  "median and spread and is written to <out>-comparison.csv (default 1)")
+      ->transform(decimal())
+      ->check(CLI::Range(1, 1000));
   run->footer(policy_help());
   run->add_option("--cost-model", request.cost_model,
                   "Calibration file (from minimllm calibrate) for the planners and predictions, overriding "

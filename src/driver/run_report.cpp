@@ -190,36 +190,96 @@ void print_summary(std::ostream& log, const TrainResult& r, const World& world, 
       world.size);
 }
 
-void print_policy_comparison(std::ostream& out, const std::vector<std::pair<std::string, TrainResult>>& runs,
-                             int static_cp) {
-  if (runs.empty()) return;
-  const auto base =
-      std::find_if(runs.begin(), runs.end(), [](const auto& run) { return run.first == baseline_policy(); });
-  const auto& [base_policy, base_run] = base != runs.end() ? *base : runs.front();
-  const std::string baseline =
-      base_policy == baseline_policy() ? fmt::format("{} (cp {})", base_policy, static_cp) : base_policy;
-  const auto tps = [](const StepRecord& s) { return s.tokens_per_second; };
-  const double base_tps = median_after_warmup(base_run, tps);
-  const double base_loss = base_run.steps.back().loss;
+namespace {
+
+// What the comparison reports of one run: medians over its steps after the warm-up.
+struct RunFigures {
+  double step = 0.0, tokens_per_second = 0.0, predicted = 0.0, predicted_over_bound = 0.0, last_loss = 0.0;
+};
+
+RunFigures run_figures(const TrainResult& r) {
+  RunFigures f;
+  f.step = median_after_warmup(r, [](const StepRecord& s) { return s.step_seconds; });
+  f.tokens_per_second = median_after_warmup(r, [](const StepRecord& s) { return s.tokens_per_second; });
+  f.predicted = median_after_warmup(r, [](const StepRecord& s) { return s.predicted_seconds; });
+  f.predicted_over_bound = median_after_warmup(r, [](const StepRecord& s) {
+    return s.lower_bound_seconds > 0 ? s.predicted_seconds / s.lower_bound_seconds : 0.0;
+  });
+  f.last_loss = r.steps.empty() ? 0.0 : r.steps.back().loss;
+  return f;
+}
+
+std::vector<double> figure_of_runs(const PolicyRuns& p, double RunFigures::*field) {
+  std::vector<double> values;
+  for (const TrainResult& r : p.runs) values.push_back(run_figures(r).*field);
+  return values;
+}
+
+// The baseline: static's runs where they are among the policies, else the first policy's; its name with
+// its degree.
+// A CSV field: quoted (quotes doubled) where it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+const PolicyRuns& baseline_runs(const std::vector<PolicyRuns>& policies) {
+  const auto base = std::find_if(policies.begin(), policies.end(),
+                                 [](const PolicyRuns& p) { return p.policy == baseline_policy(); });
+  return base != policies.end() ? *base : policies.front();
+}
+
+std::string baseline_name(const PolicyRuns& base, int static_cp) {
+  return base.policy == baseline_policy() ? fmt::format("{} (cp {})", base.policy, static_cp) : base.policy;
+}
+
+}  // namespace
+
+void print_policy_comparison(std::ostream& out, const std::vector<PolicyRuns>& policies, int static_cp) {
+  if (policies.empty() || policies.front().runs.empty()) return;
+  const PolicyRuns& base = baseline_runs(policies);
+  const double base_tps = median(figure_of_runs(base, &RunFigures::tokens_per_second));
+  const double base_loss = run_figures(base.runs.front()).last_loss;
   out << fmt::format(
-      "\npolicy comparison (same data; rates from steps after the warm-up; speed-up and loss difference "
-      "over {}, parallel.cp; `minimllm simulate --cp best` finds its fastest degree):\n",
-      baseline);
-  out << fmt::format("{:<12} {:>10} {:>11} {:>8} {:>13} {:>10} {:>11} {:>11} {:>12}\n", "policy", "step ms",
-                     "tokens/s", "speed-up", "predicted ms", "pred/meas", "pred./LB", "last loss",
-                     "loss diff");
-  for (const auto& [policy, r] : runs) {
-    const double step = median_after_warmup(r, [](const StepRecord& s) { return s.step_seconds; });
-    const double predicted = median_after_warmup(r, [](const StepRecord& s) { return s.predicted_seconds; });
-    const double ratio = median_after_warmup(r, [](const StepRecord& s) {
-      return s.lower_bound_seconds > 0 ? s.predicted_seconds / s.lower_bound_seconds : 0.0;
-    });
-    const double loss = r.steps.back().loss;
+      "\npolicy comparison (same data; {} run(s) each; rates from steps after the warm-up, median over the "
+      "runs, spread min-max; speed-up and loss difference over {}, parallel.cp; `minimllm simulate --cp "
+      "best` "
+      "finds its fastest degree):\n",
+      base.runs.size(), baseline_name(base, static_cp));
+  out << fmt::format("{:<12} {:>10} {:>11} {:>19} {:>8} {:>13} {:>10} {:>11} {:>11} {:>12}\n", "policy",
+                     "step ms", "tokens/s", "tokens/s spread", "speed-up", "predicted ms", "pred/meas",
+                     "pred./LB", "last loss", "loss diff");
+  for (const PolicyRuns& p : policies) {
+    const std::vector<double> tps = figure_of_runs(p, &RunFigures::tokens_per_second);
+    const double step = median(figure_of_runs(p, &RunFigures::step));
+    const double predicted = median(figure_of_runs(p, &RunFigures::predicted));
+    const double loss = run_figures(p.runs.front()).last_loss;
+    const auto [low, high] = std::minmax_element(tps.begin(), tps.end());
     out << fmt::format(
-        "{:<12} {:>10.1f} {:>11.0f} {:>7.2f}x {:>13.2f} {:>10.3f} {:>11.3f} {:>11.5f} {:>12.1e}\n", policy,
-        1e3 * step, median_after_warmup(r, tps), median_after_warmup(r, tps) / base_tps, 1e3 * predicted,
-        predicted / step, ratio, loss, std::abs(loss - base_loss) / base_loss);
+        "{:<12} {:>10.1f} {:>11.0f} {:>19} {:>7.2f}x {:>13.2f} {:>10.3f} {:>11.3f} {:>11.5f} {:>12.1e}\n",
+        p.policy, 1e3 * step, median(tps), fmt::format("{:.0f}-{:.0f}", *low, *high), median(tps) / base_tps,
+        1e3 * predicted, predicted / step, median(figure_of_runs(p, &RunFigures::predicted_over_bound)), loss,
+        std::abs(loss - base_loss) / base_loss);
   }
+}
+
+std::string policy_comparison_csv(const std::vector<PolicyRuns>& policies, int static_cp) {
+  std::string csv =
+      "policy,repetition,file,steps,step_ms,tokens_per_second,speedup,predicted_ms,last_loss,baseline\n";
+  if (policies.empty() || policies.front().runs.empty()) return csv;
+  const PolicyRuns& base = baseline_runs(policies);
+  const double base_tps = median(figure_of_runs(base, &RunFigures::tokens_per_second));
+  for (const PolicyRuns& p : policies)
+    for (size_t k = 0; k < p.runs.size(); ++k) {
+      const RunFigures f = run_figures(p.runs[k]);
+      csv += fmt::format("{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.10g},{}\n", p.policy, k + 1,
+                         csv_field(k < p.files.size() ? p.files[k] : ""), p.runs[k].steps.size(),
+                         1e3 * f.step, f.tokens_per_second, f.tokens_per_second / base_tps, 1e3 * f.predicted,
+                         f.last_loss, baseline_name(base, static_cp));
+    }
+  return csv;
 }
 
 }  // namespace minimllm

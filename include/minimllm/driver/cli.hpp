@@ -28,6 +28,7 @@ struct RunRequest {
   int checkpoint_every = 0;  // 0: no periodic checkpoints
   std::string checkpoint;    // empty: <out without .h5>.ckpt.h5 when checkpointing
   std::string restart;       // a checkpoint to continue from; empty: a fresh start
+  int repeat = 1;            // runs of each policy (interleaved), for the comparison's spread
 };
 
 struct SimulateRequest {
