@@ -593,6 +593,28 @@ TEST_F(BenchmarkVerdictTest, JudgingFromRecordsGivesTheRunsVerdict) {
   EXPECT_EQ(apart.reason, apart.failures[0]);
 }
 
+// Check (a) takes the tolerance of the run's precision: a bf16 run is judged by bf16_relative_tolerance,
+// and without one it cannot be judged (INVALID, naming the key); fp32 runs keep relative_tolerance.
+TEST_F(BenchmarkVerdictTest, ABf16RunIsJudgedByTheBf16Tolerance) {
+  const World world = World::of(MPI_COMM_WORLD);
+  const InvarianceResult same{1, 0.0};
+  RunConfig bf16 = *config_;
+  bf16.runtime.precision = "bf16";
+  BenchmarkReference ref = reference();
+  const BenchmarkVerdict without = judge_recorded(bf16, ref, *result_, world.size, same);
+  EXPECT_FALSE(without.valid);
+  EXPECT_NE(without.reason.find("no tolerance for runtime.precision bf16 (key bf16_relative_tolerance)"),
+            std::string::npos)
+      << without.reason;
+  // A reference loss off by 1e-3 relative: beyond the fp32 tolerance, within a bf16 one of 1e-2.
+  ref.loss *= 1.001, ref.bf16_relative_tolerance = 1e-2;
+  EXPECT_FALSE(judge_recorded(*config_, ref, *result_, world.size, same).valid);
+  const BenchmarkVerdict within = judge_recorded(bf16, ref, *result_, world.size, same);
+  EXPECT_TRUE(within.valid) << within.reason;
+  EXPECT_EQ(within.loss_tolerance, 1e-2);
+  EXPECT_EQ(loss_tolerance(ref, "fp32"), ref.relative_tolerance);
+}
+
 // Memory feasibility (driver/memory_check.hpp): one rank short of memory stops every rank with its line.
 TEST(Training, MemoryCheckStopsEveryRankWithTheFailingRanksLine) {
   const RunConfig config = quickstart(1);

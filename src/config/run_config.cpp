@@ -350,7 +350,7 @@ BenchmarkReference load_benchmark_reference(const std::string& path) {
   const std::vector<std::string> required = {
       "problem", "step", "loss", "relative_tolerance", "invariance_steps", "invariance_relative_tolerance"};
   std::vector<std::string> keys = required;
-  keys.insert(keys.end(), {"problem_sha256", "min_timed_seconds"});
+  keys.insert(keys.end(), {"bf16_relative_tolerance", "problem_sha256", "min_timed_seconds"});
   if (!root.IsMap())
     fail(path, "(top level)", show(root), "a benchmark reference must be a YAML map with keys " + join(keys));
   const Section top(path, root, "", keys);
@@ -361,6 +361,7 @@ BenchmarkReference load_benchmark_reference(const std::string& path) {
   top.read_int("step", ref.step, 0);
   top.read_real("loss", ref.loss, above(0.0));
   top.read_real("relative_tolerance", ref.relative_tolerance, half_open(0.0, 1.0));
+  top.read_real("bf16_relative_tolerance", ref.bf16_relative_tolerance, half_open(0.0, 1.0));
   top.read_int("invariance_steps", ref.invariance_steps, 1);
   top.read_real("invariance_relative_tolerance", ref.invariance_relative_tolerance, half_open(0.0, 1.0));
   top.read_string("problem_sha256", ref.problem_sha256);
@@ -370,6 +371,10 @@ BenchmarkReference load_benchmark_reference(const std::string& path) {
     top.fail_at("problem_sha256", "must be 64 lower-case hex digits (a SHA-256)");
   top.read_real("min_timed_seconds", ref.min_timed_seconds, at_least(0.0));
   return ref;
+}
+
+double loss_tolerance(const BenchmarkReference& ref, const std::string& precision) {
+  return precision == "bf16" ? ref.bf16_relative_tolerance : ref.relative_tolerance;
 }
 
 }  // namespace minimllm

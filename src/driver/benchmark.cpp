@@ -135,16 +135,23 @@ BenchmarkVerdict judge_recorded(const RunConfig& config, const BenchmarkReferenc
     failures.push_back(fmt::format("non-finite loss or gradient at step {} (loss {}, gradient norm {})",
                                    non_finite->step, non_finite->loss, non_finite->grad_norm));
 
-  // (a) The loss at the reference step.
+  // (a) The loss at the reference step, within the tolerance of the run's precision.
   v.reached = ref.step < static_cast<int>(steps.size());
+  v.loss_tolerance = loss_tolerance(ref, config.runtime.precision);
+  if (v.loss_tolerance <= 0.0)
+    failures.push_back(
+        fmt::format("the reference {} has no tolerance for runtime.precision {} (key {}_"
+                    "relative_tolerance): such a run cannot be judged against it",
+                    ref.path, config.runtime.precision, config.runtime.precision));
   if (v.reached) {
     v.loss = steps[ref.step].loss;
     v.loss_relative_difference = relative_difference(v.loss, ref.loss);
-    if (!(v.loss_relative_difference <= ref.relative_tolerance))
+    if (v.loss_tolerance > 0.0 && !(v.loss_relative_difference <= v.loss_tolerance))
       failures.push_back(
           fmt::format("loss at step {} is {:.6f}, the reference {:.6f}: relative difference {:.1e} exceeds "
-                      "the tolerance {:.1e}",
-                      ref.step, v.loss, ref.loss, v.loss_relative_difference, ref.relative_tolerance));
+                      "the tolerance {:.1e} ({})",
+                      ref.step, v.loss, ref.loss, v.loss_relative_difference, v.loss_tolerance,
+                      config.runtime.precision));
   } else {
     failures.push_back(
         fmt::format("the run has {} steps and never reached the reference step {} (run at least {})",
@@ -212,9 +219,10 @@ void print_verdict(std::ostream& out, const RunConfig& config, const BenchmarkRe
   if (v.reached)
     out << fmt::format(
         "  (a) loss at step {}: {:.6f}, reference {:.6f}: relative difference {:.1e}, tolerance "
-        "{:.1e}: {}\n",
-        ref.step, v.loss, ref.loss, v.loss_relative_difference, ref.relative_tolerance,
-        pass(v.loss_relative_difference <= ref.relative_tolerance));
+        "{:.1e}{}: {}\n",
+        ref.step, v.loss, ref.loss, v.loss_relative_difference, v.loss_tolerance,
+        config.runtime.precision == "bf16" ? " (bf16)" : "",
+        pass(v.loss_tolerance > 0.0 && v.loss_relative_difference <= v.loss_tolerance));
   else
     out << fmt::format("  (a) loss at step {}: not reached: FAIL\n", ref.step);
   out << fmt::format(
@@ -251,6 +259,7 @@ std::vector<RunAttribute> verdict_attributes(const BenchmarkReference& ref, cons
       {"reference_step", static_cast<long long>(ref.step)},
       {"reference_loss", ref.loss},
       {"reference_relative_tolerance", ref.relative_tolerance},
+      {"reference_bf16_relative_tolerance", ref.bf16_relative_tolerance},
       {"reference_step_loss", v.reached ? v.loss : std::numeric_limits<double>::quiet_NaN()},
       {"reference_relative_difference",
        v.reached ? v.loss_relative_difference : std::numeric_limits<double>::quiet_NaN()},

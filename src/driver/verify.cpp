@@ -260,6 +260,14 @@ std::vector<std::string> record_failures(const JudgedRun& run) {
       failures.push_back(fmt::format(
           "rule 2 (the shipped reference): the run was judged with {} = {}, the reference {} has {}", name,
           file.real(name), ref.path, expected));
+  // Files from before references had a bf16 tolerance judged every run at the fp32 one.
+  const double bf16_recorded =
+      file.find("reference_bf16_relative_tolerance") ? file.real("reference_bf16_relative_tolerance") : 0.0;
+  if (bf16_recorded != ref.bf16_relative_tolerance)
+    failures.push_back(fmt::format(
+        "rule 2 (the shipped reference): the run was judged with reference_bf16_relative_tolerance = {}, the "
+        "reference {} has {}",
+        bf16_recorded, ref.path, ref.bf16_relative_tolerance));
   const int invariance_steps =
       std::max(1, std::min<int>(ref.invariance_steps, static_cast<int>(file.steps.size())));
   if (v.invariance_steps < invariance_steps)
@@ -418,6 +426,7 @@ std::string submission_json(const std::vector<JudgedRun>& runs, const Fom& fom, 
   json.field("step", ref.step);
   json.field("loss", ref.loss);
   json.field("relative_tolerance", ref.relative_tolerance);
+  json.field("bf16_relative_tolerance", ref.bf16_relative_tolerance);
   json.field("invariance_steps", ref.invariance_steps);
   json.field("invariance_relative_tolerance", ref.invariance_relative_tolerance);
   json.key("problem_sha256");

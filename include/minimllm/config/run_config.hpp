@@ -201,10 +201,13 @@ void check_run_config(const RunConfig& config, const std::string& origin);
 // a run is judged with (docs/RUN_RULES.md).
 struct BenchmarkReference {
   std::string path;
-  std::string problem;                         // the deck's name it belongs to
-  int step = 0;                                // reference step (0-based)
-  double loss = 0.0;                           // loss at that step
-  double relative_tolerance = 0.0;             // |loss - reference| / reference must not exceed it
+  std::string problem;              // the deck's name it belongs to
+  int step = 0;                     // reference step (0-based)
+  double loss = 0.0;                // loss at that step
+  double relative_tolerance = 0.0;  // |loss - reference| / reference must not exceed it
+  // The same for a run whose GEMMs round to bfloat16 (runtime.precision: bf16); 0: such a run cannot be
+  // judged against this reference.
+  double bf16_relative_tolerance = 0.0;
   int invariance_steps = 1;                    // steps re-run under `static` for the layout-invariance check
   double invariance_relative_tolerance = 0.0;  // largest relative loss difference allowed there
   // Run rules (optional keys; the shipped references have both): the SHA-256 of the problem, the deck
@@ -216,5 +219,8 @@ struct BenchmarkReference {
 // Every key but problem_sha256 and min_timed_seconds is required; throws InputError naming path, key,
 // value and what is valid.
 BenchmarkReference load_benchmark_reference(const std::string& path);
+// Check (a)'s tolerance for a run at runtime.precision `precision`: relative_tolerance (fp32) or
+// bf16_relative_tolerance (bf16, 0 when the reference has none).
+double loss_tolerance(const BenchmarkReference& ref, const std::string& precision);
 
 }  // namespace minimllm

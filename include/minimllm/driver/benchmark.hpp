@@ -38,6 +38,7 @@ struct BenchmarkVerdict {
   // Check (a): the loss at the reference step.
   bool reached = false;  // the run got to the reference step
   double loss = 0.0, loss_relative_difference = 0.0;
+  double loss_tolerance = 0.0;  // at the run's precision (loss_tolerance in config/run_config.hpp)
   // Check (b): layout invariance, the first steps re-run under `static` from the same initial state.
   int invariance_steps = 0;
   double invariance_max_relative_difference = 0.0;
