@@ -218,7 +218,7 @@ if(SANITIZE)
 else()
   expect(benchmark_valid 0 "" ${MPIEXEC} -n 2 ${MINIMLLM} run ${SOURCE_DIR}/inputs/reference/small.yaml --out small.h5)
   check_match(benchmark_valid_fom "${last_out}"
-              "minimllm FOM problem=small tokens_per_second=[0-9.]+ samples_per_second=[0-9.]+ mfu=[0-9.]+ attainable_fraction=[0-9.]+ ranks=2 policy=dhp verdict=VALID")
+              "minimllm FOM problem=small tokens_per_second=[0-9.]+ tokens_per_second_per_node=[0-9.]+ samples_per_second=[0-9.]+ mfu=[0-9.]+ attainable_fraction=[0-9.]+ ranks=2 nodes=1 policy=dhp verdict=VALID")
   check_match(benchmark_valid_verdict "${last_out}" "\nVALID\n")
 endif()
 file(WRITE ${WORK_DIR}/wrong.reference.yaml

@@ -50,6 +50,17 @@ int ranks_per_node(const World& world) {
   return largest;
 }
 
+int node_count(const World& world) {
+  MPI_Comm node;
+  MPI_Comm_split_type(world.comm, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node);
+  int local_rank = 0, leaders = 0;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  const int leader = local_rank == 0 ? 1 : 0;
+  MPI_Allreduce(&leader, &leaders, 1, MPI_INT, MPI_SUM, world.comm);
+  return leaders;
+}
+
 double peak_resident_mib() {
   // Linux's VmHWM can be reset (reset_peak_resident); getrusage's maximum cannot, so it is the fallback.
   std::ifstream status("/proc/self/status");

@@ -209,7 +209,9 @@ BenchmarkVerdict judge_run(const RunConfig& config, const BenchmarkReference& re
     invariance.max_relative_difference =
         std::max(invariance.max_relative_difference,
                  relative_difference(steps[i].loss, reference_layout.steps[i].loss));
-  return judge_recorded(config, ref, result, world.size, invariance);
+  BenchmarkVerdict v = judge_recorded(config, ref, result, world.size, invariance);
+  v.nodes = node_count(world);
+  return v;
 }
 
 void print_verdict(std::ostream& out, const RunConfig& config, const BenchmarkReference& ref,
@@ -244,10 +246,11 @@ void print_verdict(std::ostream& out, const RunConfig& config, const BenchmarkRe
       config.name, v.tokens_per_second, v.valid ? "validated" : "NOT validated", v.samples_per_second,
       100.0 * v.mfu, 100.0 * v.attainable_fraction, v.timed_steps, v.timed_seconds, ranks);
   out << fmt::format(
-      "minimllm FOM problem={} tokens_per_second={:.1f} samples_per_second={:.3f} mfu={:.4f} "
-      "attainable_fraction={:.4f} ranks={} policy={} verdict={}\n",
-      config.name, v.tokens_per_second, v.samples_per_second, v.mfu, v.attainable_fraction, ranks,
-      config.parallel.policy, v.valid ? "VALID" : "INVALID");
+      "minimllm FOM problem={} tokens_per_second={:.1f} tokens_per_second_per_node={:.1f} "
+      "samples_per_second={:.3f} mfu={:.4f} attainable_fraction={:.4f} ranks={} nodes={} policy={} "
+      "verdict={}\n",
+      config.name, v.tokens_per_second, v.tokens_per_second_per_node(), v.samples_per_second, v.mfu,
+      v.attainable_fraction, ranks, v.nodes, config.parallel.policy, v.valid ? "VALID" : "INVALID");
   out << (v.valid ? std::string("VALID") : "INVALID: " + v.reason) << std::endl;
 }
 
@@ -267,6 +270,7 @@ std::vector<RunAttribute> verdict_attributes(const BenchmarkReference& ref, cons
       {"invariance_relative_tolerance", ref.invariance_relative_tolerance},
       {"invariance_max_relative_difference", v.invariance_max_relative_difference},
       {"fom_tokens_per_second", v.tokens_per_second},
+      {"fom_tokens_per_second_per_node", v.tokens_per_second_per_node()},
       {"fom_samples_per_second", v.samples_per_second},
       {"fom_mfu", v.mfu},
       {"fom_attainable_fraction", v.attainable_fraction},

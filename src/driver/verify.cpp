@@ -322,6 +322,7 @@ JudgedRun judge_file(const std::string& path, const VerifyRequest& request,
   const InvarianceResult invariance{static_cast<int>(file.integer("invariance_steps")),
                                     file.real("invariance_max_relative_difference")};
   run.verdict = judge_recorded(config, ref, r, static_cast<int>(file.integer("ranks")), invariance);
+  run.verdict.nodes = static_cast<int>(file.integer("nodes"));
 
   if (file.text("verdict") != "VALID")
     run.failures.push_back(

@@ -34,5 +34,6 @@ inline std::vector<int> consecutive_ranks(int first, int count) {
 }
 
 int ranks_per_node(const World& world);  // most ranks sharing a node (same value on every rank)
+int node_count(const World& world);      // nodes the ranks are on (same value on every rank)
 
 }  // namespace minimllm

@@ -3,6 +3,7 @@
 // (docs/RUN_RULES.md).
 #pragma once
 
+#include <algorithm>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -50,6 +51,8 @@ struct BenchmarkVerdict {
       0.0;  // achieved over the best measured GEMM rate (mfu is over the hardware peak)
   int timed_steps = 0;
   double timed_seconds = 0.0;
+  int nodes = 1;  // the run's nodes: the FOM per node is tokens_per_second / nodes
+  double tokens_per_second_per_node() const { return tokens_per_second / std::max(1, nodes); }
 };
 
 // Check (b)'s outcome: the first `steps` steps re-run under `static`, and the largest relative difference
