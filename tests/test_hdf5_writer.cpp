@@ -297,7 +297,7 @@ TEST_F(Hdf5WriterTest, WritesStepsAndAttributesReadableThroughCApi) {
   EXPECT_EQ(read_string_attr(run, "name"), "tiny — ünïcode");
   EXPECT_EQ(read_numeric_attr<double>(run, "peak_gflops_per_rank", H5T_NATIVE_DOUBLE, H5T_FLOAT), 123.456);
   EXPECT_EQ(read_numeric_attr<long long>(run, "seed", H5T_NATIVE_LLONG, H5T_INTEGER), 9007199254740993LL);
-  EXPECT_EQ(read_numeric_attr<long long>(file, "schema_version", H5T_NATIVE_LLONG, H5T_INTEGER), 2);
+  EXPECT_EQ(read_numeric_attr<long long>(file, "schema_version", H5T_NATIVE_LLONG, H5T_INTEGER), 3);
   hid_t steps = H5Dopen2(file, "/steps", H5P_DEFAULT);
   ASSERT_GE(steps, 0);
   const std::string units = read_string_attr(steps, "units");

@@ -49,9 +49,10 @@ constexpr hsize_t kRowsPerChunk = 64;
 // flush rewrites the chunk holding the new row, so a chunk of 64 rows x 1,024 ranks would cost 512 KiB
 // per table per step.
 constexpr hsize_t kTableChunkBytes = 64 * 1024;
-// 2: /predicted and /simulation/<policy> are record tables with named fields (1: 2-D arrays whose column
-// names were /run attributes).
-constexpr long long kSchemaVersion = 2;
+// 3: /plans/policy, planner_source and solver_status are HDF5 enums (2: int32 codes named only by their
+// attribute `names`, which 3 keeps). 2: /predicted and /simulation/<policy> are record tables with named
+// fields (1: 2-D arrays whose column names were /run attributes).
+constexpr long long kSchemaVersion = 3;
 // Free space a step's output always leaves on the output's file system (check_free_space), so that a
 // filling disk stops the run with a readable file instead of a failed write in the middle of a flush.
 constexpr double kFreeSpaceReserve = 1 << 20;
