@@ -20,6 +20,7 @@
 #include "minimllm/core/statistics.hpp"
 #include "minimllm/driver/trainer.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
+#include "minimllm/planning/policy_registry.hpp"
 #include "minimllm/step/step_metrics.hpp"
 #include "mpi_benchmark_main.hpp"
 
@@ -71,13 +72,14 @@ void BM_OutputVsStep(benchmark::State& state, const char* deck) {
     std::vector<double> values(ranks, 0.25);
     std::vector<int> groups(ranks, 1);
     StepRecord record;
+    const std::vector<std::string> policies = policy_names();
     for (auto _ : state) {
       const auto t0 = std::chrono::steady_clock::now();
       for (const std::string& table : rank_table_names()) writer.append_row("/ranks/" + table, values);
       for (const char* table : {"/plans/llm_group_of_rank", "/plans/llm_group_size",
                                 "/plans/llm_group_samples", "/plans/encoder_images_of_rank"})
         writer.append_row(table, groups);
-      writer.append_value("/plans/policy", 3);
+      writer.append_enum("/plans/policy", policies, "dhp");
       writer.append_step(record);  // flushes the file
       output_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       ++record.step;

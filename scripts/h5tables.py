@@ -3,12 +3,15 @@
 
 Record tables (/steps, /predicted, /simulation/<policy>) have named fields. Files of schema_version 1
 stored /predicted and /simulation/<policy> as 2-D arrays whose column names were the /run attributes
-predicted_columns and simulation_columns: those are read by the names listed there.
+predicted_columns and simulation_columns: those are read by the names listed there. Enumerated tables
+(/plans/policy, /plans/planner_source, /plans/solver_status) are HDF5 enums from schema_version 3; files of
+schema_version 2 stored int32 codes named by the table's attribute `names`: both are read by name.
 
   scripts/h5tables.py fields FILE TABLE                  the table's field names, one per line
   scripts/h5tables.py values FILE TABLE FIELD            its values, one per line
   scripts/h5tables.py median FILE TABLE FIELD [--from K] [--scale S]
                                                          S x the median of rows K.. (default K 0, S 1)
+  scripts/h5tables.py names FILE TABLE                   an enumerated table's names, one per row
 
 Exit status 2, with one line naming the file, table and field, when one is missing.
 """
@@ -65,15 +68,36 @@ def column(f, table, field):
     return np.asarray(values, dtype=np.float64)
 
 
+def code_names(f, table):
+    """The name of every row's code in the enumerated 1-D table `table`: an HDF5 enum (schema_version 3),
+    or int32 codes whose names the attribute `names` lists, code i the i-th (schema_version 2)."""
+    if table not in f:
+        raise MissingColumn(f"{f.filename}: no table {table}")
+    dset = f[table]
+    members = h5py.check_enum_dtype(dset.dtype)
+    if members is not None:
+        by_code = {int(code): name for name, code in members.items()}
+    elif "names" in dset.attrs:
+        by_code = dict(enumerate(n.strip() for n in _decode(dset.attrs["names"]).split(",")))
+    else:
+        raise MissingColumn(f"{f.filename}: {table} is not enumerated (no enum type, no attribute names)")
+    codes = [int(c) for c in dset[()]]
+    unnamed = sorted(set(codes) - set(by_code))
+    if unnamed:
+        raise MissingColumn(f"{f.filename}: {table} holds codes without a name: {unnamed}")
+    return [by_code[c] for c in codes]
+
+
 def main(argv):
-    if len(argv) < 3 or argv[0] not in ("fields", "values", "median") or argv[0] in ("-h", "--help"):
+    if len(argv) < 3 or argv[0] not in ("fields", "values", "median", "names") or argv[0] in ("-h", "--help"):
         sys.stdout.write(__doc__)
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     command, path, table = argv[0], argv[1], argv[2]
     options = {"--from": 0, "--scale": 1.0}
     rest = argv[3:]
-    field = rest.pop(0) if command != "fields" and rest else None
-    if command != "fields" and field is None:
+    whole_table = command in ("fields", "names")
+    field = rest.pop(0) if not whole_table and rest else None
+    if not whole_table and field is None:
         sys.stderr.write(f"h5tables.py: {command} needs FILE TABLE FIELD\n")
         return 2
     while rest:
@@ -84,8 +108,8 @@ def main(argv):
         rest = rest[2:]
     try:
         with h5py.File(path, "r") as f:
-            if command == "fields":
-                print("\n".join(field_names(f, table)))
+            if whole_table:
+                print("\n".join(field_names(f, table) if command == "fields" else code_names(f, table)))
                 return 0
             values = column(f, table, field)
     except (OSError, MissingColumn) as e:

@@ -2,7 +2,7 @@
 """Report on minimllm runs and simulations: markdown, tidy CSV and JSON, PNG plots from HDF5 files.
 
 Inputs are HDF5 files written by `minimllm run` or `minimllm simulate` (/run mode = simulate), of
-schema_version 1 or 2, and/or directories. A directory holding a manifest.txt is a scaling study
+schema_version 1 to 3, and/or directories. A directory holding a manifest.txt is a scaling study
 written by slurm/sweep.sh: its *.h5 files (run files only) are matched to the manifest's jobs, and the
 manifest says whether the study is weak or strong scaling. Any other directory contributes the *.h5
 files directly inside it.
@@ -254,7 +254,7 @@ class Run:
 
 class Simulation:
     """One `minimllm simulate` file: /run attributes and a /simulation/<policy> table per policy,
-    read by field name (scripts/h5tables.py; schema_version 1 and 2)."""
+    read by field name (scripts/h5tables.py; schema_version 1 to 3)."""
 
     kind = "simulate"
 

@@ -193,7 +193,7 @@ exact = "exact" in sys.argv[3:]
 ref = next((a for a in sys.argv[3:] if a != "exact"), "")
 try:
     with h5py.File(path, "r") as f:
-        assert int(f.attrs["schema_version"]) == 2, "schema_version is not 2"
+        assert int(f.attrs["schema_version"]) == 3, "schema_version is not 3"
         run = {k: f["run"].attrs[k] for k in f["run"].attrs}  # every attribute readable
         steps = f["steps"][()]
         n = len(steps)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Every reader of /simulation and /predicted reads by field name (issue: the simulator's validation read a
-fixed column count and reported 0.00 once a column was added).
+fixed column count and reported 0.00 once a column was added), and every reader of the enumerated /plans
+tables by name.
 
   tests/h5_readers_by_name.py MPIEXEC MINIMLLM WORK_DIR
 
@@ -8,7 +9,10 @@ Makes a simulate file and a run file, then copies of both with a field inserted 
 /simulation/<policy> and of /predicted, and the same tables as schema_version 1 wrote them (2-D arrays
 named by /run attributes). scripts/h5tables.py (which scripts/validate-simulator.sh reads with) must give
 every original field the same values in all three, and refuse a missing field with exit 2. A reader that
-counts positions gets the inserted field's values instead and fails here. Exit 77 (skipped) without h5py.
+counts positions gets the inserted field's values instead and fails here. The run file's /plans/policy,
+planner_source and solver_status must be HDF5 enums whose attribute `names` lists their members in code
+order, and h5tables must name every row alike in them and in a copy as schema_version 2 wrote them (int32
+codes named only by `names`). Exit 77 (skipped) without h5py.
 """
 import os
 import shutil
@@ -85,6 +89,51 @@ def as_schema_1(path, table):
         f["run"].attrs[attribute] = ", ".join(names)
 
 
+ENUMERATED = ("/plans/policy", "/plans/planner_source", "/plans/solver_status")
+
+
+def as_schema_2_codes(path):
+    """The enumerated /plans tables as schema_version 2 wrote them: int32 codes named by the attribute
+    `names` alone."""
+    for table in ENUMERATED:
+        rewrite(path, table, lambda codes: np.array(codes.tolist(), dtype="<i4"))  # no enum metadata
+    with h5py.File(path, "r+") as f:
+        f.attrs["schema_version"] = 2
+
+
+def check_enumerated(run):
+    legacy = run.replace(".h5", "-schema2.h5")
+    shutil.copy(run, legacy)
+    as_schema_2_codes(legacy)
+    with h5py.File(run, "r") as f, h5py.File(legacy, "r") as g:
+        check(int(f.attrs["schema_version"]) == 3, f"{run}: schema_version {f.attrs['schema_version']}, not 3")
+        rows = len(f["steps"])
+        named = {}
+        for table in ENUMERATED:
+            members = h5py.check_enum_dtype(f[table].dtype)
+            check(members is not None, f"{run} {table}: {f[table].dtype}, not an HDF5 enum")
+            by_code = sorted(members or {}, key=lambda name: members[name])
+            check(sorted((members or {}).values()) == list(range(len(by_code))),
+                  f"{run} {table}: codes {members}, not 0..n-1")
+            check(h5tables._decode(f[table].attrs.get("names", "")) == ", ".join(by_code),
+                  f"{run} {table}: attribute names '{f[table].attrs.get('names')}', members {by_code}")
+            check(h5py.check_enum_dtype(g[table].dtype) is None, f"{legacy} {table}: still an enum")
+            named[table] = h5tables.code_names(f, table)
+            check(len(named[table]) == rows, f"{run} {table}: {len(named[table])} rows, /steps {rows}")
+            check(h5tables.code_names(g, table) == named[table],
+                  f"{legacy} {table}: {h5tables.code_names(g, table)}, not {named[table]}")
+        policy = h5tables._decode(f["run"].attrs["policy"])
+        check(named["/plans/policy"] == [policy] * rows, f"{run}: /plans/policy {named['/plans/policy']}")
+        check(named["/plans/solver_status"] == ["not_run"] * rows,
+              f"{run}: /plans/solver_status {named['/plans/solver_status']}")
+    cli = h5tables_cli("names", legacy, "/plans/policy")
+    check(cli.returncode == 0 and cli.stdout.split() == named["/plans/policy"],
+          f"h5tables.py names {legacy} /plans/policy: exit {cli.returncode}, '{cli.stdout.strip()}'")
+    plain = h5tables_cli("names", run, "/plans/llm_group_size")
+    check(plain.returncode == 2 and "not enumerated" in plain.stderr,
+          f"a table without names: exit {plain.returncode}, '{plain.stderr.strip()}'")
+
+
 def main(mpiexec, minimllm, work):
     run, sim = make_run_and_simulation(mpiexec, minimllm, work, steps=3)
     for source in (sim, run):
@@ -111,7 +160,8 @@ def main(mpiexec, minimllm, work):
         missing = h5tables_cli("values", source, tables[0], "no_such_field")
         check(missing.returncode == 2 and "no field no_such_field" in missing.stderr,
               f"a missing field: exit {missing.returncode}, '{missing.stderr.strip()}'")
-    print(f"{len(failures)} failed" if failures else "every reader found every field by name")
+    check_enumerated(run)
+    print(f"{len(failures)} failed" if failures else "every reader found every field and code by name")
     return 1 if failures else 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """docs/HDF5.md documents what the writer writes: every /run attribute, /steps field, /ranks and /plans
-table, and /predicted and /simulation/<policy> field of a real run file and a real simulate file is named
-in it (in backticks), and every table has its units.
+table, member of an enumerated /plans table, and /predicted and /simulation/<policy> field of a real run
+file and a real simulate file is named in it (in backticks), and every table has its units.
 
   tests/hdf5_doc_matches.py MPIEXEC MINIMLLM WORK_DIR
 
@@ -57,6 +57,8 @@ def main(mpiexec, minimllm, work):
                     need(table, f"/{group} table")
                     if "units" not in f[group][table].attrs:
                         missing.append(f"/{group}/{table}: no units attribute")
+                    for member in h5py.check_enum_dtype(f[group][table].dtype) or {}:
+                        need(member, f"/{group}/{table} enum member")
             tables = ["steps", "predicted"] + [f"simulation/{p}" for p in (f["simulation"] if "simulation" in f else [])]
             for table in tables:
                 if table in f and f[table].dtype.names:

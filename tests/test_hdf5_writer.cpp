@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ using minimllm::FileLock;
 using minimllm::Hdf5RunWriter;
 using minimllm::Phase;
 using minimllm::StepRecord;
+using minimllm::testing_support::read_enum_members;
 using minimllm::testing_support::read_record_field;
 
 namespace {
@@ -295,7 +297,7 @@ TEST_F(Hdf5WriterTest, WritesStepsAndAttributesReadableThroughCApi) {
   EXPECT_EQ(read_string_attr(run, "name"), "tiny — ünïcode");
   EXPECT_EQ(read_numeric_attr<double>(run, "peak_gflops_per_rank", H5T_NATIVE_DOUBLE, H5T_FLOAT), 123.456);
   EXPECT_EQ(read_numeric_attr<long long>(run, "seed", H5T_NATIVE_LLONG, H5T_INTEGER), 9007199254740993LL);
-  EXPECT_EQ(read_numeric_attr<long long>(file, "schema_version", H5T_NATIVE_LLONG, H5T_INTEGER), 2);
+  EXPECT_EQ(read_numeric_attr<long long>(file, "schema_version", H5T_NATIVE_LLONG, H5T_INTEGER), 3);
   hid_t steps = H5Dopen2(file, "/steps", H5P_DEFAULT);
   ASSERT_GE(steps, 0);
   const std::string units = read_string_attr(steps, "units");
@@ -473,20 +475,20 @@ TEST_F(Hdf5WriterTest, PerRankTablesGrowOneRowPerCall) {
 }
 
 TEST_F(Hdf5WriterTest, OneDimensionalTablesCarryAttributes) {
-  const std::string path = file("codes.h5");
+  const std::string path = file("values.h5");
   {
     Hdf5RunWriter writer(path, false);
-    writer.append_value("/plans/policy", 3);
-    writer.append_value("/plans/policy", 1);
-    writer.set_table_attribute("/plans/policy", "names", "deck, static, orch, dhp");
-    EXPECT_THROW(writer.set_table_attribute("/plans/nothing", "names", "x"), std::invalid_argument);
+    writer.append_value("/plans/counts", 3);
+    writer.append_value("/plans/counts", 1);
+    writer.set_table_attribute("/plans/counts", "units", "sample");
+    EXPECT_THROW(writer.set_table_attribute("/plans/nothing", "units", "x"), std::invalid_argument);
     // A 1-D table is not a 2-D table of one column.
-    EXPECT_THROW(writer.append_row("/plans/policy", std::vector<int>{1}), std::invalid_argument);
+    EXPECT_THROW(writer.append_row("/plans/counts", std::vector<int>{1}), std::invalid_argument);
     writer.flush();
   }
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);
-  hid_t dset = H5Dopen2(f, "/plans/policy", H5P_DEFAULT);
+  hid_t dset = H5Dopen2(f, "/plans/counts", H5P_DEFAULT);
   ASSERT_GE(dset, 0);
   hid_t space = H5Dget_space(dset);
   EXPECT_EQ(H5Sget_simple_extent_ndims(space), 1);
@@ -497,8 +499,54 @@ TEST_F(Hdf5WriterTest, OneDimensionalTablesCarryAttributes) {
   EXPECT_GE(H5Dread(dset, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values), 0);
   EXPECT_EQ(values[0], 3);
   EXPECT_EQ(values[1], 1);
-  EXPECT_EQ(read_string_attr(dset, "names"), "deck, static, orch, dhp");
+  EXPECT_EQ(read_string_attr(dset, "units"), "sample");
   H5Sclose(space), H5Dclose(dset), H5Fclose(f);
+}
+
+// An enumerated table is an HDF5 enum: any HDF5 tool shows a code's name. It also lists its members in the
+// attribute `names` (read by readers of schema_version 2), takes only its members, and keeps them.
+TEST_F(Hdf5WriterTest, EnumTablesNameEveryCode) {
+  const std::string path = file("enum.h5");
+  const std::vector<std::string> members = {"deck", "static", "orch", "dhp"};
+  {
+    Hdf5RunWriter writer(path, false);
+    writer.append_enum("/plans/policy", members, "orch");
+    writer.append_enum("/plans/policy", members, "deck");
+    try {
+      writer.append_enum("/plans/policy", members, "grouped");
+      ADD_FAILURE() << "a value outside the members was written";
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("\"grouped\""), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("/plans/policy"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(writer.append_enum("/plans/policy", {"deck", "static"}, "deck"), std::invalid_argument);
+    EXPECT_THROW(writer.append_value("/plans/policy", 1), std::invalid_argument);  // a code without a name
+    writer.append_value("/plans/counts", 1);
+    EXPECT_THROW(writer.append_enum("/plans/counts", members, "dhp"), std::invalid_argument);
+    writer.append_enum("/plans/policy", members, "dhp");
+    writer.flush();
+  }
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  EXPECT_EQ(read_enum_members(f, "/plans/policy"), members);
+  hid_t dset = H5Dopen2(f, "/plans/policy", H5P_DEFAULT);
+  ASSERT_GE(dset, 0);
+  hid_t type = H5Dget_type(dset);
+  EXPECT_EQ(H5Tget_class(type), H5T_ENUM);
+  EXPECT_EQ(H5Tget_size(type), 4u);
+  EXPECT_EQ(H5Tget_nmembers(type), static_cast<int>(members.size()));
+  hid_t space = H5Dget_space(dset);
+  hsize_t dims[1] = {0};
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  ASSERT_EQ(dims[0], 3u);  // the refused values left no row
+  // The codes, read as plain integers (HDF5 converts an enum to an integer type).
+  int codes[3] = {-1, -1, -1};
+  EXPECT_GE(H5Dread(dset, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, codes), 0);
+  EXPECT_EQ(codes[0], 2);
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_EQ(codes[2], 3);
+  EXPECT_EQ(read_string_attr(dset, "names"), "deck, static, orch, dhp");
+  H5Sclose(space), H5Tclose(type), H5Dclose(dset), H5Fclose(f);
 }
 
 // A record table's values are found by field name, with their units; a table's fields cannot change.

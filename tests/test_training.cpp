@@ -12,9 +12,9 @@
 #include <limits>
 #include <numeric>
 #include <optional>
-#include <sstream>
 
 #include "hdf5_attributes.hpp"
+#include "hdf5_records.hpp"
 #include "minimllm/core/phase.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/benchmark.hpp"
@@ -24,6 +24,7 @@
 #include "minimllm/layout/step_plan.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/planning/cost_model.hpp"
+#include "minimllm/planning/policy_registry.hpp"
 #include "minimllm/step/finite_check.hpp"
 #include "mpi_world.hpp"
 #include "region_recorder.hpp"
@@ -191,6 +192,12 @@ RunConfig quickstart_policy(int steps, const std::string& policy) {
   config.parallel.policy = policy;
   return config;
 }
+// Names joined by ", ": the attribute `names` of an enumerated /plans table.
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
 TrainOptions writing_to(const std::string& leaf) {
   TrainOptions options;
   options.out_path = shared_temp_path(leaf);
@@ -218,8 +225,11 @@ TEST(Training, RunFileDescribesEveryStepsPlan) {
   const std::vector<int> images = read_ints(file, "/plans/encoder_images_of_rank", dims);
   const std::vector<int> policy = read_ints(file, "/plans/policy", dims);
   ASSERT_EQ(policy.size(), 4u);
+  // An HDF5 enum of every policy, code i the i-th (as its attribute `names` lists them for older readers).
+  const std::vector<std::string> listed = testing_support::read_enum_members(file, "/plans/policy");
+  EXPECT_EQ(listed, policy_names());
   hid_t policy_table = H5Dopen2(file, "/plans/policy", H5P_DEFAULT);
-  const std::string names = read_string_attribute(policy_table, "names");
+  EXPECT_EQ(read_string_attribute(policy_table, "names"), joined(policy_names()));
   H5Dclose(policy_table);
   const Sampler sampler(config);
   for (int step = 0; step < 4; ++step) {
@@ -237,12 +247,9 @@ TEST(Training, RunFileDescribesEveryStepsPlan) {
     EXPECT_EQ(std::accumulate(&images[step * ranks], &images[step * ranks] + ranks, 0),
               first_item_of_samples(batch).back());
     // The code names the policy that made the step's plan.
-    std::vector<std::string> listed;
-    std::stringstream list(names);
-    for (std::string name; std::getline(list, name, ',');) listed.push_back(name.substr(name[0] == ' '));
     ASSERT_GE(policy[step], 0);
-    ASSERT_LT(policy[step], static_cast<int>(listed.size())) << names;
-    EXPECT_EQ(listed[policy[step]], "dhp") << names;
+    ASSERT_LT(policy[step], static_cast<int>(listed.size()));
+    EXPECT_EQ(listed[policy[step]], "dhp");
   }
   // Provenance the SLURM helper's tooling reads, present also outside SLURM.
   hid_t run = H5Gopen2(file, "/run", H5P_DEFAULT);
@@ -302,22 +309,23 @@ TEST(Training, RunFileSaysWhatMadeEachPlan) {
   }
   hid_t file = H5Fopen(options.out_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(file, 0);
-  const auto names_of = [&](const char* table) {
-    hid_t t = H5Dopen2(file, table, H5P_DEFAULT);
-    std::string names = read_string_attribute(t, "names");
-    H5Dclose(t);
-    std::vector<std::string> listed;
-    std::stringstream list(names);
-    for (std::string name; std::getline(list, name, ',');) listed.push_back(name.substr(name[0] == ' '));
-    return listed;
-  };
   hsize_t dims[2];
   const std::vector<int> source = read_ints(file, "/plans/planner_source", dims);
   ASSERT_EQ(dims[0], 3u);
   const std::vector<int> status = read_ints(file, "/plans/solver_status", dims);
   ASSERT_EQ(dims[0], 3u);
-  const std::vector<std::string> sources = names_of("/plans/planner_source"),
-                                 statuses = names_of("/plans/solver_status");
+  // HDF5 enums of every value, code i the i-th, also listed in the attribute `names` for older readers.
+  const std::vector<std::string> sources = testing_support::read_enum_members(file, "/plans/planner_source"),
+                                 statuses = testing_support::read_enum_members(file, "/plans/solver_status");
+  EXPECT_EQ(sources, std::vector<std::string>(kPlanSources.begin(), kPlanSources.end()));
+  EXPECT_EQ(statuses, std::vector<std::string>(kSolverStatuses.begin(), kSolverStatuses.end()));
+  for (const char* table : {"/plans/planner_source", "/plans/solver_status"}) {
+    hid_t t = H5Dopen2(file, table, H5P_DEFAULT);
+    EXPECT_EQ(read_string_attribute(t, "names"),
+              joined(table == std::string("/plans/planner_source") ? sources : statuses))
+        << table;
+    H5Dclose(t);
+  }
   for (int step = 0; step < 3; ++step) {
     ASSERT_LT(source[step], static_cast<int>(sources.size()));
     ASSERT_LT(status[step], static_cast<int>(statuses.size()));

@@ -1,15 +1,14 @@
 #include "minimllm/driver/run_output.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/driver/agreement.hpp"
 #include "minimllm/kernels/gemm.hpp"
+#include "minimllm/layout/step_plan.hpp"
 #include "minimllm/metrics/output_file.hpp"
 #include "minimllm/planning/policy_registry.hpp"
 #include "minimllm/step/gradient_sync.hpp"
@@ -54,9 +53,9 @@ void check_output_path(const std::string& path, bool overwrite, const std::vecto
 }
 
 RunOutput::RunOutput(const std::string& path, bool overwrite, const World& world)
-    : policies_{policy_names()},
-      sources_{{"heuristic", "milp", "static_layout", "deck"}},
-      solver_statuses_{{"not_run", "optimal", "time_limit", "no_solution", "too_large", "unavailable"}} {
+    : policies_(policy_names()),
+      sources_(kPlanSources.begin(), kPlanSources.end()),
+      solver_statuses_(kSolverStatuses.begin(), kSolverStatuses.end()) {
   std::exception_ptr error;
   if (world.is_root() && !path.empty()) {
     try {
@@ -119,30 +118,20 @@ void RunOutput::describe_step_tables() {
       {"/plans/llm_group_size", "rank"},
       {"/plans/llm_group_samples", "sample"},
       {"/plans/encoder_images_of_rank", "image"},
-      {"/plans/policy", "code (attribute names)"},
-      {"/plans/planner_source", "code (attribute names)"},
-      {"/plans/solver_status", "code (attribute names)"},
+      {"/plans/policy", "enum"},
+      {"/plans/planner_source", "enum"},
+      {"/plans/solver_status", "enum"},
       {"/plans/solver_gap", "1 (-1: none)"},
       {"/plans/solver_seconds", "s"}};
   for (const auto& [table, unit] : plan_units) writer_->set_table_attribute(table, "units", unit);
   tables_described_ = true;
 }
 
-void RunOutput::append_code(const std::string& table, CodeTable& codes, const std::string& value) {
-  auto code = std::find(codes.names.begin(), codes.names.end(), value);
-  if (code == codes.names.end()) code = codes.names.insert(codes.names.end(), value);
-  writer_->append_value(table, static_cast<int>(code - codes.names.begin()));
-  if (codes.named != codes.names.size()) {
-    writer_->set_table_attribute(table, "names", fmt::format("{}", fmt::join(codes.names, ", ")));
-    codes.named = codes.names.size();
-  }
-}
-
 // /ranks/<table> [steps, ranks], so imbalance and idle time can be seen. /plans: the step's plan,
 // identical on every rank, so rank 0 writes it without messages. Groups are numbered in plan order:
 // llm_group_of_rank [steps, ranks] (-1: no LLM work), llm_group_size and llm_group_samples [steps, ranks]
-// (column g: group g; 0 past the last group), encoder_images_of_rank [steps, ranks], and policy [steps],
-// a code into the attribute `names`; planner_source and solver_status [steps] (codes, likewise) and
+// (column g: group g; 0 past the last group), encoder_images_of_rank [steps, ranks], and policy,
+// planner_source and solver_status [steps] (enumerated: a value outside its members is a logic error),
 // solver_gap, solver_seconds [steps] (StepPlan::origin). /predicted: the prediction's terms beside the
 // measured phases.
 void RunOutput::append_step_tables(const StepMetrics& metrics, const PlannedStep& planned, int world_size) {
@@ -164,9 +153,9 @@ void RunOutput::append_step_tables(const StepMetrics& metrics, const PlannedStep
   writer_->append_row("/plans/llm_group_size", group_size);
   writer_->append_row("/plans/llm_group_samples", group_samples);
   writer_->append_row("/plans/encoder_images_of_rank", images_of_rank);
-  append_code("/plans/policy", policies_, plan.policy);
-  append_code("/plans/planner_source", sources_, plan.origin.source);
-  append_code("/plans/solver_status", solver_statuses_, plan.origin.solver_status);
+  writer_->append_enum("/plans/policy", policies_, plan.policy);
+  writer_->append_enum("/plans/planner_source", sources_, plan.origin.source);
+  writer_->append_enum("/plans/solver_status", solver_statuses_, plan.origin.solver_status);
   writer_->append_value("/plans/solver_gap", plan.origin.solver_gap);
   writer_->append_value("/plans/solver_seconds", plan.origin.solver_seconds);
 

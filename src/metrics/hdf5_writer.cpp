@@ -49,9 +49,10 @@ constexpr hsize_t kRowsPerChunk = 64;
 // flush rewrites the chunk holding the new row, so a chunk of 64 rows x 1,024 ranks would cost 512 KiB
 // per table per step.
 constexpr hsize_t kTableChunkBytes = 64 * 1024;
-// 2: /predicted and /simulation/<policy> are record tables with named fields (1: 2-D arrays whose column
-// names were /run attributes).
-constexpr long long kSchemaVersion = 2;
+// 3: /plans/policy, planner_source and solver_status are HDF5 enums (2: int32 codes named only by their
+// attribute `names`, which 3 keeps). 2: /predicted and /simulation/<policy> are record tables with named
+// fields (1: 2-D arrays whose column names were /run attributes).
+constexpr long long kSchemaVersion = 3;
 // Free space a step's output always leaves on the output's file system (check_free_space), so that a
 // filling disk stops the run with a readable file instead of a failed write in the middle of a flush.
 constexpr double kFreeSpaceReserve = 1 << 20;
@@ -193,10 +194,10 @@ struct Hdf5RunWriter::Handles {
   double last_size = 0, largest_growth = 0;  // bytes of the file at the last step, its largest growth
   struct Table {
     hid_t dataset = H5I_INVALID_HID;
-    hid_t record_type = H5I_INVALID_HID;  // a record table's compound type (append_record)
-    int rank = 2;                         // 1: one value (or record) per row
+    hid_t mem_type = H5I_INVALID_HID;  // a record table's compound type, an enum table's enum type
+    int rank = 2;                      // 1: one value (or record) per row
     hsize_t rows = 0, columns = 0;
-    std::vector<std::string> fields;  // a record table's field names
+    std::vector<std::string> fields;  // a record table's field names, an enum table's members
   };
   std::map<std::string, Table> tables;  // per-rank tables (/ranks/..., /plans/...), by path
 
@@ -204,7 +205,7 @@ struct Hdf5RunWriter::Handles {
     std::vector<std::pair<hid_t, herr_t (*)(hid_t)>> objects;
     for (auto& [path, table] : tables) {
       objects.emplace_back(table.dataset, H5Dclose);
-      objects.emplace_back(table.record_type, H5Tclose);
+      objects.emplace_back(table.mem_type, H5Tclose);
     }
     objects.emplace_back(steps_xfer, H5Pclose);
     objects.emplace_back(mem_type, H5Tclose);
@@ -491,6 +492,23 @@ Hdf5RunWriter::Handles::Table& open_table(hid_t file,
   return tables.emplace(name, table).first->second;
 }
 
+// Extends `table` by one row and writes `row` (one row of mem_type) into it.
+void write_row(Hdf5RunWriter::Handles::Table& table, hid_t mem_type, const void* row, const std::string& name,
+               const std::string& path) {
+  const std::string what = "append to " + name;
+  const hsize_t new_dims[2] = {table.rows + 1, table.columns};
+  check(H5Dset_extent(table.dataset, new_dims), path, what.c_str());
+  Scoped file_space(check(H5Dget_space(table.dataset), path, what.c_str()), H5Sclose);
+  const hsize_t start[2] = {table.rows, 0};
+  const hsize_t count[2] = {1, table.columns};
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path,
+        what.c_str());
+  Scoped mem_space(check(H5Screate_simple(table.rank, count, nullptr), path, what.c_str()), H5Sclose);
+  check(H5Dwrite(table.dataset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, row), path,
+        what.c_str());
+  table.rows += 1;
+}
+
 }  // namespace
 
 template <typename T>
@@ -498,19 +516,10 @@ void Hdf5RunWriter::append_row_impl(const std::string& name, const std::vector<T
   const bool is_double = std::is_same_v<T, double>;
   Handles::Table& table = open_table(h_->file, h_->tables, name, rank, values.size(),
                                      is_double ? H5T_IEEE_F64LE : H5T_STD_I32LE, path_);
-  const std::string what = "append to " + name;
-  const hsize_t new_dims[2] = {table.rows + 1, table.columns};
-  check(H5Dset_extent(table.dataset, new_dims), path_, what.c_str());
-  Scoped file_space(check(H5Dget_space(table.dataset), path_, what.c_str()), H5Sclose);
-  const hsize_t start[2] = {table.rows, 0};
-  const hsize_t count[2] = {1, table.columns};
-  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path_,
-        what.c_str());
-  Scoped mem_space(check(H5Screate_simple(rank, count, nullptr), path_, what.c_str()), H5Sclose);
-  check(H5Dwrite(table.dataset, is_double ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT32, mem_space.get(),
-                 file_space.get(), H5P_DEFAULT, values.data()),
-        path_, what.c_str());
-  table.rows += 1;
+  if (!table.fields.empty())
+    throw std::invalid_argument(
+        fmt::format("{}: {} holds named fields or enum members, not plain values", path_, name));
+  write_row(table, is_double ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT32, values.data(), name, path_);
 }
 
 void Hdf5RunWriter::append_row(const std::string& name, const std::vector<double>& values) {
@@ -546,7 +555,7 @@ void Hdf5RunWriter::append_record(const std::string& name, const std::vector<Col
       units += fmt::format("{}{}: {}", units.empty() ? "" : ", ", columns[i].name, columns[i].unit);
     }
     Handles::Table& table = open_table(h_->file, h_->tables, name, 1, 1, type.get(), path_);
-    table.record_type = check(H5Tcopy(type.get()), path_, what.c_str());
+    table.mem_type = check(H5Tcopy(type.get()), path_, what.c_str());
     table.fields = fields;
     write_string_attribute(table.dataset, "units", units, path_);
     found = h_->tables.find(name);
@@ -555,18 +564,34 @@ void Hdf5RunWriter::append_record(const std::string& name, const std::vector<Col
   if (table.fields != fields)
     throw std::invalid_argument(fmt::format("{}: {} has fields {}, not {}", path_, name,
                                             fmt::join(table.fields, ", "), fmt::join(fields, ", ")));
-  const hsize_t new_dims[1] = {table.rows + 1};
-  check(H5Dset_extent(table.dataset, new_dims), path_, what.c_str());
-  Scoped file_space(check(H5Dget_space(table.dataset), path_, what.c_str()), H5Sclose);
-  const hsize_t start[1] = {table.rows};
-  const hsize_t count[1] = {1};
-  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path_,
-        what.c_str());
-  Scoped mem_space(check(H5Screate_simple(1, count, nullptr), path_, what.c_str()), H5Sclose);
-  check(H5Dwrite(table.dataset, table.record_type, mem_space.get(), file_space.get(), H5P_DEFAULT,
-                 values.data()),
-        path_, what.c_str());
-  table.rows += 1;
+  write_row(table, table.mem_type, values.data(), name, path_);
+}
+
+void Hdf5RunWriter::append_enum(const std::string& name, const std::vector<std::string>& members,
+                                const std::string& value) {
+  const auto member = std::find(members.begin(), members.end(), value);
+  if (member == members.end())
+    throw std::logic_error(fmt::format("{}: {} has no member \"{}\" (its members: {})", path_, name, value,
+                                       fmt::join(members, ", ")));
+  const std::int32_t code = static_cast<std::int32_t>(member - members.begin());
+  const std::string what = "append to " + name;
+  auto found = h_->tables.find(name);
+  if (found == h_->tables.end()) {
+    // The same type in memory and in the file: int32 codes, member i named members[i].
+    Scoped type(check(H5Tenum_create(H5T_NATIVE_INT32), path_, what.c_str()), H5Tclose);
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(members.size()); ++i)
+      check(H5Tenum_insert(type.get(), members[i].c_str(), &i), path_, what.c_str());
+    Handles::Table& table = open_table(h_->file, h_->tables, name, 1, 1, type.get(), path_);
+    table.mem_type = check(H5Tcopy(type.get()), path_, what.c_str());
+    table.fields = members;
+    write_string_attribute(table.dataset, "names", fmt::format("{}", fmt::join(members, ", ")), path_);
+    found = h_->tables.find(name);
+  }
+  Handles::Table& table = found->second;
+  if (table.fields != members)
+    throw std::invalid_argument(fmt::format("{}: {} has members {}, not {}", path_, name,
+                                            fmt::join(table.fields, ", "), fmt::join(members, ", ")));
+  write_row(table, table.mem_type, &code, name, path_);
 }
 
 void Hdf5RunWriter::set_table_attribute(const std::string& table, const std::string& name,

@@ -50,17 +50,13 @@ class RunOutput {
   void append_step(const StepRecord& record) { writer_->append_step(record); }
 
  private:
-  // A per-step int32 table of codes whose attribute `names` says what each code means (/plans/policy,
-  // /plans/planner_source, /plans/solver_status): a value not yet named gets the next code.
-  struct CodeTable {
-    std::vector<std::string> names;
-    size_t named = 0;  // names written to the attribute so far
-  };
-  void append_code(const std::string& table, CodeTable& codes, const std::string& value);
   void describe_step_tables();  // a `units` attribute on every /ranks and /plans table
 
   std::unique_ptr<Hdf5RunWriter> writer_;
-  CodeTable policies_, sources_, solver_statuses_;
+  // The members of the enumerated tables /plans/policy, /plans/planner_source and /plans/solver_status:
+  // every value a plan can name, fixed before the first step (policy_names(), kPlanSources,
+  // kSolverStatuses).
+  std::vector<std::string> policies_, sources_, solver_statuses_;
   bool tables_described_ = false;  // the units of /ranks and /plans are written with their first rows
 };
 

@@ -2,6 +2,7 @@
 // executor carries it out. A plan changes where work runs, never the math.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -26,15 +27,23 @@ struct LlmGroup {
   std::vector<int> micro_batch_ends;
 };
 
+// Every value of PlanOrigin::source and of PlanOrigin::solver_status (described there), in the order of
+// their codes in the run file's enumerated /plans/planner_source and /plans/solver_status (docs/HDF5.md):
+// a value is added at the end, so that a code keeps its meaning.
+inline constexpr std::array<const char*, 4> kPlanSources = {"heuristic", "milp", "static_layout", "deck"};
+inline constexpr std::array<const char*, 6> kSolverStatuses = {"not_run",     "optimal",   "time_limit",
+                                                               "no_solution", "too_large", "unavailable"};
+
 // Which algorithm of its policy produced a plan, and how a solver fared (docs/HDF5.md, /plans).
 struct PlanOrigin {
-  // "heuristic": the policy's own algorithm (every policy but flexsp's solver); "milp": flexsp's MILP
-  // solution; "static_layout": the static layout (parallel.cp, packed bins), which a dynamic policy keeps
-  // when it predicts a faster step; "deck": the deck's own layout.
+  // One of kPlanSources. "heuristic": the policy's own algorithm (every policy but flexsp's solver);
+  // "milp": flexsp's MILP solution; "static_layout": the static layout (parallel.cp, packed bins), which a
+  // dynamic policy keeps when it predicts a faster step; "deck": the deck's own layout.
   std::string source = "heuristic";
-  // flexsp's MILP: "not_run" (another policy, or parallel.flexsp_time_limit 0), "optimal",
-  // "time_limit" (stopped with a solution, not proven optimal), "no_solution", "too_large" (not attempted:
-  // too many columns for the time limit), "unavailable" (a build without CBC).
+  // One of kSolverStatuses, what flexsp's MILP did: "not_run" (another policy, or
+  // parallel.flexsp_time_limit 0), "optimal", "time_limit" (stopped with a solution, not proven optimal),
+  // "no_solution", "too_large" (not attempted: too many columns for the time limit), "unavailable" (a
+  // build without CBC).
   std::string solver_status = "not_run";
   double solver_gap = -1.0;     // the solver's relative optimality gap; -1: not run or no bound
   double solver_seconds = 0.0;  // wall time of the solve (on the rank that solved)

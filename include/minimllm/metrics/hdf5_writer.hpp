@@ -62,14 +62,21 @@ class Hdf5RunWriter {
   // Not flushed.
   void append_value(const std::string& name, int value);
   void append_value(const std::string& name, double value);
+  // Appends one value to the 1-D enumerated table `name` (one value per step): an HDF5 enum over int32 whose
+  // member i is members[i] (code i), created on first use with the attribute `names`, the members joined
+  // by ", " (what readers of schema_version 2 decode codes with). Throws std::logic_error naming the value,
+  // the table and the members when value is none of them, std::invalid_argument when members differ from
+  // the table's. Not flushed.
+  void append_enum(const std::string& name, const std::vector<std::string>& members,
+                   const std::string& value);
   // Appends one record to the 1-D compound table `name` (one record per step, one named float64 field per
   // column, a `units` attribute "name: unit, ..." as on /steps), created on first use: readers find a
   // value by its field name, never by position. Throws std::invalid_argument when columns and values
   // differ in count, or the columns differ from the table's. Not flushed.
   void append_record(const std::string& name, const std::vector<Column>& columns,
                      const std::vector<double>& values);
-  // A string attribute on a table created by append_row, append_value or append_record (e.g. what its codes
-  // mean).
+  // A string attribute on a table created by append_row, append_value, append_enum or append_record (e.g.
+  // its units).
   void set_table_attribute(const std::string& table, const std::string& name, const std::string& value);
   void flush();
   // Before a step's rows: throws std::runtime_error naming the path when its file system has less free

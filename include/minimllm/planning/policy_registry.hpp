@@ -35,7 +35,8 @@ struct PolicyRow {
   bool solves_milp() const { return flags & kSolvesMilp; }
 };
 
-// Every policy, in the order --help, `--policy all` and /plans/policy's codes list them: deck first.
+// Every policy, in the order --help, `--policy all` and /plans/policy's codes list them: deck first. A new
+// row goes at the end, so that the codes of older run files keep their meaning.
 const std::vector<PolicyRow>& policy_registry();
 // The row of `name`; throws InputError listing the valid names.
 const PolicyRow& policy_row(const std::string& name);
