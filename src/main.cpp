@@ -54,6 +54,19 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
   return dot == std::string::npos ? path + "-" + suffix : path.substr(0, dot) + "-" + suffix + ".h5";
 }
 
+// Runs `work` on rank 0 only (the rank that writes); every rank learns whether it failed (agree_on_error)
+// and throws the same.
+template <class Work>
+void on_root(const minimllm::World& world, Work work) {
+  std::exception_ptr error;
+  try {
+    if (world.is_root()) work();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  minimllm::agree_on_error(world.comm, error);
+}
+
 // Trains, then, for a benchmark run, judges it: the verdict is printed and added to the run's file.
 // Returns 3 for an INVALID run, else 0.
 int train_and_judge(const minimllm::RunConfig& config, const minimllm::World& world,
@@ -63,18 +76,12 @@ int train_and_judge(const minimllm::RunConfig& config, const minimllm::World& wo
   result = minimllm::train(config, world, options);
   if (!reference || result.stopped_on_request) return 0;  // an unfinished run is not judged
   const minimllm::BenchmarkVerdict verdict = minimllm::judge_run(config, *reference, result, world);
-  std::exception_ptr error;
-  try {
-    if (world.is_root()) {
-      minimllm::print_verdict(std::cout, config, *reference, verdict, world.size);
-      minimllm::Hdf5RunWriter::update_run_attributes(options.out_path,
-                                                     minimllm::verdict_attributes(*reference, verdict));
-      if (!verdict.valid) std::cerr << "minimllm: INVALID: " << verdict.reason << std::endl;
-    }
-  } catch (...) {
-    error = std::current_exception();
-  }
-  minimllm::agree_on_error(world.comm, error);
+  on_root(world, [&] {
+    minimllm::print_verdict(std::cout, config, *reference, verdict, world.size);
+    minimllm::Hdf5RunWriter::update_run_attributes(options.out_path,
+                                                   minimllm::verdict_attributes(*reference, verdict));
+    if (!verdict.valid) std::cerr << "minimllm: INVALID: " << verdict.reason << std::endl;
+  });
   return verdict.valid ? 0 : 3;
 }
 
@@ -284,20 +291,14 @@ int run(const minimllm::RunRequest& request, Input input, const minimllm::World&
       p.runs.push_back(result), p.files.push_back(options.out_path);
       if (result.stopped_on_request) return stopped_code(result);  // the runs after it do not run
     }
-  std::exception_ptr error;
-  try {
-    if (world.is_root()) {
-      minimllm::print_policy_comparison(std::cout, policies, config.parallel.cp);
-      const std::string csv = minimllm::policy_comparison_csv(policies, config.parallel.cp);
-      const std::string path = comparison_path(input.out);
-      minimllm::write_file_atomically(path, csv.data(), csv.size(), "comparison file", "--out",
-                                      request.overwrite);
-      std::cout << "comparison written to " << path << "\n";
-    }
-  } catch (...) {
-    error = std::current_exception();
-  }
-  minimllm::agree_on_error(world.comm, error);
+  on_root(world, [&] {
+    minimllm::print_policy_comparison(std::cout, policies, config.parallel.cp);
+    const std::string csv = minimllm::policy_comparison_csv(policies, config.parallel.cp);
+    const std::string path = comparison_path(input.out);
+    minimllm::write_file_atomically(path, csv.data(), csv.size(), "comparison file", "--out",
+                                    request.overwrite);
+    std::cout << "comparison written to " << path << "\n";
+  });
   return code;
 }
 
@@ -319,13 +320,8 @@ int simulate(const minimllm::SimulateRequest& request, const Input& input, const
   options.command_line = command_line;
   options.overwrite = request.overwrite;
   options.log = &std::cout;
-  std::exception_ptr error;
-  try {
-    if (world.is_root()) minimllm::simulate(config, options);  // serial: the virtual ranks need no real ones
-  } catch (...) {
-    error = std::current_exception();
-  }
-  minimllm::agree_on_error(world.comm, error);  // the other ranks learn rank 0's failure
+  on_root(world,
+          [&] { minimllm::simulate(config, options); });  // serial: the virtual ranks need no real ones
   return 0;
 }
 
@@ -338,19 +334,13 @@ int calibrate(const minimllm::CalibrateRequest& request, const Input& input, con
   options.rows_per_call = request.rows;
   options.log = &std::cout;
   const minimllm::Calibration calibration = minimllm::calibrate(config, world, options);
-  std::exception_ptr error;
-  try {
-    if (world.is_root()) {
-      // Written beside out and renamed (linked without --overwrite): never through a planted link.
-      const std::string text = minimllm::calibration_to_yaml(calibration);
-      minimllm::write_file_atomically(out, text.data(), text.size(), "calibration file", "--out",
-                                      request.overwrite);
-      std::cout << "calibration written to " << out << "\n";
-    }
-  } catch (...) {
-    error = std::current_exception();
-  }
-  minimllm::agree_on_error(world.comm, error);
+  on_root(world, [&] {
+    // Written beside out and renamed (linked without --overwrite): never through a planted link.
+    const std::string text = minimllm::calibration_to_yaml(calibration);
+    minimllm::write_file_atomically(out, text.data(), text.size(), "calibration file", "--out",
+                                    request.overwrite);
+    std::cout << "calibration written to " << out << "\n";
+  });
   return 0;
 }
 

@@ -40,23 +40,35 @@ std::string host_name() {
   return name;
 }
 
-int ranks_per_node(const World& world) {
+namespace {
+
+// This rank's place on its node (MPI_COMM_TYPE_SHARED): the node's rank count and this rank's index there.
+struct NodePlace {
+  int ranks = 1, local_rank = 0;
+};
+
+NodePlace node_place(const World& world) {
   MPI_Comm node;
   MPI_Comm_split_type(world.comm, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node);
-  int local = 1, largest = 1;
-  MPI_Comm_size(node, &local);
+  NodePlace place;
+  MPI_Comm_size(node, &place.ranks);
+  MPI_Comm_rank(node, &place.local_rank);
   MPI_Comm_free(&node);
+  return place;
+}
+
+}  // namespace
+
+int ranks_per_node(const World& world) {
+  const int local = node_place(world).ranks;
+  int largest = 1;
   MPI_Allreduce(&local, &largest, 1, MPI_INT, MPI_MAX, world.comm);
   return largest;
 }
 
 int node_count(const World& world) {
-  MPI_Comm node;
-  MPI_Comm_split_type(world.comm, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node);
-  int local_rank = 0, leaders = 0;
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_free(&node);
-  const int leader = local_rank == 0 ? 1 : 0;
+  const int leader = node_place(world).local_rank == 0 ? 1 : 0;
+  int leaders = 0;
   MPI_Allreduce(&leader, &leaders, 1, MPI_INT, MPI_SUM, world.comm);
   return leaders;
 }
