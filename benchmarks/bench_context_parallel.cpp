@@ -1,6 +1,8 @@
 // Context parallelism on one long sequence: the LLM phase (forward+backward) of one step on all ranks
-// of the world as one group, against the same step on one rank, in the same run. Reports the speed-up
-// and the share of the parallel LLM phase spent in the K/V exchange. Run with mpiexec -n 2.
+// of the world as one group, against the same step on one rank, in the same run, for each mechanism
+// (parallel.cp_comm: 0 = p2p, the ring; 1 = all_gather). Reports the speed-up, the share of the parallel
+// LLM phase spent communicating (the ring's posting and waiting, or the collectives) and the activation
+// memory per rank the model's accounting gives. Run with mpiexec -n 2 (or 3).
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
@@ -29,10 +31,14 @@ data:
 }
 
 // Median LLM-phase seconds and K/V exchange seconds (max over the communicator) of `reps` steps.
-std::pair<double, double> llm_phase(const RunConfig& config, MPI_Comm comm, int reps) {
+struct LlmPhase {
+  double llm = 0.0, kv = 0.0, activation_bytes = 0.0;
+};
+
+LlmPhase llm_phase(const RunConfig& config, MPI_Comm comm, int reps, CpComm mode) {
   const World world = World::of(comm);
   const Sampler sampler(config);
-  Model model(config.model, config.seed);
+  Model model(config.model, config.seed, GemmPrecision::fp32, Recompute::none, {}, mode);
   CommPool pool(comm, 4, choose_collectives(comm, "auto").factory);
   StepExecutor executor(model);
   const GlobalBatch batch = sampler.batch(0);
@@ -47,30 +53,42 @@ std::pair<double, double> llm_phase(const RunConfig& config, MPI_Comm comm, int 
   }
   std::sort(llm.begin(), llm.end());
   std::sort(kv.begin(), kv.end());
-  return {llm[llm.size() / 2], kv[kv.size() / 2]};
+  // This rank's rows, and the other members' key rows as the mechanism holds them.
+  const MicroBatchWork& mb = planned.work.micro_batches.at(0);
+  const int rows = mb.member_rows.at(world.rank);
+  const int keys = world.size == 1 ? 0
+                   : mode == CpComm::p2p
+                       ? *std::max_element(mb.member_rows.begin(), mb.member_rows.end())
+                       : mb.sample_offsets.back();
+  return {llm[llm.size() / 2], kv[kv.size() / 2], model.activation_bytes(rows, 0, keys)};
 }
 
 void BM_ContextParallelLongSequence(benchmark::State& state) {
   const RunConfig config = long_sequence(static_cast<int>(state.range(0)));
+  const CpComm mode = state.range(1) == 0 ? CpComm::p2p : CpComm::all_gather;
+  state.SetLabel(to_string(mode));
   int ranks = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  std::pair<double, double> one, all;
+  LlmPhase one, all;
   for (auto _ : state) {
-    one = llm_phase(config, MPI_COMM_SELF, 3);  // every rank alone, at the same time: one core each
+    one = llm_phase(config, MPI_COMM_SELF, 3, mode);  // every rank alone, at the same time: one core each
     MPI_Barrier(MPI_COMM_WORLD);
-    all = llm_phase(config, MPI_COMM_WORLD, 3);
-    state.SetIterationTime(all.first);
+    all = llm_phase(config, MPI_COMM_WORLD, 3, mode);
+    state.SetIterationTime(all.llm);
   }
   state.counters["ranks"] = ranks;
-  state.counters["t_1rank_ms"] = 1e3 * one.first;
-  state.counters["t_group_ms"] = 1e3 * all.first;
-  state.counters["speedup"] = one.first / all.first;
-  state.counters["kv_share"] = all.second / all.first;
+  state.counters["t_1rank_ms"] = 1e3 * one.llm;
+  state.counters["t_group_ms"] = 1e3 * all.llm;
+  state.counters["speedup"] = one.llm / all.llm;
+  state.counters["kv_share"] = all.kv / all.llm;
+  state.counters["act_MiB"] = all.activation_bytes / 1048576.0;
 }
 BENCHMARK(BM_ContextParallelLongSequence)
-    ->ArgName("tokens")
-    ->Arg(4096)
-    ->Arg(8192)
+    ->ArgNames({"tokens", "cp_comm"})
+    ->Args({4096, 0})
+    ->Args({4096, 1})
+    ->Args({8192, 0})
+    ->Args({8192, 1})
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);

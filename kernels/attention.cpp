@@ -6,6 +6,7 @@
 // the choice between them.
 #include "minimllm/kernels/attention.hpp"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -198,6 +199,35 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
   const BackwardOperands x{dout, q, k, v, lse, delta, dq, dk, dv};
   if (use_teams(kernels)) return backward_teams(x, segs, shape);
   backward_host(x, segs, shape);
+}
+
+void attention_merge(const t_mat_strided& out, const t_mat& lse, const t_mat_strided_const& out_part,
+                     const t_mat_const& lse_part, AttentionShape shape) {
+  const int rows = static_cast<int>(out.extent(0)), head_dim = shape.head_dim;
+  if (out_part.extent(0) != out.extent(0) || lse_part.extent(0) != lse.extent(0) ||
+      lse.extent(0) != out.extent(0) || static_cast<int>(lse.extent(1)) != shape.heads)
+    throw std::invalid_argument("attention_merge: the two partial results differ in shape");
+  constexpr float kNoKey = 3.0e38f;  // lse at or above: +inf, no visible key
+  Kokkos::parallel_for(
+      "minimllm::attention::merge",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {rows, shape.heads}),
+      KOKKOS_LAMBDA(const int r, const int h) {
+        const float mine = lse(r, h), part = lse_part(r, h);
+        if (part >= kNoKey) return;
+        if (mine >= kNoKey) {  // out holds nothing yet (possibly not even numbers)
+          for (int d = 0; d < head_dim; ++d) out(r, h * head_dim + d) = out_part(r, h * head_dim + d);
+          lse(r, h) = part;
+          return;
+        }
+        const float top = mine > part ? mine : part;
+        const float joint = top + logf(expf(mine - top) + expf(part - top));
+        const float w_mine = expf(mine - joint), w_part = expf(part - joint);
+        for (int d = 0; d < head_dim; ++d) {
+          const int c = h * head_dim + d;
+          out(r, c) = w_mine * out(r, c) + w_part * out_part(r, c);
+        }
+        lse(r, h) = joint;
+      });
 }
 
 double attention_forward_flops(const std::vector<int>& lengths, bool causal, AttentionShape shape) {

@@ -218,6 +218,7 @@ Input read_simulate_input(const minimllm::SimulateRequest& request, const miniml
   if (request.steps) input.config.steps = *request.steps;
   if (request.global_batch) input.config.data.global_batch = *request.global_batch;
   if (request.tokens_per_rank) input.config.parallel.tokens_per_rank = *request.tokens_per_rank;
+  if (request.cp_comm) input.config.parallel.cp_comm = *request.cp_comm;
   if (request.cp != "best" && request.ranks % std::stoi(request.cp) != 0)
     throw minimllm::InputError("--cp " + request.cp + " must divide --ranks " +
                                std::to_string(request.ranks) +

@@ -57,7 +57,8 @@ Gradients run_step(const RunConfig& config, MPI_Comm comm,
                    GradSyncOptions sync = kBucketPerLayer, int* started_early = nullptr) {
   const World world = World::of(comm);
   const Sampler sampler(config);
-  Model model(config.model, config.seed);
+  Model model(config.model, config.seed, GemmPrecision::fp32, Recompute::none, {},
+              cp_comm_from_string(config.parallel.cp_comm));
   CommPool pool(comm, pool_capacity, choose_collectives(comm, "auto").factory);
   StepExecutor executor(model, sync);
   const GlobalBatch batch = sampler.batch(0);
@@ -107,21 +108,33 @@ std::function<StepPlan(const GlobalBatch&)> grouped(std::vector<int> sizes) {
   return [sizes](const GlobalBatch& b) { return make_grouped_plan(b, sizes); };
 }
 
+// The deck with each context-parallel mechanism (parallel.cp_comm).
+std::vector<RunConfig> with_every_cp_comm(const RunConfig& config) {
+  std::vector<RunConfig> out;
+  for (const char* mode : {"p2p", "all_gather"}) {
+    out.push_back(config);
+    out.back().parallel.cp_comm = mode;
+  }
+  return out;
+}
+
 TEST(Layouts, AnyGroupSizesOnFourRanks) {
   if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
-  for (const std::vector<int>& sizes :
-       std::vector<std::vector<int>>{{4}, {3, 1}, {2, 2}, {2, 1, 1}, {1, 1, 1, 1}, {1, 3}}) {
-    SCOPED_TRACE(::testing::PrintToString(sizes));
-    expect_matches_reference(deck(), grouped(sizes));
-  }
+  for (const RunConfig& config : with_every_cp_comm(deck()))
+    for (const std::vector<int>& sizes :
+         std::vector<std::vector<int>>{{4}, {3, 1}, {2, 2}, {2, 1, 1}, {1, 1, 1, 1}, {1, 3}}) {
+      SCOPED_TRACE(config.parallel.cp_comm + " " + ::testing::PrintToString(sizes));
+      expect_matches_reference(config, grouped(sizes));
+    }
 }
 
 TEST(Layouts, AnyGroupSizesOnThreeRanks) {
   if (world_size() != 3) GTEST_SKIP() << "needs 3 ranks";
-  for (const std::vector<int>& sizes : std::vector<std::vector<int>>{{3}, {2, 1}, {1, 1, 1}}) {
-    SCOPED_TRACE(::testing::PrintToString(sizes));
-    expect_matches_reference(deck(), grouped(sizes));
-  }
+  for (const RunConfig& config : with_every_cp_comm(deck()))
+    for (const std::vector<int>& sizes : std::vector<std::vector<int>>{{3}, {2, 1}, {1, 1, 1}}) {
+      SCOPED_TRACE(config.parallel.cp_comm + " " + ::testing::PrintToString(sizes));
+      expect_matches_reference(config, grouped(sizes));
+    }
 }
 
 TEST(Layouts, OneGroupOfAllRanksWithMicroBatches) {
@@ -252,7 +265,10 @@ TEST(Layouts, SequencesShorterThanTheGroup) {
   short_config.data.text = {2, 0.5, 2, 3};
   short_config.data.images.max_per_sample = 0;
   short_config.data.images.mean_per_sample = 0;
-  expect_matches_reference(short_config, grouped({world_size()}));
+  for (const RunConfig& config : with_every_cp_comm(short_config)) {
+    SCOPED_TRACE(config.parallel.cp_comm);
+    expect_matches_reference(config, grouped({world_size()}));
+  }
 }
 
 // Whole runs: the loss curve of a layout that changes every step equals the single-rank curve.
@@ -343,14 +359,14 @@ TEST(Layouts, TimeLimitedPlanIsMadeOnRankZeroAndBroadcast) {
 TEST(Layouts, MegatronBaselinesAtEveryContextParallelDegree) {
   for (int cp = 1; cp <= world_size(); ++cp) {
     if (world_size() % cp != 0) continue;
-    for (const char* policy : {"static", "megatron_dcp"}) {
-      SCOPED_TRACE(std::string(policy) + " cp " + std::to_string(cp));
-      RunConfig config = deck();
-      config.steps = 3;
-      config.parallel.policy = policy;
-      config.parallel.cp = cp;
-      expect_same_curve(config);
-    }
+    for (const char* policy : {"static", "megatron_dcp"})
+      for (RunConfig config : with_every_cp_comm(deck())) {
+        SCOPED_TRACE(std::string(policy) + " cp " + std::to_string(cp) + " " + config.parallel.cp_comm);
+        config.steps = 3;
+        config.parallel.policy = policy;
+        config.parallel.cp = cp;
+        expect_same_curve(config);
+      }
   }
 }
 

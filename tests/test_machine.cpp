@@ -93,6 +93,16 @@ TEST(Collectives, GrowWithTheGroupAndCostMoreAcrossNodes) {
     EXPECT_LT(cost.llm_comm(0.0, 16, true), cost.llm_comm(0.0, 64, true));
   }
   cost.algorithm = CollectiveAlgorithm::ring;
+  // The ring (p2p): 7 steps forward, 7 backward and the last dK|dV hop, each one message's latency.
+  EXPECT_DOUBLE_EQ(cost.llm_comm(0.0, 8, false), cost.cp_layers * 15 * cost.intra_node.latency);
+  // Nothing hidden: a block each step forward, two backward, one more hop; all hidden: that hop alone.
+  const double block = cost.kv_row_bytes * 800.0 / 8 / cost.intra_node.bandwidth;
+  EXPECT_NEAR(cost.llm_comm(800.0, 8, false) - cost.llm_comm(0.0, 8, false), cost.cp_layers * 22 * block,
+              1e-15);
+  cost.cp_overlap = 1.0;
+  EXPECT_NEAR(cost.llm_comm(800.0, 8, false) - cost.llm_comm(0.0, 8, false), cost.cp_layers * block, 1e-15);
+  // all_gather: an all-gather forward and a reduce-scatter backward, 7 steps each.
+  cost.cp_comm = CpComm::all_gather;
   EXPECT_DOUBLE_EQ(cost.llm_comm(0.0, 8, false), cost.cp_layers * 2 * 7 * cost.intra_node.latency);
   // The same group size inside a node and across two: the node boundary costs more.
   EXPECT_LT(cost.llm_time(2000, 4, 0), cost.llm_time(2000, 4, 6));
@@ -158,7 +168,7 @@ machine:
       error("machine: {memroy_gib: 8}"),
       "m.yaml: machine.memroy_gib = 8: unknown key (did you mean 'memory_gib'?); valid keys in machine: "
       "name, ranks_per_node, nvlink_domain, memory_gib, peak_gflops, intra_node, inter_node, "
-      "collective_algorithm, comm_creation_ms");
+      "collective_algorithm, comm_creation_ms, activation_precision, cp_overlap");
   EXPECT_EQ(error("machine: {comm_creation_ms: 0}"),
             "m.yaml: machine.comm_creation_ms = 0: must be a number > 0");
   EXPECT_EQ(error("machine: {memory_gib: 0}"), "m.yaml: machine.memory_gib = 0: must be a number > 0");
@@ -292,9 +302,10 @@ GlobalBatch lengths(const std::vector<int>& text) {
   return batch;
 }
 
-CostModel bounded(const RunConfig& config, double tokens_per_rank, int ranks_per_node = 8) {
+CostModel bounded(const RunConfig& config, double tokens_per_rank, int ranks_per_node = 8,
+                  CpComm cp_comm = CpComm::p2p) {
   CostModel cost = default_cost_model(config, 100.0, ranks_per_node);
-  cost.memory = memory_model(config.model, GemmPrecision::fp32);
+  cost.memory = memory_model(config.model, GemmPrecision::fp32, Recompute::none, 1, cp_comm);
   cost.capacity_bytes = cost.memory.state + cost.memory.fixed + tokens_per_rank * cost.memory.per_row;
   cost.capacity_source = "test";
   return cost;
@@ -307,10 +318,12 @@ double peak(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cos
 
 TEST(Memory, FitsOrNot) {
   const RunConfig config = deck("text_longtail");
-  const CostModel cost = bounded(config, 1000.0);
+  // The ring holds K|V blocks of a member's rows, never the sequence's: 3,000 tokens fit a group of 16.
+  EXPECT_NO_THROW(require_batch_fits(lengths({20, 3000}), bounded(config, 1000.0), 16));
+  const CostModel cost = bounded(config, 1000.0, 8, CpComm::all_gather);
   EXPECT_NO_THROW(require_batch_fits(lengths({900, 500, 20}), cost, 1));
-  // 3,000 tokens need a group of more than 16 (its first member holds more than 1/g of the rows, and every
-  // member the whole sequence's K|V of every layer): fine on 64 ranks, not on 16.
+  // All-gathered, 3,000 tokens need a group of more than 16 (its first member holds more than 1/g of the
+  // rows, and every member the whole sequence's K|V of every layer): fine on 64 ranks, not on 16.
   EXPECT_NO_THROW(require_batch_fits(lengths({3000, 20}), cost, 64));
   try {
     require_batch_fits(lengths({20, 3000}), cost, 16);

@@ -36,7 +36,7 @@ void expect_same_training(const RunConfig& config, bool context_parallel, bool e
   ASSERT_EQ(reference.recompute, "none");
   int widest_group = 0;
   for (const StepRecord& s : reference.steps) widest_group = std::max(widest_group, s.max_group_size);
-  // Not vacuous: the K|V all-gather (and its repetition under full recomputation) really ran.
+  // Not vacuous: the K|V exchange (and its repetition under recomputation) really ran.
   if (context_parallel) {
     EXPECT_GT(widest_group, 1);
   }
@@ -56,7 +56,10 @@ void expect_same_training(const RunConfig& config, bool context_parallel, bool e
             << "step " << i;
       }
     }
-    EXPECT_LT(result.memory_estimate_mib, reference.memory_estimate_mib);
+    // On the same layout the estimate falls; a dynamic policy's other layout may hold more rows a rank.
+    if (exact) {
+      EXPECT_LT(result.memory_estimate_mib, reference.memory_estimate_mib);
+    }
   }
 }
 
@@ -105,7 +108,17 @@ TEST(Recompute, ActivationEstimateFallsWithWhatIsDropped) {
   EXPECT_GT(selective.per_row, full.per_row);
   EXPECT_GT(none.per_encoder_row.at(0), selective.per_encoder_row.at(0));
   EXPECT_GT(selective.per_encoder_row.at(0), full.per_encoder_row.at(0));
-  EXPECT_GT(selective.per_key_row, full.per_key_row);  // full: one block's gathered K|V, not every block's
+  // The ring keeps no other member's K|V: its key rows cost the same whatever the blocks keep.
+  EXPECT_DOUBLE_EQ(selective.per_key_row, full.per_key_row);
+  const auto gathered = [&](Recompute mode) {
+    return memory_model(model, GemmPrecision::fp32, mode, 1, CpComm::all_gather);
+  };
+  // Gathered: full recomputation keeps one block's gathered K|V, not every block's.
+  EXPECT_GT(gathered(Recompute::selective).per_key_row, gathered(Recompute::full).per_key_row);
+  // The ring's blocks in flight weigh more per row than one gathered block, but cover a member's rows
+  // (tokens / g): less from a group of 2; and less per row than every layer's gathered K|V.
+  EXPECT_LT(full.per_key_row / 2, gathered(Recompute::full).per_key_row);
+  EXPECT_LT(full.per_key_row, gathered(Recompute::none).per_key_row);
 }
 
 }  // namespace

@@ -36,13 +36,14 @@ std::string number(double v) { return fmt::format("{}", v); }
 bool MachineConfig::empty() const {
   return name.empty() && ranks_per_node == 0 && nvlink_domain == 0 && memory_gib == 0.0 &&
          peak_gflops == 0.0 && !intra_node.given() && !inter_node.given() && collective_algorithm.empty() &&
-         comm_creation_ms == 0.0;
+         comm_creation_ms == 0.0 && activation_precision.empty() && cp_overlap < 0.0;
 }
 
 const std::vector<std::string>& machine_keys() {
-  static const std::vector<std::string> keys = {"name",       "ranks_per_node",       "nvlink_domain",
-                                                "memory_gib", "peak_gflops",          "intra_node",
-                                                "inter_node", "collective_algorithm", "comm_creation_ms"};
+  static const std::vector<std::string> keys = {
+      "name",       "ranks_per_node", "nvlink_domain",        "memory_gib",       "peak_gflops",
+      "intra_node", "inter_node",     "collective_algorithm", "comm_creation_ms", "activation_precision",
+      "cp_overlap"};
   return keys;
 }
 
@@ -57,6 +58,8 @@ MachineConfig read_machine(const Section& s) {
   m.inter_node = read_link(s, "inter_node");
   s.read_choice("collective_algorithm", m.collective_algorithm, {"ring", "tree"});
   s.read_real("comm_creation_ms", m.comm_creation_ms, above(0.0));
+  s.read_choice("activation_precision", m.activation_precision, {"fp32", "bf16"});
+  s.read_real("cp_overlap", m.cp_overlap, strict_yaml::closed(0.0, 1.0));
   // A domain holds whole nodes (an NVL72 rack of 18 nodes of 4 GPUs: nvlink_domain 72, ranks_per_node 4).
   if (m.nvlink_domain > 0 && m.ranks_per_node > 0 && m.nvlink_domain % m.ranks_per_node != 0)
     s.fail_at("nvlink_domain",
@@ -110,6 +113,9 @@ std::string machine_to_yaml(const MachineConfig& m) {
   if (!m.collective_algorithm.empty())
     o << fmt::format("  collective_algorithm: {}\n", m.collective_algorithm);
   if (m.comm_creation_ms > 0.0) o << fmt::format("  comm_creation_ms: {}\n", number(m.comm_creation_ms));
+  if (!m.activation_precision.empty())
+    o << fmt::format("  activation_precision: {}\n", m.activation_precision);
+  if (m.cp_overlap >= 0.0) o << fmt::format("  cp_overlap: {}\n", number(m.cp_overlap));
   return o.str();
 }
 

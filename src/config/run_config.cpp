@@ -130,6 +130,7 @@ void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) 
   s.read_string("policy", c.policy);  // a name of the policy registry (planning/policy_registry.hpp)
   s.read_int("cp", c.cp, 1, kMaxRanks);
   s.read_int("tokens_per_rank", c.tokens_per_rank, 0, 1 << 30);
+  s.read_choice("cp_comm", c.cp_comm, {"p2p", "all_gather"});
   s.read_real("flexsp_time_limit", c.flexsp_time_limit, closed(0.0, 3600.0));
   int ranks_per_node = 0;
   s.read_int("ranks_per_node", ranks_per_node, 0, kMaxRanks);
@@ -276,6 +277,14 @@ const char* to_string(Modality modality) {
   return "unknown";
 }
 
+CpComm cp_comm_from_string(const std::string& name) {
+  if (name == "p2p") return CpComm::p2p;
+  if (name == "all_gather") return CpComm::all_gather;
+  throw std::invalid_argument("context-parallel mechanism '" + name + "' is not one of: p2p, all_gather");
+}
+
+const char* to_string(CpComm mode) { return mode == CpComm::p2p ? "p2p" : "all_gather"; }
+
 int ModelConfig::module_of(Modality modality) const {
   for (size_t m = 0; m < encoders.size(); ++m)
     if (encoders[m].modality == modality) return static_cast<int>(m);
@@ -321,12 +330,27 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
                                        "collectives", "calibrate", "stall_timeout", "plan_ahead",
                                        "overlap_grad_sync", "grad_bucket_mb", "gemm"}),
                cfg.runtime, cfg.machine);
-  read_parallel(
-      top.section("parallel", {"policy", "cp", "tokens_per_rank", "flexsp_time_limit", "ranks_per_node",
-                               "group_sizes", "rotate_groups", "micro_batches", "placement", "encoder_ranks",
-                               "encoder_layout", "comm_pool_capacity", "cost_model", "distributed_optimizer",
-                               "tp", "pp", "pp_layers", "encoder_tp", "encoder_stage"}),
-      cfg.parallel, cfg.machine);
+  read_parallel(top.section("parallel", {"policy",
+                                         "cp",
+                                         "cp_comm",
+                                         "tokens_per_rank",
+                                         "flexsp_time_limit",
+                                         "ranks_per_node",
+                                         "group_sizes",
+                                         "rotate_groups",
+                                         "micro_batches",
+                                         "placement",
+                                         "encoder_ranks",
+                                         "encoder_layout",
+                                         "comm_pool_capacity",
+                                         "cost_model",
+                                         "distributed_optimizer",
+                                         "tp",
+                                         "pp",
+                                         "pp_layers",
+                                         "encoder_tp",
+                                         "encoder_stage"}),
+                cfg.parallel, cfg.machine);
   top.section("benchmark", {"reference"}).read_string("reference", cfg.benchmark.reference);
 
   check_run_config(cfg, origin);

@@ -212,6 +212,12 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
                    "parallel.tokens_per_rank (0: derived from the longest sample)")
       ->transform(decimal())
       ->check(CLI::Range(0, 1 << 30));
+  std::string cp_comm;
+  simulate
+      ->add_option("--cp-comm", cp_comm,
+                   "Context-parallel mechanism of every group, overriding the deck's parallel.cp_comm: p2p "
+                   "(a ring overlapped with attention, Megatron-LM's default) or all_gather")
+      ->check(CLI::IsMember({"p2p", "all_gather"}));
   simulate->add_option("--steps", sim_steps, "Number of steps, overriding the deck's `steps`")
       ->transform(decimal())
       ->check(CLI::Range(1, 1 << 30));
@@ -313,6 +319,7 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
     if (simulate->count("--steps")) sim.steps = sim_steps;
     if (simulate->count("--global-batch")) sim.global_batch = global_batch;
     if (simulate->count("--tokens-per-rank")) sim.tokens_per_rank = tokens_per_rank;
+    if (simulate->count("--cp-comm")) sim.cp_comm = cp_comm;
     return {std::nullopt, sim, 0, std::nullopt, std::nullopt};
   }
   if (run->count("--steps")) request.steps = steps;

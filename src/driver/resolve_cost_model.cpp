@@ -17,7 +17,8 @@ CostModel resolve_cost_model(const RunConfig& config, const CostModelChoice& cho
   const ModelParallel grid = model_parallel_of(config);
   cost.memory = memory_model(config.model, gemm_precision_from_string(config.runtime.precision),
                              recompute_from_string(config.runtime.recompute),
-                             optimizer_shards(config.parallel, ranks / grid.ranks_per_unit()));
+                             optimizer_shards(config.parallel, ranks / grid.ranks_per_unit()),
+                             cp_comm_from_string(config.parallel.cp_comm));
   cost.capacity_bytes = machine.memory_bytes();
   cost.capacity_source = machine.memory_source;
   resolve_links(machine, cost, choice.intra_measured, choice.inter_measured, choice.source,

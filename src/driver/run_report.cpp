@@ -104,8 +104,10 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
                 "deck: {} placement, LLM groups [{}]{}, micro-batches {}", p.placement,
                 p.group_sizes.empty() ? "1 per rank" : fmt::format("{}", fmt::join(p.group_sizes, ", ")),
                 p.rotate_groups ? " rotating every step" : "", p.micro_batches);
-  log << fmt::format("data: global batch {} samples, {} steps, seed {} | layout: {} | comm pool {}\n",
-                     config.data.global_batch, config.steps, config.seed, layout, p.comm_pool_capacity);
+  log << fmt::format(
+      "data: global batch {} samples, {} steps, seed {} | layout: {} | context parallelism: {} | comm pool "
+      "{}\n",
+      config.data.global_batch, config.steps, config.seed, layout, p.cp_comm, p.comm_pool_capacity);
   log << fmt::format("precision: {} GEMMs | recompute: {} | collectives: {} ({})\n", r.precision, r.recompute,
                      r.collectives, r.collectives_reason);
   log << optimizer_line(config, world) << "\n";

@@ -64,7 +64,8 @@ RunSetup::RunSetup(const RunConfig& config, const World& world, const TrainOptio
     restart = read_restart_point(options.restart_path, config, world, parameter_count(config.model));
   first_step = restart ? restart->next_step : 0;
   const Recompute recompute = recompute_from_string(config.runtime.recompute);
-  model = std::make_unique<Model>(config.model, config.seed, precision, recompute, rank_grid->sharding());
+  model = std::make_unique<Model>(config.model, config.seed, precision, recompute, rank_grid->sharding(),
+                                  cp_comm_from_string(config.parallel.cp_comm));
   result.precision = to_string(precision);
   result.recompute = to_string(recompute);
   const PeakChoice peak_choice = choose_peak(config, precision, world);
@@ -121,9 +122,11 @@ RunSetup::RunSetup(const RunConfig& config, const World& world, const TrainOptio
     plans->queue(step);
     // The first step's footprint is a lower bound of the peak: a batch far too large fails after one
     // step's planning, not kEstimateSteps'.
-    if (step == first_step) check_activations(peak_work({plans->queued().front()}, world.comm));
+    if (step == first_step)
+      check_activations(peak_work({plans->queued().front()}, model->cp_comm(), world.comm));
   }
-  const PeakWork peak = peak_work({plans->queued().begin(), plans->queued().end()}, world.comm);
+  const PeakWork peak =
+      peak_work({plans->queued().begin(), plans->queued().end()}, model->cp_comm(), world.comm);
   check_activations(peak);
   // runtime.gemm: each of the model's GEMM shape classes on the faster backend, timed at the run's largest
   // micro-batch rows (bounded: the choice, not the figure, is what matters).

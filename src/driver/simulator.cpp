@@ -288,6 +288,7 @@ std::vector<RunAttribute> simulation_provenance(const RunConfig& config, const S
   out.push_back({"steps", static_cast<long long>(config.steps)});
   out.push_back({"global_batch", static_cast<long long>(config.data.global_batch)});
   out.push_back({"policies", fmt::format("{}", fmt::join(options.policies, ", "))});
+  out.push_back({"cp_comm", config.parallel.cp_comm});
   out.push_back({"planning_ms", options.planning_seconds >= 0.0
                                     ? fmt::format("{} (--planning-ms)", 1e3 * options.planning_seconds)
                                     : std::string("measured per step on this host")});
@@ -456,7 +457,8 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
       sum.speedup_over_megatron_dcp = dcp->summary.step_seconds / sum.step_seconds;
     summaries.push_back(sum);
   }
-  const std::string baseline = fmt::format("static (cp {})", reference.summary.cp);
+  const std::string baseline =
+      fmt::format("static (cp {}, {})", reference.summary.cp, config.parallel.cp_comm);
   std::string tried;
   for (const auto& [cp, seconds] : reference.summary.cp_steps)
     tried += fmt::format("{}cp {}: {:.2f} ms", tried.empty() ? "" : ", ", cp, 1e3 * seconds);

@@ -125,9 +125,11 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
       std::vector<int> member_next(members, 0);
       for (int p = 1; p < members; ++p) member_next[p] = member_next[p - 1] + mb.member_rows[p - 1];
       int j = 0;
+      mb.chunk_bounds.assign(mb.samples.size(), std::vector<int>(members + 1, 0));
       for_each_chunk(batch, mb.samples, members, linear_weight, [&](int p, int s, int begin, int end) {
         while (mb.samples[j] != s) ++j;
         for (int row = begin; row < end; ++row) mb.kv_order[mb.sample_offsets[j] + row] = member_next[p]++;
+        mb.chunk_bounds[j][p] = begin, mb.chunk_bounds[j][p + 1] = end;
       });
       work.micro_batches.push_back(std::move(mb));
     }

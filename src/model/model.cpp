@@ -201,10 +201,6 @@ t_mat zeroed(const char* label, int rows, int cols) {
   return m;
 }
 
-t_mat_strided columns(const t_mat& m, int first, int count) {
-  return Kokkos::subview(m, Kokkos::ALL, Kokkos::make_pair(first, first + count));
-}
-
 // The sizes of a stack's block activations: rows, model width, and this rank's share of the attention
 // width (its heads' Q, K or V), the MLP hidden width and the heads (all of them without tensor
 // parallelism); the gathered K|V rows under context parallelism (0 without).
@@ -301,31 +297,29 @@ struct BlockScratch {
         d_kv_full(uninitialized("grad::d_kv_full", d.kv_rows, 2 * d.attention_width)) {}
 };
 
-// Under context parallelism: the group's K|V rows, gathered from every member's qkv (a collective).
-void gather_keys_and_values(BlockActivations& a, KvExchange* kv, int width) {
-  if (kv) kv->gather(columns(a.qkv, width, 2 * width), a.kv_full);
-}
-
-// attn and lse from Q and the keys and values: the local rows' K|V, or the group's gathered rows.
+// attn and lse from Q and the keys and values: the local rows' K|V, or under context parallelism the
+// group's (its forward, or its selective recomputation from what the forward kept).
 void attention_core_forward(BlockActivations& a, const AttentionSegments& segs, AttentionShape shape,
-                            bool gathered) {
+                            ContextAttention* cp, bool recomputing) {
   const int width = shape.heads * shape.head_dim;
-  const t_mat& keys = gathered ? a.kv_full : a.qkv;
-  const int key_col = gathered ? 0 : width;
-  attention_forward(columns(a.qkv, 0, width), columns(keys, key_col, width),
-                    columns(keys, key_col + width, width), segs, shape, a.attn, a.lse);
+  if (!cp) {
+    attention_forward(columns(a.qkv, 0, width), columns(a.qkv, width, width),
+                      columns(a.qkv, 2 * width, width), segs, shape, a.attn, a.lse);
+  } else if (recomputing) {
+    cp->recompute(a.qkv, a.kv_full, segs, shape, a.attn, a.lse);
+  } else {
+    cp->forward(a.qkv, a.kv_full, segs, shape, a.attn, a.lse);
+  }
 }
 
 // A pre-norm block's activations from x_in, up to the MLP's activation (all the backward needs). Under
 // tensor parallelism this rank's heads and hidden units; x_mid is the group's sum.
 void block_activations_forward(const BlockWeights& w, BlockActivations& a, const AttentionSegments& segs,
-                               AttentionShape shape, KvExchange* kv, GemmPrecision p,
+                               AttentionShape shape, ContextAttention* kv, GemmPrecision p,
                                const TensorParallel& tp) {
-  const int width = shape.heads * shape.head_dim;
   rmsnorm_forward(a.x_in, w.norm1, a.norm1, a.rstd1);
   gemm(Trans::no, Trans::no, 1.0f, a.norm1, w.qkv, 0.0f, a.qkv, p);
-  gather_keys_and_values(a, kv, width);
-  attention_core_forward(a, segs, shape, kv != nullptr);
+  attention_core_forward(a, segs, shape, kv, false);
   residual_once(a.x_mid, a.x_in, tp);
   gemm(Trans::no, Trans::no, 1.0f, a.attn, w.attn_out, 1.0f, a.x_mid, p);
   group_sum(a.x_mid, tp);
@@ -336,7 +330,7 @@ void block_activations_forward(const BlockWeights& w, BlockActivations& a, const
 
 // x_out = x_in + attn(norm1(x_in)) + mlp(norm2(...)): pre-norm transformer block.
 void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_out,
-                   const AttentionSegments& segs, AttentionShape shape, KvExchange* kv, GemmPrecision p,
+                   const AttentionSegments& segs, AttentionShape shape, ContextAttention* kv, GemmPrecision p,
                    const TensorParallel& tp) {
   block_activations_forward(w, a, segs, shape, kv, p, tp);
   residual_once(x_out, a.x_mid, tp);
@@ -349,16 +343,17 @@ void block_forward(const BlockWeights& w, BlockActivations& a, const t_mat& x_ou
 // parallelism with the K|V all-gather again (every group member recomputes its blocks in the same order,
 // so the collectives match); selective: the attention core from the kept qkv (and kv_full).
 void recompute_dropped(const BlockWeights& w, BlockActivations& a, const AttentionSegments& segs,
-                       AttentionShape shape, KvExchange* kv, GemmPrecision p, Recompute mode,
+                       AttentionShape shape, ContextAttention* kv, GemmPrecision p, Recompute mode,
                        const TensorParallel& tp) {
   if (mode == Recompute::full) block_activations_forward(w, a, segs, shape, kv, p, tp);
-  if (mode == Recompute::selective) attention_core_forward(a, segs, shape, kv != nullptr);
+  if (mode == Recompute::selective) attention_core_forward(a, segs, shape, kv, true);
 }
 
 // On entry dx is the gradient of the block's output; on exit, of its input. Weight gradients accumulate.
 void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockActivations& a, const t_mat& dx,
-                    const AttentionSegments& segs, AttentionShape shape, BlockScratch& s, KvExchange* kv,
-                    GemmPrecision p, const TensorParallel& tp, GradientListener* ready) {
+                    const AttentionSegments& segs, AttentionShape shape, BlockScratch& s,
+                    ContextAttention* kv, GemmPrecision p, const TensorParallel& tp,
+                    GradientListener* ready) {
   const int width = shape.heads * shape.head_dim;
   // Between the larger kernels, a chance for communication in flight (the gradient buckets) to progress.
   const auto poke = [ready] {
@@ -377,15 +372,14 @@ void block_backward(const BlockWeights& w, const BlockWeights& g, const BlockAct
   gemm(Trans::no, Trans::yes, 1.0f, dx, w.attn_out, 0.0f, s.d_attn, p);
   gemm(Trans::yes, Trans::no, 1.0f, a.attn, dx, 1.0f, g.attn_out, p);
   poke();
-  // Under context parallelism dK|dV come out for the group's rows and are reduced to their owners.
-  const t_mat& keys = kv ? a.kv_full : a.qkv;
-  const t_mat& d_keys = kv ? s.d_kv_full : s.d_qkv;
-  const int key_col = kv ? 0 : width;
-  attention_backward(s.d_attn, columns(a.qkv, 0, width), columns(keys, key_col, width),
-                     columns(keys, key_col + width, width), a.attn, a.lse, segs, shape,
-                     columns(s.d_qkv, 0, width), columns(d_keys, key_col, width),
-                     columns(d_keys, key_col + width, width));
-  if (kv) kv->reduce(s.d_kv_full, columns(s.d_qkv, width, 2 * width));
+  if (kv) {
+    kv->backward(s.d_attn, a.qkv, a.kv_full, a.attn, a.lse, segs, shape, s.d_qkv, s.d_kv_full);
+  } else {
+    attention_backward(s.d_attn, columns(a.qkv, 0, width), columns(a.qkv, width, width),
+                       columns(a.qkv, 2 * width, width), a.attn, a.lse, segs, shape,
+                       columns(s.d_qkv, 0, width), columns(s.d_qkv, width, width),
+                       columns(s.d_qkv, 2 * width, width));
+  }
   poke();
   gemm(Trans::yes, Trans::no, 1.0f, a.norm1, s.d_qkv, 1.0f, g.qkv, p);
   gemm(Trans::no, Trans::yes, 1.0f, s.d_qkv, w.qkv, 0.0f, s.d_norm, p);
@@ -400,7 +394,7 @@ struct StackPass {
   BlockDims dims;
   const AttentionSegments& segs;
   AttentionShape shape;
-  KvExchange* kv;
+  ContextAttention* kv;
   GemmPrecision precision;
   Recompute mode;
   const TensorParallel& tp;
@@ -415,10 +409,10 @@ StackPass encoder_stack(const EncoderConfig& e, const EncoderInput& input, GemmP
 
 // The LLM's blocks over a micro-batch's rows (causal attention within each sample), the gathered K|V rows
 // under context parallelism.
-StackPass llm_stack(const LlmConfig& c, const LlmInput& input, KvExchange* kv, GemmPrecision p,
+StackPass llm_stack(const LlmConfig& c, const LlmInput& input, ContextAttention* kv, GemmPrecision p,
                     Recompute mode, const TensorParallel& tp) {
   const BlockDims dims =
-      block_dims(input.tokens, c.width, c.mlp_ratio, c.heads, tp, kv ? kv->full_rows() : 0);
+      block_dims(input.tokens, c.width, c.mlp_ratio, c.heads, tp, kv ? kv->kept_key_rows() : 0);
   return {dims, input.segments, {dims.heads, c.width / c.heads}, kv, p, mode, tp};
 }
 
@@ -478,8 +472,8 @@ std::vector<TensorRange> tensor_ranges(const ModelConfig& config, const ModelSha
 }
 
 Model::Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision, Recompute recompute,
-             const ModelSharding& sharding)
-    : config_(config), precision_(precision), recompute_(recompute), sharding_(sharding) {
+             const ModelSharding& sharding, CpComm cp_comm)
+    : config_(config), precision_(precision), recompute_(recompute), sharding_(sharding), cp_comm_(cp_comm) {
   const int tp = sharding_.llm.size;
   first_vocab_id_ = AxisSlice{config_.llm.vocab, 1, sharding_.llm.rank, tp}.begin(sharding_.llm.rank);
   stage_layers_ = sharding_.pipeline.layer_count(config_.llm.layers);
@@ -590,7 +584,7 @@ void Model::encoder_backward(const EncoderInput& input, const EncoderActivations
 }
 
 double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& received, float grad_scale,
-                                   const t_mat& d_received, KvExchange* kv, GradientListener* ready) {
+                                   const t_mat& d_received, ContextAttention* kv, GradientListener* ready) {
   if (input.tokens == 0 && !kv) {
     report_ready(ready, 0, llm_gradient_units());
     return 0.0;
@@ -603,7 +597,7 @@ double Model::llm_forward_backward(const LlmInput& input, const t_mat_const& rec
 }
 
 void Model::llm_stage_forward(const LlmInput& input, const t_mat_const& received, const t_mat_const& x_in,
-                              float grad_scale, KvExchange* kv, LlmStageActivations& acts) {
+                              float grad_scale, ContextAttention* kv, LlmStageActivations& acts) {
   acts = LlmStageActivations();
   if (input.tokens == 0 && !kv) {
     acts.x_out = uninitialized("llm::x_out", 0, config_.llm.width, Keeper::caller);
@@ -615,14 +609,14 @@ void Model::llm_stage_forward(const LlmInput& input, const t_mat_const& received
 
 void Model::llm_stage_backward(const LlmInput& input, const LlmStageActivations& acts,
                                const t_mat_const& d_out, const t_mat& d_in, const t_mat& d_received,
-                               KvExchange* kv, GradientListener* ready) {
+                               ContextAttention* kv, GradientListener* ready) {
   if (input.tokens == 0 && !kv) return report_ready(ready, 0, llm_gradient_units());
   const WorkspaceScope scope(workspace_);
   stage_backward(input, acts, d_out, d_in, d_received, kv, ready);
 }
 
 void Model::stage_forward(const LlmInput& input, const t_mat_const& received, const t_mat_const& x_in,
-                          float grad_scale, KvExchange* kv, bool keep_beyond_scope,
+                          float grad_scale, ContextAttention* kv, bool keep_beyond_scope,
                           LlmStageActivations& acts) {
   const TensorParallel& tp = sharding_.llm;
   const PipelineStage& stage = sharding_.pipeline;
@@ -664,7 +658,7 @@ void Model::stage_forward(const LlmInput& input, const t_mat_const& received, co
 }
 
 void Model::stage_backward(const LlmInput& input, const LlmStageActivations& acts, const t_mat_const& d_out,
-                           const t_mat& d_in, const t_mat& d_received, KvExchange* kv,
+                           const t_mat& d_in, const t_mat& d_received, ContextAttention* kv,
                            GradientListener* ready) {
   const PipelineStage& stage = sharding_.pipeline;
   const int rows = input.tokens, width = config_.llm.width;
@@ -783,26 +777,32 @@ double rounded_bytes(const ModelConfig& config, GemmPrecision precision, std::in
   return 2.0 * std::max(operand, weights) * (kMemSpaceIsHostAccessible ? 4.0 : 2.0);
 }
 
-double llm_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
+double llm_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute, CpComm cp_comm,
                  std::int64_t llm_rows, std::int64_t key_rows, bool whole_logits) {
   const LlmConfig& c = config.llm;
   const double llm_row = saved_per_row(c.width, c.mlp_ratio * c.width, c.heads, c.layers, recompute) +
                          3.0 * c.width + 2.0 /* x_final, normed, d_normed, rstd, loss */ + 2.0 /* ids */;
   const double logits = static_cast<double>(c.vocab) * logits_rows(c, llm_rows, whole_logits);
-  // Gathered K|V per layer (full recomputation: of the one block recomputed), plus one d(K|V) scratch,
-  // under context parallelism; and the exchange's staging (this rank's K|V rows and the rank-major
-  // gathered rows, workspace scratch per call).
-  const double kv_sets = recompute == Recompute::full ? std::min(c.layers, 1) : c.layers;
-  const double kv = (kv_sets + 1.0) * 2.0 * c.width * key_rows +
-                    (key_rows > 0 ? 2.0 * c.width * (static_cast<double>(llm_rows) + key_rows) : 0.0);
+  const double keys = static_cast<double>(key_rows), rows = static_cast<double>(llm_rows);
+  double kv = 0.0;
+  if (key_rows > 0 && cp_comm == CpComm::all_gather) {
+    // Gathered K|V per layer (full recomputation: of the one block recomputed), plus one d(K|V) scratch;
+    // and the exchange's staging (this rank's K|V rows and the rank-major gathered rows, per call).
+    const double kv_sets = recompute == Recompute::full ? std::min(c.layers, 1) : c.layers;
+    kv = (kv_sets + 1.0) * 2.0 * c.width * keys + 2.0 * c.width * (rows + keys);
+  } else if (key_rows > 0) {
+    // The ring's backward, its largest call (ring_attention.cpp): two K|V blocks, two dK|dV accumulators
+    // and one arriving, of the largest member's rows; dQ and its per-block part over the local rows.
+    kv = 5.0 * 2.0 * c.width * keys + 2.0 * c.width * rows;
+  }
   // Attention backward's temporaries: per-head copies of Q, dO and dQ over the local rows, of K, V and
-  // transposed K, V over the key rows.
-  const double attention = 3.0 * c.width * llm_rows + 4.0 * c.width * (key_rows > 0 ? key_rows : llm_rows);
-  return 4.0 * (llm_row * llm_rows + logits + kv + attention) +
+  // transposed K, V over the key rows (the ring's: one block's).
+  const double attention = 3.0 * c.width * rows + 4.0 * c.width * (key_rows > 0 ? keys : rows);
+  return 4.0 * (llm_row * rows + logits + kv + attention) +
          rounded_bytes(config, precision, llm_rows, true, whole_logits);
 }
 
-double all_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
+double all_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute, CpComm cp_comm,
                  std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows, bool whole_logits) {
   const EncoderConfig& e = config.vision();
   const LlmConfig& c = config.llm;
@@ -815,7 +815,7 @@ double all_bytes(const ModelConfig& config, GemmPrecision precision, Recompute r
   const double encoder_rounded =
       std::max(0.0, rounded_bytes(config, precision, patches, false, whole_logits) -
                         rounded_bytes(config, precision, llm_rows, true, whole_logits));
-  return llm_bytes(config, precision, recompute, llm_rows, key_rows, whole_logits) +
+  return llm_bytes(config, precision, recompute, cp_comm, llm_rows, key_rows, whole_logits) +
          4.0 * (enc_row * patches + boundary) + encoder_rounded;
 }
 
@@ -827,23 +827,23 @@ double rounded_operand_bytes(const ModelConfig& config, GemmPrecision precision,
 }
 
 double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
-                      std::int64_t llm_rows, std::int64_t key_rows) {
-  return llm_bytes(config, precision, recompute, llm_rows, key_rows, false);
+                      std::int64_t llm_rows, std::int64_t key_rows, CpComm cp_comm) {
+  return llm_bytes(config, precision, recompute, cp_comm, llm_rows, key_rows, false);
 }
 
 double activation_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
-                        std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) {
-  return all_bytes(config, precision, recompute, llm_rows, patches, key_rows, false);
+                        std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows, CpComm cp_comm) {
+  return all_bytes(config, precision, recompute, cp_comm, llm_rows, patches, key_rows, false);
 }
 
 MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
-                         int optimizer_shards) {
+                         int optimizer_shards, CpComm cp_comm) {
   // Secants over a range no micro-batch reaches: exact where the accounting is linear, an upper bound
   // below it where it is convex (the bf16 operands: max(cols x rows, weights)). The LM head's logits
   // chunk, min(rows, chunk) x vocab, is concave: counted per row (exact up to one chunk, above beyond).
   constexpr std::int64_t kRows = std::int64_t(1) << 24;
   const auto bytes = [&](std::int64_t rows, std::int64_t patches, std::int64_t keys) {
-    return all_bytes(config, precision, recompute, rows, patches, keys, true);
+    return all_bytes(config, precision, recompute, cp_comm, rows, patches, keys, true);
   };
   MemoryModel m;
   m.state = training_state_bytes(parameter_count(config), optimizer_shards);
@@ -854,6 +854,7 @@ MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision, Rec
   const double with = (bytes(2 * kRows, 0, kRows) - bytes(kRows, 0, kRows)) / kRows;
   m.per_row = std::max(without, with);
   m.per_key_row = (bytes(kRows, 0, 2 * kRows) - bytes(kRows, 0, kRows)) / kRows;
+  m.keys_per_member = cp_comm == CpComm::p2p;
   // Per row of the model's one encoder module, the vision encoder (model.encoder).
   m.per_encoder_row = {(bytes(0, kRows, 0) - m.fixed) / kRows};
   m.linear_weight = linear_weight_in_attention_pairs(config.llm);
@@ -865,7 +866,7 @@ double Model::rounded_operand_bytes(std::int64_t rows, bool llm) const {
 }
 
 double Model::llm_pass_bytes(std::int64_t llm_rows, std::int64_t key_rows) const {
-  return minimllm::llm_pass_bytes(config_, precision_, recompute_, llm_rows, key_rows);
+  return minimllm::llm_pass_bytes(config_, precision_, recompute_, llm_rows, key_rows, cp_comm_);
 }
 
 namespace {
@@ -880,21 +881,22 @@ ModelConfig with_llm_layers(ModelConfig config, int layers) {
 double Model::activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows) const {
   const PipelineStage& stage = sharding_.pipeline;
   if (!stage.comm)
-    return minimllm::activation_bytes(config_, precision_, recompute_, llm_rows, patches, key_rows);
+    return minimllm::activation_bytes(config_, precision_, recompute_, llm_rows, patches, key_rows, cp_comm_);
   // 1F1B keeps at most p - s micro-batches of the stage's layers (the encoder's own stage: none), the
   // encoder's patches only where the encoder is.
   const int kept_layers = stage.stage < 0 ? 0 : (stage.stages - stage.stage) * stage_layers_;
   return minimllm::activation_bytes(with_llm_layers(config_, std::max(1, kept_layers)), precision_,
                                     recompute_, stage.stage < 0 ? 0 : llm_rows,
-                                    stage.holds_encoder() ? patches : 0, stage.stage < 0 ? 0 : key_rows);
+                                    stage.holds_encoder() ? patches : 0, stage.stage < 0 ? 0 : key_rows,
+                                    cp_comm_);
 }
 
 void Model::reserve_workspace(std::int64_t llm_rows, std::int64_t key_rows) {
   // Under pipeline parallelism the kept activations are allocated apart (several micro-batches in
   // flight): the arena holds a pass's temporaries, about one layer's.
   const ModelConfig pass = sharding_.pipeline.comm ? with_llm_layers(config_, 1) : config_;
-  workspace_.reserve(
-      static_cast<std::size_t>(minimllm::llm_pass_bytes(pass, precision_, recompute_, llm_rows, key_rows)));
+  workspace_.reserve(static_cast<std::size_t>(
+      minimllm::llm_pass_bytes(pass, precision_, recompute_, llm_rows, key_rows, cp_comm_)));
 }
 
 }  // namespace minimllm

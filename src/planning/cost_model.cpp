@@ -70,7 +70,13 @@ double CostModel::llm_comm(double s, int g, bool spans) const {
   const GroupSpan span = packed_span(g, spans);
   const Network net = network();
   const double bytes = kv_row_bytes * s;
-  return cp_layers * (net.all_gather(span, bytes) + net.reduce_scatter(span, bytes));
+  if (cp_comm == CpComm::all_gather)
+    return cp_layers * (net.all_gather(span, bytes) + net.reduce_scatter(span, bytes));
+  const LinkCost& hop = point_to_point(span.nodes > 1);
+  const double block = bytes / g / hop.bandwidth, exposed = 1.0 - cp_overlap;
+  const double forward = (g - 1) * (hop.latency + exposed * block);
+  const double backward = (g - 1) * (hop.latency + exposed * 2.0 * block) + hop.latency + block;
+  return cp_layers * (forward + backward);
 }
 
 double CostModel::llm_time(double s, int g, int first_rank) const {
@@ -117,7 +123,15 @@ double CostModel::chunk_rows(double tokens, int g) const {
 }
 
 double CostModel::micro_batch_bytes(double tokens, int g) const {
-  return memory.per_row * chunk_rows(tokens, g) + (g > 1 ? memory.per_key_row * tokens : 0.0);
+  return per_local_row(g) * chunk_rows(tokens, g) + per_token(g) * tokens;
+}
+
+double CostModel::per_local_row(int g) const {
+  return memory.per_row + (g > 1 && memory.keys_per_member ? memory.per_key_row : 0.0);
+}
+
+double CostModel::per_token(int g) const {
+  return g > 1 && !memory.keys_per_member ? memory.per_key_row : 0.0;
 }
 
 double CostModel::token_capacity(int g) const {
@@ -125,7 +139,7 @@ double CostModel::token_capacity(int g) const {
   if (!bounded()) return kInf;
   const double free_bytes = capacity_bytes - memory.state - memory.fixed - encoder_reserve_bytes;
   if (free_bytes <= 0.0) return 0.0;
-  const double a = memory.per_row, b = g > 1 ? memory.per_key_row : 0.0;
+  const double a = per_local_row(g), b = per_token(g);
   if (g <= 1 || a <= 0.0) return a + b > 0.0 ? free_bytes / (a + b) : kInf;
   // micro_batch_bytes(T) = min(a T, a (first(T) + 1)) + b T, increasing: the larger of the two branches'
   // solutions. The chunk branch, a (-w + sqrt(w^2 + (2 w T + T^2) / g) + 1) + b T = F, squared:
@@ -193,6 +207,7 @@ CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_p
   cost.inter_node = {20e-6, 1e9};
   cost.kv_row_bytes = 2.0 * w * 4.0;  // K|V floats of one token in one layer
   cost.cp_layers = layers;
+  cost.cp_comm = cp_comm_from_string(config.parallel.cp_comm);
   cost.boundary_bytes_per_row = 2.0 * w * 4.0;  // embedding row forward, its gradient backward
 
   cost.step.grad_bytes = 4.0 * parameter_split(config.model).total();  // fp32 gradients
@@ -222,6 +237,8 @@ void apply_machine(CostModel& cost, const MachineConfig& machine) {
   if (machine.comm_creation_ms > 0.0) cost.step.comm_creation = 1e-3 * machine.comm_creation_ms;
   const int domain = machine.nvlink_domain > 0 ? machine.nvlink_domain : machine.ranks_per_node;
   if (domain > 0) cost.ranks_per_node = domain;
+  if (machine.cp_overlap >= 0.0) cost.cp_overlap = machine.cp_overlap;
+  if (machine.activation_precision == "bf16") cost.kv_row_bytes /= 2.0;
 }
 
 const LinkCost& CostModel::point_to_point(bool spans) const {

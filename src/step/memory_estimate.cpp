@@ -4,7 +4,7 @@
 
 namespace minimllm {
 
-PeakWork peak_work(const std::vector<PlannedStep>& steps, MPI_Comm world) {
+PeakWork peak_work(const std::vector<PlannedStep>& steps, CpComm cp_comm, MPI_Comm world) {
   PeakWork peak;
   for (const PlannedStep& planned : steps) {
     const RankWork& work = planned.work;
@@ -12,8 +12,12 @@ PeakWork peak_work(const std::vector<PlannedStep>& steps, MPI_Comm world) {
       std::int64_t rows = 0;
       for (const SequenceChunk& c : mb.chunks) rows += c.end - c.begin;
       peak.llm_rows = std::max(peak.llm_rows, rows);
+      // The other members' key rows: the micro-batch's (gathered) or the largest member's (a ring block).
       if (work.group_ranks.size() > 1)
-        peak.key_rows = std::max<std::int64_t>(peak.key_rows, mb.sample_offsets.back());
+        peak.key_rows = std::max<std::int64_t>(
+            peak.key_rows, cp_comm == CpComm::all_gather
+                               ? mb.sample_offsets.back()
+                               : *std::max_element(mb.member_rows.begin(), mb.member_rows.end()));
     }
     const GlobalBatch& batch = planned.batch;
     std::int64_t patches = 0;

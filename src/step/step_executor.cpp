@@ -123,7 +123,7 @@ void StepExecutor::run_one_f_one_b(StepInputs& inputs, const t_mat& received, co
   for (const PipelineOp& op : one_f_one_b(stage.stage, stage.stages, static_cast<int>(count))) {
     const auto m = static_cast<size_t>(op.micro_batch);
     const LlmInput& llm = inputs.llm[m];
-    KvExchange* kv = inputs.kv[m].get();
+    ContextAttention* kv = inputs.kv[m].get();
     const auto rows = static_cast<std::size_t>(llm.tokens);
     if (op.forward) {
       const t_mat x_in =

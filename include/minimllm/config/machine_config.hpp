@@ -36,6 +36,12 @@ struct MachineConfig {
   // machine.comm_creation_ms: creating one communicator (MPI_Comm_create_group or ncclCommInitRank) on
   // its members; 0: the calibration's measurement, else the default (docs/INPUT.md, "machine").
   double comm_creation_ms = 0.0;
+  // machine.activation_precision: what activations, K|V and their gradients travel in on this machine's
+  // training (bf16 on GPUs); empty: fp32, as minimllm computes and moves them on CPUs.
+  std::string activation_precision;
+  // machine.cp_overlap: the share of a context-parallel ring's transfers hidden behind the attention of
+  // the block before (1: all; parallel.cp_comm p2p); < 0: not given (then 0: nothing hidden).
+  double cp_overlap = -1.0;
 
   bool empty() const;
 };

@@ -12,6 +12,11 @@ namespace minimllm {
 using t_mat_strided = Kokkos::View<float**, Kokkos::LayoutStride, MemSpace>;
 using t_mat_strided_const = Kokkos::View<const float**, Kokkos::LayoutStride, MemSpace>;
 
+// Columns [first, first + count) of m, as the kernels take Q, K and V out of one Q|K|V matrix.
+inline t_mat_strided columns(const t_mat& m, int first, int count) {
+  return Kokkos::subview(m, Kokkos::ALL, Kokkos::make_pair(first, first + count));
+}
+
 // Segment s lets query rows [q_start, q_start+q_len) attend to key rows [k_start, k_start+k_len).
 // With causal masking, query i (0-based in its segment) sees keys j <= i + causal_offset; the offset
 // places a query chunk inside a longer key sequence (context parallelism); 0 for a plain packed batch.
@@ -65,6 +70,13 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
                         const t_mat_strided_const& out, const t_mat_const& lse, const AttentionSegments& segs,
                         AttentionShape shape, const t_mat_strided& dq, const t_mat_strided& dk,
                         const t_mat_strided& dv, AttentionKernels kernels = AttentionKernels::automatic);
+
+// Folds a partial attention of the same query rows over other keys (out_part, lse_part) into (out, lse),
+// as one pass over both key sets would give up to rounding: each weighted by exp(its lse - the joint
+// lse). A row's lse of +inf means it saw no key: the other side's values stand. Context parallelism's
+// ring merges each member's block this way (parallel/ring_attention.hpp).
+void attention_merge(const t_mat_strided& out, const t_mat& lse, const t_mat_strided_const& out_part,
+                     const t_mat_const& lse_part, AttentionShape shape);
 
 // Model FLOPs of one forward (2 GEMM-like products per visible query-key pair); backward counts 2x this.
 double attention_forward_flops(const std::vector<int>& lengths, bool causal, AttentionShape shape);

@@ -50,6 +50,9 @@ struct MicroBatchWork {
   // all-gather of every member's local rows; member_rows[r] = local rows of group member r.
   std::vector<int> kv_order;
   std::vector<int> member_rows;
+  // chunk_bounds[j]: the members' chunks of sample j (members + 1 bounds; member p holds rows
+  // [bounds[p], bounds[p + 1])), which the ring attention's per-member key segments follow.
+  std::vector<std::vector<int>> chunk_bounds;
   int received_offset = 0;  // first row of this micro-batch's encoder rows in the received buffer
   int stage = 0;            // disaggregated plans: its pipeline stage (pipeline_stage)
 };

@@ -14,7 +14,7 @@
 #include "minimllm/kernels/workspace.hpp"
 #include "minimllm/layout/memory_model.hpp"
 #include "minimllm/model/model_inputs.hpp"
-#include "minimllm/parallel/kv_exchange.hpp"
+#include "minimllm/parallel/context_attention.hpp"
 #include "minimllm/parallel/tensor_parallel.hpp"
 
 namespace minimllm {
@@ -124,13 +124,16 @@ std::size_t parameter_count(const ModelConfig& config, const ModelSharding& shar
 std::vector<TensorRange> tensor_ranges(const ModelConfig& config, const ModelSharding& sharding);
 
 // The memory accounting of Model (its members below call these), without allocating a model:
-// bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows gathered
-// key rows (context parallelism; 0 without) and `patches` encoder rows, the blocks keeping what
-// `recompute` says; the LLM pass's share of that; the bf16 GEMMs' rounded operands.
+// bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows key rows
+// of other members (context parallelism by `cp_comm`; 0 without: all_gather, the group's rows, every block
+// keeping them; p2p, the largest member's rows, a ring's blocks in flight during one block's attention)
+// and `patches` encoder rows, the blocks keeping what `recompute` says; the LLM pass's share of that; the
+// bf16 GEMMs' rounded operands.
 double activation_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
-                        std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows = 0);
+                        std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows = 0,
+                        CpComm cp_comm = CpComm::p2p);
 double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
-                      std::int64_t llm_rows, std::int64_t key_rows = 0);
+                      std::int64_t llm_rows, std::int64_t key_rows = 0, CpComm cp_comm = CpComm::p2p);
 double rounded_operand_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t rows, bool llm);
 // A token's GEMM cost in units of one causal attention pair (chunk balancing under context parallelism).
 double linear_weight_in_attention_pairs(const LlmConfig& llm);
@@ -139,7 +142,8 @@ double linear_weight_in_attention_pairs(const LlmConfig& llm);
 // optimizer_shards ranks), and the per-row, per-key-row and per-patch coefficients of activation_bytes
 // under `recompute`.
 MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision,
-                         Recompute recompute = Recompute::none, int optimizer_shards = 1);
+                         Recompute recompute = Recompute::none, int optimizer_shards = 1,
+                         CpComm cp_comm = CpComm::p2p);
 
 class Model {
  public:
@@ -149,12 +153,15 @@ class Model {
   // sharding: tensor parallelism of the encoder and of the LLM (parallel/tensor_parallel.hpp); this rank then
   // holds its slices only, each element initialised as the whole model's (so every layout starts from the
   // same model), and every pass runs the group's collectives. The groups must outlive the model.
+  // cp_comm: the context-parallel mechanism of its LLM passes (parallel.cp_comm), for its memory accounting.
   Model(const ModelConfig& config, std::uint64_t seed, GemmPrecision precision = GemmPrecision::fp32,
-        Recompute recompute = Recompute::none, const ModelSharding& sharding = {});
+        Recompute recompute = Recompute::none, const ModelSharding& sharding = {},
+        CpComm cp_comm = CpComm::p2p);
 
   const ModelConfig& config() const { return config_; }
   GemmPrecision precision() const { return precision_; }
   Recompute recompute() const { return recompute_; }
+  CpComm cp_comm() const { return cp_comm_; }
   const ModelSharding& sharding() const { return sharding_; }
   // Floats per row of this rank's LLM attention (its heads' Q, K or V): width / tp.
   int attention_width() const { return config_.llm.width / sharding_.llm.size; }
@@ -186,7 +193,7 @@ class Model {
   // (then keys are the local rows). With kv, ranks holding no rows still take part in every exchange.
   // ready: told of each LLM unit as its gradients are done (every one, also when there are no rows).
   double llm_forward_backward(const LlmInput& input, const t_mat_const& received, float grad_scale,
-                              const t_mat& d_received, KvExchange* kv = nullptr,
+                              const t_mat& d_received, ContextAttention* kv = nullptr,
                               GradientListener* ready = nullptr);
 
   // Pipeline parallelism (sharding().pipeline.stages > 1): a micro-batch's passes through this rank's
@@ -195,12 +202,12 @@ class Model {
   // `received`, as llm_forward_backward) into acts; the last stage also computes the loss and its gradient
   // (grad_scale as llm_forward_backward). kv as llm_forward_backward, kept until the backward.
   void llm_stage_forward(const LlmInput& input, const t_mat_const& received, const t_mat_const& x_in,
-                         float grad_scale, KvExchange* kv, LlmStageActivations& acts);
+                         float grad_scale, ContextAttention* kv, LlmStageActivations& acts);
   // Backward from d_out (the next stage's d_in; unused on the last stage) into d_in [rows, width] (the
   // previous stage's d_out; the first stage writes d_received instead), accumulating the stage's
   // parameter gradients; ready as llm_forward_backward, for this stage's units.
   void llm_stage_backward(const LlmInput& input, const LlmStageActivations& acts, const t_mat_const& d_out,
-                          const t_mat& d_in, const t_mat& d_received, KvExchange* kv,
+                          const t_mat& d_in, const t_mat& d_received, ContextAttention* kv,
                           GradientListener* ready = nullptr);
 
   // Analytic FLOPs of one forward+backward (GEMMs and attention; what MFU counts), this rank's share under
@@ -210,9 +217,10 @@ class Model {
   double llm_flops(const LlmInput& llm) const;
   // Cost of a token's GEMMs in units of one causal attention pair (query-key), for balancing chunks.
   double linear_weight_in_attention_pairs() const;
-  // Bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows
-  // gathered key rows (context parallelism; 0 without) and `patches` encoder rows (memory estimate).
-  // Under pipeline parallelism: this rank's stage, with the micro-batches 1F1B keeps in flight on it.
+  // Bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows key
+  // rows of other members (context parallelism, as the free function below; 0 without) and `patches` encoder
+  // rows (memory estimate). Under pipeline parallelism: this rank's stage, with the micro-batches 1F1B keeps
+  // in flight on it.
   double activation_bytes(std::int64_t llm_rows, std::int64_t patches, std::int64_t key_rows = 0) const;
   // The LLM pass's share of that (activations, backward scratch and bf16 rounded operands, from the
   // workspace).
@@ -228,9 +236,11 @@ class Model {
   // rows or a K|V exchange, in the active workspace's scope. keep_beyond_scope: acts are ordinary
   // allocations (a pipeline's, outliving the scope), else the scope's (one pass, forward then backward).
   void stage_forward(const LlmInput& input, const t_mat_const& received, const t_mat_const& x_in,
-                     float grad_scale, KvExchange* kv, bool keep_beyond_scope, LlmStageActivations& acts);
+                     float grad_scale, ContextAttention* kv, bool keep_beyond_scope,
+                     LlmStageActivations& acts);
   void stage_backward(const LlmInput& input, const LlmStageActivations& acts, const t_mat_const& d_out,
-                      const t_mat& d_in, const t_mat& d_received, KvExchange* kv, GradientListener* ready);
+                      const t_mat& d_in, const t_mat& d_received, ContextAttention* kv,
+                      GradientListener* ready);
   // The LM head and the loss over the vocabulary split across the LLM's tensor-parallel group.
   void vocab_parallel_loss(const t_mat& normed, const t_ivec_const& targets, float grad_scale,
                            const t_vec& losses, const t_mat& d_normed);
@@ -239,6 +249,7 @@ class Model {
   GemmPrecision precision_ = GemmPrecision::fp32;
   Recompute recompute_ = Recompute::none;
   ModelSharding sharding_;
+  CpComm cp_comm_ = CpComm::p2p;
   int first_vocab_id_ = 0;  // of this rank's slice of the token embedding and LM head
   int stage_layers_ = 0;    // this rank's LLM blocks (all of them without pipeline parallelism)
   int llm_units_ = 0;       // of gradient_units_, the LLM's (the first ones)

@@ -1,8 +1,14 @@
 // CostModel: predicted time of each sample's work per phase on a group of g ranks, collectives in the
 // standard alpha-beta models (ring or tree, hierarchical over nodes), and memory per rank.
 //   compute(s, g) = (a2 s^2 + a1 s + c) / g        s: tokens (LLM) or rows of one encoder item
-//   comm(s, g)    = 0 for g = 1, else cp_layers x (all-gather + reduce-scatter of kv_row_bytes x s bytes
-//                   over the group's span: collectives below)
+//   comm(s, g)    = 0 for g = 1, else by the context-parallel mechanism (parallel.cp_comm), per layer:
+//     all_gather: cp_layers x (all-gather + reduce-scatter of kv_row_bytes x s bytes over the group's
+//                 span: collectives below)
+//     p2p:        cp_layers x (forward: g - 1 ring steps, each a block B = kv_row_bytes x s / g sent to
+//                 the next member; backward: g - 1 steps of K|V and dK|dV blocks, then the last dK|dV
+//                 hop to its owner), each step's bytes exposed by 1 - cp_overlap (the share the block's
+//                 attention hides), its latency always; the last hop wholly. Linear in s, as the
+//                 planners need: a ring step's max(attention, transfer) is folded into cp_overlap.
 // An encoder module attends within each item (an image's patches), so its cost is per item, with the
 // coefficients of the item's module (a sample with several items costs the sum over its items); the LLM
 // cost is per sample (one fused causal sequence).
@@ -119,6 +125,8 @@ struct CostModel {
   // reduce-scatters their gradients (backward); kv_row_bytes per token and layer.
   double kv_row_bytes = 0.0;
   double cp_layers = 1.0;
+  CpComm cp_comm = CpComm::p2p;         // parallel.cp_comm
+  double cp_overlap = 0.0;              // p2p: share of a ring step's transfer hidden (machine.cp_overlap)
   double boundary_bytes_per_row = 0.0;  // encoder output row forward + its gradient backward
   // A sample's raw inputs as its loader holds them: int32 token ids (plan_traffic.hpp); an item's,
   // EncoderCost::input_bytes_per_row.
@@ -165,9 +173,12 @@ struct CostModel {
   // chunk of cost-balanced chunks (rank_work.hpp), the micro-batch taken as one sequence (an upper bound
   // of any member's rows, up to rounding).
   double chunk_rows(double tokens, int g) const;
-  // Bytes a member of a group of g ranks holds for a micro-batch (per_row x chunk_rows + per_key_row x
-  // tokens when g > 1).
+  // Bytes a member of a group of g ranks holds for a micro-batch: per_local_row x chunk_rows + per_token x
+  // tokens, the key rows' bytes in the first term under p2p (the ring's blocks are a member's rows), in
+  // the second under all_gather.
   double micro_batch_bytes(double tokens, int g) const;
+  double per_local_row(int g) const;
+  double per_token(int g) const;
   // Largest tokens a group of g ranks can hold in one micro-batch (memory less state, fixed and the
   // encoder reserve), or +inf without a capacity.
   double token_capacity(int g) const;
@@ -192,8 +203,9 @@ ParameterSplit parameter_split(const ModelConfig& model);
 // no capacity: the driver sets them (memory_model() in model/model.hpp).
 CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_per_node);
 
-// The machine's links (both the collectives' and the gradient all-reduce's), its algorithm and its
-// NVLink domain (the cost model's "node" for links), where given.
+// The machine's links (both the collectives' and the gradient all-reduce's), its algorithm, its NVLink
+// domain (the cost model's "node" for links), the ring's overlap and the precision K|V travel in (bf16
+// halves kv_row_bytes; call once per cost model), where given.
 void apply_machine(CostModel& cost, const MachineConfig& machine);
 
 }  // namespace minimllm

@@ -17,11 +17,11 @@ inline constexpr int kEstimateSteps = 16;
 
 struct PeakWork {
   std::int64_t llm_rows = 0;  // LLM rows of one micro-batch on one rank
-  std::int64_t key_rows = 0;  // gathered key rows under context parallelism
+  std::int64_t key_rows = 0;  // other members' key rows under context parallelism (Model::activation_bytes)
   std::int64_t patches = 0;   // encoder patches of one rank in one step
 };
 
-// Collective over world: the maxima over `steps` and over ranks.
-PeakWork peak_work(const std::vector<PlannedStep>& steps, MPI_Comm world);
+// Collective over world: the maxima over `steps` and over ranks, key rows as `cp_comm` holds them.
+PeakWork peak_work(const std::vector<PlannedStep>& steps, CpComm cp_comm, MPI_Comm world);
 
 }  // namespace minimllm

@@ -10,7 +10,7 @@
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/model/model_inputs.hpp"
 #include "minimllm/parallel/boundary_exchange.hpp"
-#include "minimllm/parallel/kv_exchange.hpp"
+#include "minimllm/parallel/context_attention.hpp"
 #include "minimllm/parallel/tensor_parallel.hpp"
 #include "minimllm/step/planned_step.hpp"
 #include "minimllm/step/step_comms.hpp"
@@ -27,9 +27,9 @@ struct StepInputs {
   std::vector<EncoderInput> encoder;
   std::vector<std::vector<std::size_t>> encoder_group_rows;
   std::vector<std::unique_ptr<BoundaryExchange>> boundary;
-  std::vector<LlmInput> llm;                    // one per micro-batch of this rank's LLM group
-  std::vector<std::unique_ptr<KvExchange>> kv;  // one per micro-batch under context parallelism, else null
-  TransferCounts transfers;                     // host -> device copies made building these
+  std::vector<LlmInput> llm;                          // one per micro-batch of this rank's LLM group
+  std::vector<std::unique_ptr<ContextAttention>> kv;  // per micro-batch under context parallelism, else null
+  TransferCounts transfers;                           // host -> device copies made building these
   // The step's sample movement (sample_movement.hpp): bytes this rank received from other ranks' loaders
   // and its seconds (generating its shard's inputs and the all-to-all).
   std::int64_t movement_bytes = 0;
@@ -38,8 +38,9 @@ struct StepInputs {
 
 // Collective over the world (the boundary exchanges check their routes together). width: LLM width (the
 // image embeddings' rows); attention_width: this rank's heads' Q, K or V per row (Model::attention_width,
-// the K|V exchange's rows are twice that).
+// the K|V exchange's rows are twice that); cp_comm: the context-parallel mechanism of its groups.
 StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned, const StepComms& comms,
-                              int width, int attention_width, const TensorParallel& encoder_groups = {});
+                              int width, int attention_width, CpComm cp_comm,
+                              const TensorParallel& encoder_groups = {});
 
 }  // namespace minimllm
