@@ -23,6 +23,9 @@
 #                          quick settings) instead of once per rank count: least exposed to a shared
 #                          machine changing speed between calibration and measurement (the simulator
 #                          then uses a calibration made after the runs)
+#     --cp N --cp-comm M   train and project on a copy of the deck with `parallel: {cp: N, cp_comm: M}`
+#                          (static's context-parallel groups of N ranks, by the ring p2p or all_gather);
+#                          the deck must have no parallel section of its own
 #     --build DIR          build directory (default build)
 #     --work DIR           where the calibration, run logs and HDF5 files go (default runs/validate-<date>)
 #
@@ -43,6 +46,8 @@ calibration=""
 same_run=0
 build=build
 work=""
+cp_override=""
+cp_comm_override=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --deck) deck=$2; shift 2 ;;
@@ -52,6 +57,8 @@ while [ $# -gt 0 ]; do
     --within-factor) factor=$2; shift 2 ;;
     --calibration) calibration=$2; shift 2 ;;
     --same-run) same_run=1; shift ;;
+    --cp) cp_override=$2; shift 2 ;;
+    --cp-comm) cp_comm_override=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
@@ -77,6 +84,14 @@ read_median() {
 [ -f "$deck" ] || { echo "validate-simulator.sh: no deck $deck" >&2; exit 2; }
 work=${work:-runs/validate-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$work"
+if [ -n "$cp_override$cp_comm_override" ]; then
+  [ -n "$cp_override" ] && [ -n "$cp_comm_override" ] ||
+    { echo "validate-simulator.sh: --cp and --cp-comm go together" >&2; exit 2; }
+  ! grep -q '^parallel:' "$deck" ||
+    { echo "validate-simulator.sh: $deck has a parallel section: set cp and cp_comm there instead" >&2; exit 2; }
+  { cat "$deck"; echo "parallel: {cp: $cp_override, cp_comm: $cp_comm_override}"; } > "$work/deck.yaml"
+  deck=$work/deck.yaml
+fi
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "validate-simulator: deck $deck, ranks $ranks, $steps steps per policy, $([ -n "$factor" ] && echo "within a factor $factor" || echo "tolerance $tolerance"), work dir $work"

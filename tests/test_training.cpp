@@ -435,6 +435,26 @@ TEST(Training, MultinodeProblemIsAValidDeck) {
   EXPECT_GT(parameter_split(config.model).total(), 7.0e9);
 }
 
+// Every shipped deck and machine preset is valid input, named after its file.
+TEST(Training, ShippedDecksAndMachinesAreValid) {
+  namespace fs = std::filesystem;
+  const fs::path inputs = fs::path(MINIMLLM_SOURCE_DIR) / "inputs";
+  int decks = 0;
+  for (const auto& entry : fs::directory_iterator(inputs)) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    RunConfig config;
+    ASSERT_NO_THROW(config = load_run_config(entry.path().string()));
+    EXPECT_EQ(config.name, entry.path().stem().string());
+    ++decks;
+  }
+  EXPECT_GE(decks, 14);
+  for (const auto& entry : fs::directory_iterator(inputs / "machines")) {
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(load_machine_file(entry.path().string()));
+  }
+}
+
 // The reference problem is its deck less the sections a reported run may change (docs/RUN_RULES.md).
 TEST(Training, ProblemDigestIgnoresOnlyTheFreeSections) {
   const std::string deck =
