@@ -42,8 +42,8 @@ LlmPhase llm_phase(const RunConfig& config, MPI_Comm comm, int reps, CpComm mode
   CommPool pool(comm, 4, choose_collectives(comm, "auto").factory);
   StepExecutor executor(model);
   const GlobalBatch batch = sampler.batch(0);
-  const PlannedStep planned = planned_step(batch, make_grouped_plan(batch, {world.size}), world.rank,
-                                           world.size, model.linear_weight_in_attention_pairs());
+  const PlannedStep planned =
+      planned_step(batch, make_grouped_plan(batch, {world.size}), world.rank, world.size);
   std::vector<double> llm, kv;
   for (int r = 0; r <= reps; ++r) {
     StepOutcome o = run_step(sampler, executor, pool, planned);
@@ -56,10 +56,9 @@ LlmPhase llm_phase(const RunConfig& config, MPI_Comm comm, int reps, CpComm mode
   // This rank's rows, and the other members' key rows as the mechanism holds them.
   const MicroBatchWork& mb = planned.work.micro_batches.at(0);
   const int rows = mb.member_rows.at(world.rank);
-  const int keys = world.size == 1 ? 0
-                   : mode == CpComm::p2p
-                       ? *std::max_element(mb.member_rows.begin(), mb.member_rows.end())
-                       : mb.sample_offsets.back();
+  const int keys = world.size == 1       ? 0
+                   : mode == CpComm::p2p ? *std::max_element(mb.member_rows.begin(), mb.member_rows.end())
+                                         : mb.sample_offsets.back();
   return {llm[llm.size() / 2], kv[kv.size() / 2], model.activation_bytes(rows, 0, keys)};
 }
 

@@ -67,8 +67,8 @@ void BM_GradSyncOverlap(benchmark::State& state, const char* deck, double bucket
       std::make_unique<StepExecutor>(model, GradSyncOptions{false, bucket_mb, false}),
       std::make_unique<StepExecutor>(model, GradSyncOptions{false, bucket_mb, true})};
   const GlobalBatch batch = sampler.batch(0);
-  const PlannedStep planned = planned_step(batch, make_grouped_plan(batch, std::vector<int>(world.size, 1)),
-                                           world.rank, world.size, model.linear_weight_in_attention_pairs());
+  const PlannedStep planned =
+      planned_step(batch, make_grouped_plan(batch, std::vector<int>(world.size, 1)), world.rank, world.size);
   const int reps = benchmark_repetitions(5);
   std::array<std::vector<double>, kModes> step, sync;
   int started_early = 0;

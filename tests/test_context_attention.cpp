@@ -29,8 +29,9 @@ using testing_support::world_size;
 constexpr AttentionShape kShape{2, 8};
 constexpr int kWidth = kShape.heads * kShape.head_dim;
 
-// A micro-batch of samples cut into the members' chunks as derive_rank_work cuts them, with the gathered
-// mechanism's row order and this rank's segments against the gathered keys (step/packing.cpp's).
+// A micro-batch of samples cut into the members' chunks as derive_rank_work cuts them (two per sample and
+// member, load_balanced_chunks), with the gathered mechanism's row order and this rank's segments against
+// the gathered keys (step/packing.cpp's).
 struct Split {
   MicroBatchWork mb;
   std::vector<int> local_to_global;  // this rank's rows -> sample-major rows
@@ -40,25 +41,29 @@ struct Split {
 Split split(const std::vector<int>& lengths, int members, int me) {
   Split s;
   s.mb.member_rows.assign(members, 0);
+  s.mb.member_chunks.assign(members, {});
   s.mb.sample_offsets.assign(1, 0);
   for (int n : lengths) s.mb.sample_offsets.push_back(s.mb.sample_offsets.back() + n);
   for (size_t j = 0; j < lengths.size(); ++j) {
     s.mb.samples.push_back(static_cast<int>(j));
-    s.mb.chunk_bounds.push_back(balanced_chunk_bounds(lengths[j], members, 3.0));
-    for (int p = 0; p < members; ++p) s.mb.member_rows[p] += s.mb.chunk_bounds[j][p + 1] - s.mb.chunk_bounds[j][p];
-  }
-  s.mb.kv_order.resize(s.mb.sample_offsets.back());
-  std::vector<int> next(members, 0);
-  for (int p = 1; p < members; ++p) next[p] = next[p - 1] + s.mb.member_rows[p - 1];
-  for (int p = 0; p < members; ++p)
-    for (size_t j = 0; j < lengths.size(); ++j) {
-      const int begin = s.mb.chunk_bounds[j][p], end = s.mb.chunk_bounds[j][p + 1];
-      if (p == me) {
-        s.gathered.add(static_cast<int>(s.local_to_global.size()), end - begin, s.mb.sample_offsets[j], lengths[j],
-                       begin);
-        for (int row = begin; row < end; ++row) s.local_to_global.push_back(s.mb.sample_offsets[j] + row);
+    for (int p = 0; p < members; ++p)
+      for (const RowRange& r : load_balanced_chunks(lengths[j], members, p)) {
+        s.mb.member_chunks[p].push_back({static_cast<int>(j), r.begin, r.end});
+        s.mb.member_rows[p] += r.end - r.begin;
       }
-      for (int row = begin; row < end; ++row) s.mb.kv_order[s.mb.sample_offsets[j] + row] = next[p]++;
+  }
+  s.mb.chunks = s.mb.member_chunks[me];
+  s.mb.kv_order.resize(s.mb.sample_offsets.back());
+  int next = 0;  // rank-major: member by member, each in its own row order
+  for (int p = 0; p < members; ++p)
+    for (const SequenceChunk& c : s.mb.member_chunks[p]) {
+      const int first = s.mb.sample_offsets[c.sample];
+      if (p == me) {
+        s.gathered.add(static_cast<int>(s.local_to_global.size()), c.end - c.begin, first, lengths[c.sample],
+                       c.begin);
+        for (int row = c.begin; row < c.end; ++row) s.local_to_global.push_back(first + row);
+      }
+      for (int row = c.begin; row < c.end; ++row) s.mb.kv_order[first + row] = next++;
     }
   return s;
 }
@@ -104,8 +109,8 @@ class ContextAttentionModes : public testing::TestWithParam<CpComm> {};
 
 TEST_P(ContextAttentionModes, GivesEveryMemberTheOnePassAttentionAndGradients) {
   const int members = world_size(), me = world_rank();
-  // Long and short samples, one of 1 row and one of 2 (empty chunks on 3 and 4 ranks).
-  const std::vector<int> lengths = {37, 1, 64, 2, 23};
+  // Long and short samples, one of 1 row and one of 2 (empty chunks from 2 ranks on).
+  const std::vector<int> lengths = {37, 1, 64, 2, 23, 5};
   const Split s = split(lengths, members, me);
   const int total = s.mb.sample_offsets.back(), local = static_cast<int>(s.local_to_global.size());
 
@@ -155,7 +160,31 @@ TEST_P(ContextAttentionModes, GivesEveryMemberTheOnePassAttentionAndGradients) {
 
 INSTANTIATE_TEST_SUITE_P(EveryMechanism, ContextAttentionModes,
                          testing::Values(CpComm::p2p, CpComm::all_gather),
-                         [](const testing::TestParamInfo<CpComm>& info) { return std::string(to_string(info.param)); });
+                         [](const testing::TestParamInfo<CpComm>& info) {
+                           return std::string(to_string(info.param));
+                         });
+
+// The 2 x cp chunks give every step of the ring the same causal work: at step t member r attends its
+// queries against member (r - t) mod g's keys, and the query-key pairs it finds are the same for every r
+// (up to the rounding of chunks to whole rows), steps 0 included.
+TEST(LoadBalancedChunks, EveryRingStepHasTheSameCausalWork) {
+  for (int tokens : {4096, 1001})
+    for (int g : {2, 3, 4, 7}) {
+      SCOPED_TRACE(std::to_string(tokens) + " tokens on " + std::to_string(g));
+      const auto pairs = [&](int r, int p) {
+        double n = 0.0;
+        for (const RowRange& q : load_balanced_chunks(tokens, g, r))
+          for (int x = q.begin; x < q.end; ++x)
+            for (const RowRange& k : load_balanced_chunks(tokens, g, p))
+              n += std::max(0, std::min(k.end, x + 1) - k.begin);
+        return n;
+      };
+      const double chunk = static_cast<double>(tokens) / (2 * g), ideal = 2.0 * chunk * chunk;
+      for (int t = 0; t < g; ++t)
+        for (int r = 0; r < g; ++r)
+          EXPECT_NEAR(pairs(r, (r - t + g) % g), ideal, 4.0 * chunk) << "step " << t << " member " << r;
+    }
+}
 
 // The ring's gradients against finite differences of L = sum(attn * R) over the group, for a few
 // elements of each member's Q, K and V (the ring itself, not compared with another implementation).
@@ -168,7 +197,8 @@ TEST(RingAttention, BackwardMatchesFiniteDifferences) {
   const WorkspaceScope scope(workspace);
   const t_mat qkv = random_matrix(local, 3 * kWidth, 100 + me, "qkv");
   const t_mat weights = random_matrix(local, kWidth, 200 + me, "weights");
-  const std::unique_ptr<ContextAttention> ring = make_context_attention(CpComm::p2p, world_group(), s.mb, kWidth);
+  const std::unique_ptr<ContextAttention> ring =
+      make_context_attention(CpComm::p2p, world_group(), s.mb, kWidth);
   const t_mat none("none", 0, 2 * kWidth);
   const AttentionSegments unused = make_segments(s.gathered, true);
   const t_mat attn("attn", local, kWidth), lse("lse", local, kShape.heads), dqkv("dqkv", local, 3 * kWidth);

@@ -64,9 +64,8 @@ Gradients run_step(const RunConfig& config, MPI_Comm comm,
   const GlobalBatch batch = sampler.batch(0);
   const StepPlan plan = plan_of(batch);
   validate_plan(plan, batch, world.size);
-  const StepOutcome outcome = minimllm::run_step(
-      sampler, executor, pool,
-      planned_step(batch, plan, world.rank, world.size, model.linear_weight_in_attention_pairs()));
+  const StepOutcome outcome =
+      minimllm::run_step(sampler, executor, pool, planned_step(batch, plan, world.rank, world.size));
   if (started_early) *started_early = executor.gradient_sync().started_early();
   auto grads = Kokkos::create_mirror_view_and_copy(HostSpace(), model.grads());
   return {outcome.loss_sum / batch.loss_targets(),
@@ -328,7 +327,7 @@ TEST(Layouts, TimeLimitedPlanIsMadeOnRankZeroAndBroadcast) {
   const World world = World::of(MPI_COMM_WORLD);
   const Sampler sampler(config);
   const LayoutSource layouts(config, world.size, default_cost_model(config, 1.0, world.size));
-  const StepPlanner planner(sampler, layouts, world, 1.0);
+  const StepPlanner planner(sampler, layouts, world);
   for (int step = 0; step < 3; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     PlannedStep planned = planner.plan(step);
@@ -344,7 +343,7 @@ TEST(Layouts, TimeLimitedPlanIsMadeOnRankZeroAndBroadcast) {
     root.resize(static_cast<size_t>(size));
     MPI_Bcast(&root[0], static_cast<int>(size), MPI_CHAR, 0, MPI_COMM_WORLD);
     EXPECT_EQ(mine, root);
-    const RankWork work = derive_rank_work(planned.plan, planned.batch, world.rank, world.size, 1.0);
+    const RankWork work = derive_rank_work(planned.plan, planned.batch, world.rank, world.size);
     EXPECT_EQ(work.group, planned.work.group);
     EXPECT_EQ(work.items, planned.work.items);
     EXPECT_EQ(work.received_rows, planned.work.received_rows);
@@ -406,9 +405,8 @@ TEST(Layouts, NoHostDeviceTransfersInsideAStepOnTheDevicePath) {
     for (size_t i = 0; i < plan.item_owner.size(); ++i)
       plan.item_owner[i] = static_cast<int>((5 * i + step) % world.size);
     validate_plan(plan, batch, world.size);
-    const StepOutcome out = minimllm::run_step(
-        sampler, executor, pool,
-        planned_step(batch, plan, world.rank, world.size, model.linear_weight_in_attention_pairs()));
+    const StepOutcome out =
+        minimllm::run_step(sampler, executor, pool, planned_step(batch, plan, world.rank, world.size));
     EXPECT_EQ(out.input_transfers.to_host, 0) << "packing inputs read something back";
     if (kMemSpaceIsHostAccessible) {
       EXPECT_EQ(out.input_transfers.to_device + out.input_transfers.bytes, 0);
@@ -442,8 +440,7 @@ TEST(Layouts, ContextParallelExchangeIsAKokkosToolsRegion) {
   testing_support::RegionRecorder regions;
   const StepOutcome out =
       minimllm::run_step(sampler, executor, pool,
-                         planned_step(batch, make_grouped_plan(batch, {world.size}), world.rank, world.size,
-                                      model.linear_weight_in_attention_pairs()));
+                         planned_step(batch, make_grouped_plan(batch, {world.size}), world.rank, world.size));
   EXPECT_TRUE(regions.pushed("minimllm::kv_exchange"));
   EXPECT_TRUE(regions.pushed("minimllm::llm"));
   EXPECT_GT(out.seconds[Phase::kv_exchange], 0.0);

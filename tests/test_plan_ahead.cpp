@@ -40,7 +40,7 @@ struct Fixture {
   RunConfig config = dhp_config();
   Sampler sampler{config};
   LayoutSource layouts{config, kRanks, default_cost_model(config, 100.0, kRanks)};
-  StepPlanner planner{sampler, layouts, World{MPI_COMM_WORLD, 1, kRanks}, 1.0};
+  StepPlanner planner{sampler, layouts, World{MPI_COMM_WORLD, 1, kRanks}};
 };
 
 TEST(PlanAhead, GivesThePlansOfPlanningEachStepWhenItBegins) {
@@ -83,7 +83,7 @@ TEST(PlanAhead, APlanningErrorIsThrownByItsStep) {
   config.parallel.tokens_per_rank = 1;  // no sample fits: every step's planning fails
   const Sampler sampler(config);
   const LayoutSource layouts(config, kRanks, default_cost_model(config, 100.0, kRanks));
-  const StepPlanner planner(sampler, layouts, World{MPI_COMM_WORLD, 0, kRanks}, 1.0);
+  const StepPlanner planner(sampler, layouts, World{MPI_COMM_WORLD, 0, kRanks});
   PlanAhead ahead(planner, 4, true);
   double exposed = 0.0;
   EXPECT_THROW(ahead.take(0, exposed), InputError);  // planned now

@@ -774,12 +774,10 @@ TEST(Planners, MicroBatchesRespectCapacity) {
     int longest = 0;
     for (const SampleMeta& s : batch.samples) longest = std::max(longest, s.tokens());
     ASSERT_GT(longest, 1000);
-    // At 0.8 x the longest sample per rank (gathered; 0.5 x with the ring, whose members hold no other
-    // member's K|V), the longest needs a context-parallel group (of 4 here: the first member holds more
-    // than 1/g of the rows, and gathered every member the whole sequence's K|V).
+    // At half the longest sample per rank the longest needs a context-parallel group (its members hold
+    // more than 1/g of the rows, and gathered every member the whole sequence's K|V).
     ASSERT_LT(cost.memory.per_key_row, cost.memory.per_row);
-    const double share = mode == CpComm::all_gather ? 0.8 : 0.5;
-    for (int world : {8, 64}) check({"dhp", "dhp_search", "flexsp", "megatron_dcp"}, share * longest, world);
+    for (int world : {8, 64}) check({"dhp", "dhp_search", "flexsp", "megatron_dcp"}, 0.5 * longest, world);
     check(planner_names(), longest, 8);
   }
 }

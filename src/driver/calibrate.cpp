@@ -427,9 +427,8 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   for (int pass = 0; pass <= options.repeats; ++pass) {
     for (Call& c : calls) {
       MPI_Barrier(world.comm);
-      const StepOutcome o = run_step(sampler, executor, pool,
-                                     planned_step(c.batch, make_in_order_plan(c.batch, 1), 0, 1,
-                                                  model.linear_weight_in_attention_pairs()));
+      const StepOutcome o =
+          run_step(sampler, executor, pool, planned_step(c.batch, make_in_order_plan(c.batch, 1), 0, 1));
       if (pass == 0) continue;  // warm-up: first-touch allocations, BLAS buffers
       c.llm_s.push_back(o.seconds[Phase::llm]), c.encoder_s.push_back(o.seconds[Phase::encoder]);
       c.data_s.push_back(o.seconds[Phase::data]);

@@ -105,8 +105,7 @@ RunSetup::RunSetup(const RunConfig& config, const World& world, const TrainOptio
   cost.model = resolve_cost_model(config, cost, result.machine, world.size);
   cost.model.memory.state += staging;  // NCCL's scratch for the distributed optimizer (0 otherwise)
   layouts = std::make_unique<LayoutSource>(config, data.size, cost.model);
-  planner = std::make_unique<StepPlanner>(*sampler, *layouts, data, world,
-                                          model->linear_weight_in_attention_pairs());
+  planner = std::make_unique<StepPlanner>(*sampler, *layouts, data, world);
 
   // The first kEstimateSteps steps are planned before anything is written (a deck whose layout cannot fit
   // them fails here, InputError, and leaves no output file; a later step that cannot fails when planned);

@@ -6,51 +6,35 @@
 namespace minimllm {
 namespace {
 
-// Cost of the first k rows: k * linear_weight + k (k + 1) / 2.
-double prefix_cost(int k, double linear_weight) { return k * linear_weight + 0.5 * k * (k + 1.0); }
-
 // Samples of one micro-batch of a group: contiguous blocks (packed bins, or as even as possible).
 std::vector<int> micro_batch_samples(const LlmGroup& group, int m) {
   return std::vector<int>(group.samples.begin() + micro_batch_begin(group, m),
                           group.samples.begin() + micro_batch_begin(group, m + 1));
 }
 
-// Calls visit(member, sample, chunk bounds) for every member's chunk of every sample of a micro-batch,
-// member-major within each sample — the order in which rows are numbered on their holders.
+// Calls visit(member, sample, begin, end) for every member's chunks of every sample of a micro-batch,
+// member-major within each sample, each member's chunks in order — the order in which rows are numbered
+// on their holders.
 template <class Visit>
-void for_each_chunk(const GlobalBatch& batch, const std::vector<int>& samples, int members,
-                    double linear_weight, Visit&& visit) {
-  for (int s : samples) {
-    const std::vector<int> bounds = balanced_chunk_bounds(batch.samples[s].tokens(), members, linear_weight);
-    for (int p = 0; p < members; ++p) visit(p, s, bounds[p], bounds[p + 1]);
-  }
+void for_each_chunk(const GlobalBatch& batch, const std::vector<int>& samples, int members, Visit&& visit) {
+  for (int s : samples)
+    for (int p = 0; p < members; ++p)
+      for (const RowRange& r : load_balanced_chunks(batch.samples[s].tokens(), members, p))
+        visit(p, s, r.begin, r.end);
 }
 
 }  // namespace
 
-std::vector<int> balanced_chunk_bounds(int tokens, int ranks, double linear_weight) {
-  std::vector<int> bounds(ranks + 1, tokens);
-  bounds[0] = 0;
-  const double total = prefix_cost(tokens, linear_weight);
-  for (int r = 1; r < ranks; ++r) {
-    // Smallest k with prefix_cost(k) >= r/ranks of the total (binary search: cost is increasing).
-    const double target = total * r / ranks;
-    int lo = bounds[r - 1], hi = tokens;
-    while (lo < hi) {
-      const int mid = lo + (hi - lo) / 2;
-      if (prefix_cost(mid, linear_weight) >= target) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    bounds[r] = lo;
-  }
-  return bounds;
+std::vector<RowRange> load_balanced_chunks(int tokens, int ranks, int member) {
+  if (ranks <= 1) return {{0, tokens}};
+  const auto bound = [&](int k) {
+    return static_cast<int>(static_cast<long long>(tokens) * k / (2 * ranks));
+  };
+  const int late = 2 * ranks - 1 - member;
+  return {{bound(member), bound(member + 1)}, {bound(late), bound(late + 1)}};
 }
 
-RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size,
-                          double linear_weight) {
+RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size) {
   RankWork work;
   const std::vector<int> first_item = first_item_of_samples(batch);
   const int items = first_item.back();
@@ -101,7 +85,7 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
       mb.member_rows.assign(members, 0);
       mb.received_offset = mine ? received[rank] : 0;
       mb.stage = pipelined ? pipeline_stage(m, group.micro_batches, stages) : m;
-      for_each_chunk(batch, mb.samples, members, linear_weight, [&](int p, int s, int begin, int end) {
+      for_each_chunk(batch, mb.samples, members, [&](int p, int s, int begin, int end) {
         const SampleMeta& sample = batch.samples[s];
         const FusedLayout layout = fused_layout(sample);
         for (size_t i = 0; i < sample.items.size(); ++i) {
@@ -125,11 +109,11 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
       std::vector<int> member_next(members, 0);
       for (int p = 1; p < members; ++p) member_next[p] = member_next[p - 1] + mb.member_rows[p - 1];
       int j = 0;
-      mb.chunk_bounds.assign(mb.samples.size(), std::vector<int>(members + 1, 0));
-      for_each_chunk(batch, mb.samples, members, linear_weight, [&](int p, int s, int begin, int end) {
+      mb.member_chunks.assign(members, {});
+      for_each_chunk(batch, mb.samples, members, [&](int p, int s, int begin, int end) {
         while (mb.samples[j] != s) ++j;
         for (int row = begin; row < end; ++row) mb.kv_order[mb.sample_offsets[j] + row] = member_next[p]++;
-        mb.chunk_bounds[j][p] = begin, mb.chunk_bounds[j][p + 1] = end;
+        mb.member_chunks[p].push_back({s, begin, end});
       });
       work.micro_batches.push_back(std::move(mb));
     }

@@ -444,13 +444,6 @@ double block_flops(double rows, int width, int hidden) {
   return flops;
 }
 
-// Forward+backward FLOPs of all the LLM's linear layers (blocks and LM head) for `rows` rows.
-double llm_linear_flops(double rows, const LlmConfig& llm) {
-  double flops = 0.0;
-  for (const LinearShape& shape : llm_linear_shapes(llm)) flops += linear_flops(rows, shape.in, shape.out);
-  return flops;
-}
-
 }  // namespace
 
 std::size_t parameter_count(const ModelConfig& config, const ModelSharding& sharding) {
@@ -728,14 +721,6 @@ double Model::llm_flops(const LlmInput& llm) const {
   return (linear + stage_layers_ * 12.0 * llm.attention_pairs * c.width) / sharding_.llm.size;
 }
 
-double linear_weight_in_attention_pairs(const LlmConfig& c) {
-  return llm_linear_flops(1.0, c) / (12.0 * c.width * c.layers);
-}
-
-double Model::linear_weight_in_attention_pairs() const {
-  return minimllm::linear_weight_in_attention_pairs(config_.llm);
-}
-
 namespace {
 // Floats per row of a stack's block activations: what the blocks keep from the forward, plus the one set
 // of dropped activations that a block's forward and its recompute fill (a per-block scope), plus the
@@ -857,7 +842,6 @@ MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision, Rec
   m.keys_per_member = cp_comm == CpComm::p2p;
   // Per row of the model's one encoder module, the vision encoder (model.encoder).
   m.per_encoder_row = {(bytes(0, kRows, 0) - m.fixed) / kRows};
-  m.linear_weight = linear_weight_in_attention_pairs(config.llm);
   return m;
 }
 

@@ -14,17 +14,47 @@ namespace {
 // sees both kinds in the order every member posts them).
 constexpr int kKeysTag = 1, kGradientsTag = 2;
 
-// This rank's query segments against member p's rows: sample by sample, its chunk's rows against p's
-// chunk, with the causal offset that places its queries after p's keys (none when p's chunk lies after).
+// One member's chunks of one sample: its first local row for the sample and the chunks, in row order.
+struct SampleRows {
+  int first_row = 0;
+  std::vector<SequenceChunk> chunks;
+};
+
+// A member's chunks (MicroBatchWork::member_chunks) grouped by sample, in the member's row order.
+std::vector<SampleRows> by_sample(const std::vector<SequenceChunk>& chunks) {
+  std::vector<SampleRows> out;
+  int row = 0;
+  for (const SequenceChunk& c : chunks) {
+    if (out.empty() || out.back().chunks.front().sample != c.sample) out.push_back({row, {}});
+    out.back().chunks.push_back(c);
+    row += c.end - c.begin;
+  }
+  return out;
+}
+
+// This rank's query segments against member p's rows, one per query chunk at most. A member's rows of a
+// sample are in row order, so the keys a query at position x sees form a prefix of them: p's rows of
+// chunks that end before the query chunk (all visible), and, when p is this rank, the query chunk's own
+// rows up to x. So one segment from p's first row of the sample, the causal offset the rows before.
 SegmentTable member_segments(const MicroBatchWork& mb, int me, int p) {
+  const std::vector<SampleRows> mine = by_sample(mb.member_chunks[me]),
+                                theirs = by_sample(mb.member_chunks[p]);
   SegmentTable table;
-  int q_row = 0, k_row = 0;
-  for (const std::vector<int>& bounds : mb.chunk_bounds) {
-    const int q_begin = bounds[me], q_end = bounds[me + 1], k_begin = bounds[p], k_end = bounds[p + 1];
-    if (q_end > q_begin && k_end > k_begin && k_begin < q_end)
-      table.add(q_row, q_end - q_begin, k_row, k_end - k_begin, q_begin - k_begin);
-    q_row += q_end - q_begin;
-    k_row += k_end - k_begin;
+  size_t k = 0;
+  for (const SampleRows& queries : mine) {
+    const int sample = queries.chunks.front().sample;
+    while (k < theirs.size() && theirs[k].chunks.front().sample != sample) ++k;
+    if (k == theirs.size()) break;
+    int q_row = queries.first_row;
+    for (const SequenceChunk& q : queries.chunks) {
+      int before = 0;
+      for (const SequenceChunk& c : theirs[k].chunks)
+        if (c.end <= q.begin) before += c.end - c.begin;
+      const int own = p == me ? q.end - q.begin : 0;
+      if (q.end > q.begin && before + own > 0)
+        table.add(q_row, q.end - q.begin, theirs[k].first_row, before + own, before);
+      q_row += q.end - q.begin;
+    }
   }
   return table;
 }

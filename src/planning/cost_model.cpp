@@ -115,11 +115,8 @@ double CostModel::grad_sync(int n) const {
 
 double CostModel::chunk_rows(double tokens, int g) const {
   if (g <= 1 || tokens <= 0.0) return std::max(0.0, tokens);
-  // The first chunk ends where the prefix cost k (w + 1/2) + k^2 / 2 reaches 1/g of the whole (rank_work.cpp:
-  // a row costs w + (i + 1)), plus one row of rounding.
-  const double w = memory.linear_weight + 0.5;
-  const double first = -w + std::sqrt(w * w + (2.0 * w * tokens + tokens * tokens) / g);
-  return std::min(tokens, first + 1.0);
+  // Two of 2g near-equal chunks (rank_work.hpp, load_balanced_chunks): at most 2 ceil(T / 2g) < T / g + 2.
+  return std::min(tokens, tokens / g + 2.0);
 }
 
 double CostModel::micro_batch_bytes(double tokens, int g) const {
@@ -141,17 +138,9 @@ double CostModel::token_capacity(int g) const {
   if (free_bytes <= 0.0) return 0.0;
   const double a = per_local_row(g), b = per_token(g);
   if (g <= 1 || a <= 0.0) return a + b > 0.0 ? free_bytes / (a + b) : kInf;
-  // micro_batch_bytes(T) = min(a T, a (first(T) + 1)) + b T, increasing: the larger of the two branches'
-  // solutions. The chunk branch, a (-w + sqrt(w^2 + (2 w T + T^2) / g) + 1) + b T = F, squared:
-  //   (1/g - beta^2) T^2 + 2 (w / g + c beta) T + (w^2 - c^2) = 0,  c = F / a - 1 + w, beta = b / a,
-  // whose root with c - beta T >= 0 is 2C / (-B - sqrt(B^2 - 4AC)) whatever the sign of A.
-  const double w = memory.linear_weight + 0.5;
-  const double c = free_bytes / a - 1.0 + w, beta = b / a;
-  double chunked = 0.0;
-  if (c > w) {
-    const double qa = 1.0 / g - beta * beta, qb = 2.0 * (w / g + c * beta), qc = w * w - c * c;
-    chunked = 2.0 * qc / (-qb - std::sqrt(std::max(0.0, qb * qb - 4.0 * qa * qc)));
-  }
+  // micro_batch_bytes(T) = min(a T, a (T / g + 2)) + b T, increasing: the larger of the two branches'
+  // solutions.
+  const double chunked = (free_bytes - 2.0 * a) / (a / g + b);
   return std::max(chunked, free_bytes / (a + b));
 }
 

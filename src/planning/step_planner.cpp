@@ -14,21 +14,15 @@
 
 namespace minimllm {
 
-StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& world,
-                         double linear_weight)
-    : StepPlanner(sampler, layouts, world, world, linear_weight) {}
+StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& world)
+    : StepPlanner(sampler, layouts, world, world) {}
 
 StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& units,
-                         const World& agreement, double linear_weight)
-    : sampler_(sampler),
-      layouts_(layouts),
-      world_(units),
-      agreement_(agreement),
-      linear_weight_(linear_weight) {}
+                         const World& agreement)
+    : sampler_(sampler), layouts_(layouts), world_(units), agreement_(agreement) {}
 
 PlannedStep StepPlanner::with_plan(GlobalBatch batch, StepPlan plan) const {
-  PlannedStep planned =
-      planned_step(std::move(batch), std::move(plan), world_.rank, world_.size, linear_weight_);
+  PlannedStep planned = planned_step(std::move(batch), std::move(plan), world_.rank, world_.size);
   planned.prediction = layouts_.predict(planned.plan, planned.batch);
   planned.traffic = plan_traffic(planned.plan, planned.batch, layouts_.cost(), world_.size);
   return planned;

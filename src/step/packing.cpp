@@ -61,8 +61,9 @@ LlmInput pack_llm(const SampleInputs& inputs, const GlobalBatch& batch, const Mi
   std::vector<int> text_ids, text_rows, image_rows, image_src_rows, targets;
   SegmentTable segments;
   int received = mb.received_offset;
-  for (size_t j = 0; j < mb.chunks.size(); ++j) {
-    const SequenceChunk& chunk = mb.chunks[j];
+  size_t j = 0;  // the chunk's sample's position in the micro-batch (a sample may have two chunks)
+  for (const SequenceChunk& chunk : mb.chunks) {
+    while (mb.samples[j] != chunk.sample) ++j;
     const SampleMeta& sample = batch.samples[chunk.sample];
     const FusedLayout layout = fused_layout(sample);
     // What fills each fused row: a text token id (>= 0) or an image patch (-1).
@@ -114,7 +115,7 @@ PackedBatch pack_samples(const Sampler& sampler, int step, const std::vector<Sam
   GlobalBatch batch;
   batch.step = step;
   batch.samples = samples;
-  const RankWork work = derive_rank_work(make_in_order_plan(batch, 1), batch, 0, 1, 0.0);
+  const RankWork work = derive_rank_work(make_in_order_plan(batch, 1), batch, 0, 1);
   return {pack_encoder(sampler, batch, work.items), pack_llm(sampler, batch, work.micro_batches.at(0))};
 }
 

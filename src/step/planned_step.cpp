@@ -13,10 +13,10 @@
 
 namespace minimllm {
 
-PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_size, double linear_weight) {
+PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_size) {
   PlannedStep planned;
   planned.step = batch.step;
-  planned.work = derive_rank_work(plan, batch, rank, world_size, linear_weight);
+  planned.work = derive_rank_work(plan, batch, rank, world_size);
   planned.batch = std::move(batch), planned.plan = std::move(plan);
   return planned;
 }

@@ -25,7 +25,6 @@ struct MemoryModel {
   // Per row of an item this rank encodes, one entry per encoder module (ModelConfig::encoders): held until
   // the module's backward.
   std::vector<double> per_encoder_row;
-  double linear_weight = 0.0;  // a token's GEMM work in causal attention pairs (chunk balancing)
   // The encoder's own stage (parallel.encoder_stage, layout/model_parallel.hpp): a unit's encoder ranks are
   // not its LLM ranks, so a rank's peak is the larger of state + fixed + its micro-batch and state + fixed +
   // its items' rows, not their sum (state: the fuller stage's, an upper bound for the other).

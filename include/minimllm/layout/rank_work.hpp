@@ -10,10 +10,16 @@
 
 namespace minimllm {
 
-// Splits a sequence of `tokens` rows over `ranks` contiguous chunks with balanced cost, where row i
-// (0-based) costs linear_weight + (i + 1): a linear part (GEMMs) plus causal attention over i+1 keys.
-// Returns ranks+1 boundaries; chunks may be empty when tokens < ranks.
-std::vector<int> balanced_chunk_bounds(int tokens, int ranks, double linear_weight);
+struct RowRange {
+  int begin = 0, end = 0;
+};
+
+// Context parallelism's causal load balance, as TransformerEngine cuts sequences for Megatron-LM: a
+// sequence of `tokens` rows in 2 x ranks near-equal chunks (floor(tokens k / 2 ranks) bounds), member p
+// holding chunks p and 2 ranks - 1 - p, so that every member, and every step of a ring, has about the
+// same causal attention work (an early chunk's queries see few keys, its partner's many). One rank: the
+// whole sequence. Chunks may be empty when tokens < 2 x ranks.
+std::vector<RowRange> load_balanced_chunks(int tokens, int ranks, int member);
 
 // First sample (0-based, within a group's list of n) of micro-batch m of `parts`: consecutive, as even
 // as possible blocks [begin(m), begin(m+1)).
@@ -43,16 +49,18 @@ struct SequenceChunk {
 };
 
 struct MicroBatchWork {
-  std::vector<int> samples;           // in order
-  std::vector<SequenceChunk> chunks;  // this rank's chunk of each sample, same order (may be empty)
-  std::vector<int> sample_offsets;    // first row of each sample in the gathered keys (size samples+1)
+  std::vector<int> samples;  // in order
+  // This rank's chunks of each sample (two under context parallelism, load_balanced_chunks), sample by
+  // sample, each sample's in row order; any may be empty.
+  std::vector<SequenceChunk> chunks;
+  std::vector<int> sample_offsets;  // first row of each sample in the gathered keys (size samples+1)
   // Context parallelism: kv_order[i] is where sample-major key row i sits in the rank-major result of an
   // all-gather of every member's local rows; member_rows[r] = local rows of group member r.
   std::vector<int> kv_order;
   std::vector<int> member_rows;
-  // chunk_bounds[j]: the members' chunks of sample j (members + 1 bounds; member p holds rows
-  // [bounds[p], bounds[p + 1])), which the ring attention's per-member key segments follow.
-  std::vector<std::vector<int>> chunk_bounds;
+  // member_chunks[p]: group member p's chunks, as `chunks` is this rank's (its rows in that order), which
+  // the ring attention's per-member key segments follow.
+  std::vector<std::vector<SequenceChunk>> member_chunks;
   int received_offset = 0;  // first row of this micro-batch's encoder rows in the received buffer
   int stage = 0;            // disaggregated plans: its pipeline stage (pipeline_stage)
 };
@@ -76,7 +84,6 @@ struct RankWork {
   std::vector<EncoderStageWork> stages;
 };
 
-RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size,
-                          double linear_weight);
+RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size);
 
 }  // namespace minimllm

@@ -135,8 +135,6 @@ double activation_bytes(const ModelConfig& config, GemmPrecision precision, Reco
 double llm_pass_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
                       std::int64_t llm_rows, std::int64_t key_rows = 0, CpComm cp_comm = CpComm::p2p);
 double rounded_operand_bytes(const ModelConfig& config, GemmPrecision precision, std::int64_t rows, bool llm);
-// A token's GEMM cost in units of one causal attention pair (chunk balancing under context parallelism).
-double linear_weight_in_attention_pairs(const LlmConfig& llm);
 // The planners' memory model (layout/memory_model.hpp) from that accounting: the training state
 // (training_state_bytes: 16 bytes per parameter replicated, less with AdamW's moments over
 // optimizer_shards ranks), and the per-row, per-key-row and per-patch coefficients of activation_bytes
@@ -215,8 +213,6 @@ class Model {
   // The recomputed forward is not counted (as Megatron reports MFU): recomputation lowers MFU.
   double encoder_flops(const EncoderInput& enc) const;
   double llm_flops(const LlmInput& llm) const;
-  // Cost of a token's GEMMs in units of one causal attention pair (query-key), for balancing chunks.
-  double linear_weight_in_attention_pairs() const;
   // Bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows key
   // rows of other members (context parallelism, as the free function below; 0 without) and `patches` encoder
   // rows (memory estimate). Under pipeline parallelism: this rank's stage, with the micro-batches 1F1B keeps

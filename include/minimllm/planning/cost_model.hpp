@@ -169,9 +169,9 @@ struct CostModel {
   // Gradient all-reduce over n ranks (0 for one rank): hierarchical on the step's all-reduce links.
   double grad_sync(int n) const;
 
-  // Memory. Rows the fullest member of a group of g holds of a micro-batch of `tokens` tokens: the first
-  // chunk of cost-balanced chunks (rank_work.hpp), the micro-batch taken as one sequence (an upper bound
-  // of any member's rows, up to rounding).
+  // Memory. Rows the fullest member of a group of g holds of a micro-batch of `tokens` tokens: two of 2g
+  // near-equal chunks (rank_work.hpp, load_balanced_chunks), the micro-batch taken as one sequence (an
+  // upper bound of any member's rows, up to rounding).
   double chunk_rows(double tokens, int g) const;
   // Bytes a member of a group of g ranks holds for a micro-batch: per_local_row x chunk_rows + per_token x
   // tokens, the key rows' bytes in the first term under p2p (the ring's blocks are a member's rows), in

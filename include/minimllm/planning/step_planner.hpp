@@ -14,11 +14,11 @@ namespace minimllm {
 // different points) rank 0 plans and agree() broadcasts its plan, so all ranks run the same one.
 class StepPlanner {
  public:
-  StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& world, double linear_weight);
+  StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& world);
   // Under tensor parallelism: plans over `units` (a data world, parallel/rank_grid.hpp: this rank's work
   // is its unit's), agreed over `agreement` (the whole world, so that every data world runs rank 0's plan).
-  StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& units, const World& agreement,
-              double linear_weight);
+  StepPlanner(const Sampler& sampler, const LayoutSource& layouts, const World& units,
+              const World& agreement);
 
   // Host work only, no MPI, and const: safe on a helper thread while the main thread runs kernels
   // (PlanAhead). A planner that is not deterministic runs on rank 0 only (the others get the batch and
@@ -38,7 +38,6 @@ class StepPlanner {
   const LayoutSource& layouts_;
   World world_;      // the ranks the plans place work on
   World agreement_;  // the ranks that run the same plan
-  double linear_weight_;
 };
 
 }  // namespace minimllm

@@ -30,7 +30,7 @@ struct PlannedStep {
 };
 
 // A step with a given plan (tests, benchmarks, calibration): this rank's work derived from it, no
-// prediction. linear_weight: Model::linear_weight_in_attention_pairs (balances context-parallel chunks).
-PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_size, double linear_weight);
+// prediction.
+PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_size);
 
 }  // namespace minimllm
