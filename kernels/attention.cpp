@@ -6,12 +6,14 @@
 // the choice between them.
 #include "minimllm/kernels/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "attention_internal.hpp"
+#include "minimllm/kernels/activation.hpp"
 #include "minimllm/kernels/workspace.hpp"
 #include "team_policy.hpp"
 
@@ -163,6 +165,22 @@ AttentionSegments make_segments(const SegmentTable& table, bool causal) {
   segs.key_tiles = static_cast<int>(key_tile_segment.size());
   segs.key_tile_segment = to_device(key_tile_segment, "attention::key_tile_segment");
   segs.key_tile_first = to_device(key_tile_first, "attention::key_tile_first");
+  // Segments in order of their first key, each to the first pass whose keys so far end before it.
+  std::vector<int> order(table.k_start.size());
+  for (std::size_t s = 0; s < order.size(); ++s) order[s] = static_cast<int>(s);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return table.k_start[a] < table.k_start[b]; });
+  std::vector<SegmentTable> passes;
+  std::vector<int> pass_end;
+  for (int s : order) {
+    std::size_t p = 0;
+    while (p < passes.size() && table.k_len[s] > 0 && pass_end[p] > table.k_start[s]) ++p;
+    if (p == passes.size()) passes.emplace_back(), pass_end.push_back(0);
+    passes[p].add(table.q_start[s], table.q_len[s], table.k_start[s], table.k_len[s], table.causal_offset[s]);
+    pass_end[p] = std::max(pass_end[p], table.k_start[s] + table.k_len[s]);
+  }
+  if (passes.size() > 1)
+    for (const SegmentTable& pass : passes) segs.backward_passes.push_back(make_segments(pass, causal));
   return segs;
 }
 
@@ -193,6 +211,30 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
                         const t_mat_strided& dv, AttentionKernels kernels) {
   const WorkspaceScope scope;  // the packed copies are released on return
   check_shapes(q, k, v, shape);
+  if (!segs.backward_passes.empty()) {
+    // Segments sharing key rows: one backward per pass of disjoint key rows, summed.
+    const auto zeroed_like = [](const t_mat_strided& m, const char* label) {
+      const t_mat z = scratch_view<t_mat>(label, m.extent(0), m.extent(1));
+      Kokkos::deep_copy(z, 0.0f);
+      return z;
+    };
+    const t_mat dq_sum = zeroed_like(dq, "attention::dq_sum"), dk_sum = zeroed_like(dk, "attention::dk_sum"),
+                dv_sum = zeroed_like(dv, "attention::dv_sum");
+    const t_mat dq_pass = zeroed_like(dq, "attention::dq_pass"),
+                dk_pass = zeroed_like(dk, "attention::dk_pass"),
+                dv_pass = zeroed_like(dv, "attention::dv_pass");
+    for (const AttentionSegments& pass : segs.backward_passes) {
+      Kokkos::deep_copy(dq_pass, 0.0f);  // rows of no segment of the pass are not written
+      attention_backward(dout, q, k, v, out, lse, pass, shape, dq_pass, dk_pass, dv_pass, kernels);
+      add_inplace(dq_sum, dq_pass);
+      add_inplace(dk_sum, dk_pass);
+      add_inplace(dv_sum, dv_pass);
+    }
+    Kokkos::deep_copy(dq, dq_sum);
+    Kokkos::deep_copy(dk, dk_sum);
+    Kokkos::deep_copy(dv, dv_sum);
+    return;
+  }
   const t_mat delta = attention_delta(dout, out, shape);
   Kokkos::deep_copy(dk, 0.0f);
   Kokkos::deep_copy(dv, 0.0f);

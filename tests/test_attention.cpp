@@ -15,6 +15,14 @@ struct Case {
   std::vector<int> q_len, k_len, offset;  // per segment; keys and queries in separate packed rows
   bool causal;
   AttentionShape shape;
+  std::vector<int> k_start = {};  // each segment's first key row; empty: packed one after another
+  int first_key(size_t s, int packed) const { return k_start.empty() ? packed : k_start[s]; }
+  int key_rows() const {
+    int rows = 0, packed = 0;
+    for (size_t s = 0; s < k_len.size(); ++s)
+      rows = std::max(rows, first_key(s, packed) + k_len[s]), packed += k_len[s];
+    return rows;
+  }
 };
 
 struct HostTensors {
@@ -34,7 +42,7 @@ AttentionSegments segments_of(const Case& c) {
   SegmentTable table;
   int qrow = 0, krow = 0;
   for (size_t i = 0; i < c.q_len.size(); ++i) {
-    table.add(qrow, c.q_len[i], krow, c.k_len[i], c.offset[i]);
+    table.add(qrow, c.q_len[i], c.first_key(i, krow), c.k_len[i], c.offset[i]);
     qrow += c.q_len[i], krow += c.k_len[i];
   }
   return make_segments(table, c.causal);
@@ -45,9 +53,9 @@ void reference(const Case& c, const HostTensors& t, std::vector<double>& out, st
                std::vector<double>& dk, std::vector<double>& dv) {
   const int H = c.shape.heads, D = c.shape.head_dim, W = H * D;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  int q0 = 0, k0 = 0;
+  int q0 = 0, packed = 0;
   for (size_t s = 0; s < c.q_len.size(); ++s) {
-    const int nq = c.q_len[s], nk = c.k_len[s];
+    const int nq = c.q_len[s], nk = c.k_len[s], k0 = c.first_key(s, packed);
     for (int h = 0; h < H; ++h)
       for (int i = 0; i < nq; ++i) {
         const int seen = c.causal ? std::max(0, std::min(nk, i + c.offset[s] + 1)) : nk;
@@ -81,7 +89,7 @@ void reference(const Case& c, const HostTensors& t, std::vector<double>& out, st
           }
         }
       }
-    q0 += nq, k0 += nk;
+    q0 += nq, packed += nk;
   }
 }
 
@@ -99,8 +107,9 @@ void expect_close(const std::vector<double>& ref, const t_mat& got, const char* 
 
 void run_case(const Case& c) {
   const int W = c.shape.heads * c.shape.head_dim;
-  int nq = 0, nk = 0;
-  for (size_t s = 0; s < c.q_len.size(); ++s) nq += c.q_len[s], nk += c.k_len[s];
+  int nq = 0;
+  for (size_t s = 0; s < c.q_len.size(); ++s) nq += c.q_len[s];
+  const int nk = c.key_rows();
   std::mt19937 gen(42);
   std::normal_distribution<double> normal(0.0, 1.0);
   HostTensors t;
@@ -154,6 +163,15 @@ TEST(Attention, HeadDim64LongerSequence) { run_case(self_case({130}, true, {2, 6
 TEST(Attention, HeadDim128) { run_case(self_case({45}, true, {1, 128})); }
 // A query chunk placed inside a longer key sequence, as context parallelism needs.
 TEST(Attention, CausalOffsetChunks) { run_case({{10, 33, 5}, {40, 70, 5}, {30, 37, 0}, true, {2, 16}}); }
+// Query chunks sharing key rows, as context parallelism's 2 x cp chunks make them (an early and a late
+// chunk of one sequence against its keys): the backward sums every chunk's share into the shared rows.
+TEST(Attention, ChunksSharingKeyRows) {
+  Case c{{12, 12, 7, 40}, {24, 70, 30, 30}, {12, 58, 30, 30}, true, {2, 16}, {0, 0, 70, 70}};
+  ASSERT_EQ(segments_of(c).backward_passes.size(), 2u);
+  run_case(c);
+  c.k_start.clear();  // disjoint keys: one pass
+  EXPECT_TRUE(segments_of(c).backward_passes.empty());
+}
 
 TEST(Attention, FlopsCountVisiblePairs) {
   const AttentionShape shape{2, 8};

@@ -28,6 +28,10 @@ struct AttentionSegments {
   t_ivec key_tile_segment, key_tile_first;  // per key tile (the GPU backward's dK/dV work list)
   int tiles = 0, key_tiles = 0;             // query and key tiles over all segments
   bool causal = true;
+  // When segments share key rows (two query chunks of one sequence under context parallelism), subsets
+  // whose key rows are disjoint, which the backward runs one after another and sums: its kernels give each
+  // segment's key rows to one work item. Empty when no key row is shared. Query rows are never shared.
+  std::vector<AttentionSegments> backward_passes;
   int count() const { return static_cast<int>(q_start.extent(0)); }
 };
 
