@@ -213,16 +213,15 @@ void attention_backward(const t_mat_strided_const& dout, const t_mat_strided_con
   check_shapes(q, k, v, shape);
   if (!segs.backward_passes.empty()) {
     // Segments sharing key rows: one backward per pass of disjoint key rows, summed.
-    const auto zeroed_like = [](const t_mat_strided& m, const char* label) {
-      const t_mat z = scratch_view<t_mat>(label, m.extent(0), m.extent(1));
-      Kokkos::deep_copy(z, 0.0f);
-      return z;
+    const auto like = [](const t_mat_strided& m, const char* label) {
+      return scratch_view<t_mat>(label, m.extent(0), m.extent(1));
     };
-    const t_mat dq_sum = zeroed_like(dq, "attention::dq_sum"), dk_sum = zeroed_like(dk, "attention::dk_sum"),
-                dv_sum = zeroed_like(dv, "attention::dv_sum");
-    const t_mat dq_pass = zeroed_like(dq, "attention::dq_pass"),
-                dk_pass = zeroed_like(dk, "attention::dk_pass"),
-                dv_pass = zeroed_like(dv, "attention::dv_pass");
+    const t_mat dq_sum = like(dq, "attention::dq_sum"), dk_sum = like(dk, "attention::dk_sum"),
+                dv_sum = like(dv, "attention::dv_sum");
+    for (const t_mat& sum : {dq_sum, dk_sum, dv_sum}) Kokkos::deep_copy(sum, 0.0f);
+    // Each pass overwrites its dk and dv (every key row); dq only in its segments' rows.
+    const t_mat dq_pass = like(dq, "attention::dq_pass"), dk_pass = like(dk, "attention::dk_pass"),
+                dv_pass = like(dv, "attention::dv_pass");
     for (const AttentionSegments& pass : segs.backward_passes) {
       Kokkos::deep_copy(dq_pass, 0.0f);  // rows of no segment of the pass are not written
       attention_backward(dout, q, k, v, out, lse, pass, shape, dq_pass, dk_pass, dv_pass, kernels);

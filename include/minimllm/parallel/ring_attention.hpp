@@ -36,12 +36,9 @@ class RingAttention : public ContextAttention {
                 const t_mat& d_kv_full) override;
   double seconds() const override { return times_[Phase::kv_exchange]; }
 
-  // The member whose block a member attends at ring step `step`.
-  int owner_at(int step) const { return (rank_ - step + size_) % size_; }
-  // This rank's query segments against member p's rows (none: all of p's keys lie after its queries).
-  const AttentionSegments& segments_against(int p) const { return segments_[p]; }
-
  private:
+  // The member whose block this rank attends at ring step `step`.
+  int owner_at(int step) const { return (rank_ - step + size_) % size_; }
   t_mat block_of(const t_mat& buffer, int member) const;  // the leading rows member's block fills
 
   std::shared_ptr<Communicator> group_;
