@@ -117,7 +117,7 @@ for _ in $(seq 1 100); do [ ! -e "$work/ready" ] || break; sleep 0.1; done
 kill -TERM "$job"
 rc=0; wait "$job" || rc=$?
 check "SIGTERM to the batch script: forwarded to the launcher, job exit 143 ($rc)" \
-  that '[ "$rc" = 143 ] && grep -q "SIGTERM: forwarded to the ranks" "$work/term.log" && grep -q "stopped by a signal after a step (exit 143)" "$work/term.log"'
+  that '[ "$rc" = 143 ] && grep -q "SIGTERM: forwarded to the ranks" "$work/term.log" && grep -q "stopped by a signal (exit 143)" "$work/term.log"'
 
 echo "== sweep.sh --dry-run"
 sweep_args=(weak --batch-per-rank 2 --ranks "1 2" --reps 2 --steps 3 --bin minimllm --deck deck.yaml
