@@ -1,8 +1,9 @@
 // Context parallelism on one long sequence: the LLM phase (forward+backward) of one step on all ranks
 // of the world as one group, against the same step on one rank, in the same run, for each mechanism
-// (parallel.cp_comm: 0 = p2p, the ring; 1 = all_gather). Reports the speed-up, the share of the parallel
-// LLM phase spent communicating (the ring's posting and waiting, or the collectives) and the activation
-// memory per rank the model's accounting gives. Run with mpiexec -n 2 (or 3).
+// (parallel.cp_comm: 0 = p2p, the ring; 1 = all_gather; 2 = a2a, Ulysses, whose 4 heads a group of 3 cannot
+// share: it runs the ring, cp_comm_for_group, and the label says so). Reports the speed-up, the share of the
+// parallel LLM phase spent communicating (the ring's posting and waiting, or the collectives) and the
+// activation memory per rank the model's accounting gives. Run with mpiexec -n 2 (or 3).
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
@@ -56,18 +57,23 @@ LlmPhase llm_phase(const RunConfig& config, MPI_Comm comm, int reps, CpComm mode
   // This rank's rows, and the other members' key rows as the mechanism holds them.
   const MicroBatchWork& mb = planned.work.micro_batches.at(0);
   const int rows = mb.member_rows.at(world.rank);
-  const int keys = world.size == 1       ? 0
-                   : mode == CpComm::p2p ? *std::max_element(mb.member_rows.begin(), mb.member_rows.end())
-                                         : mb.sample_offsets.back();
+  const int keys = world.size == 1 ? 0
+                   : mode != CpComm::all_gather
+                       ? *std::max_element(mb.member_rows.begin(), mb.member_rows.end())
+                       : mb.sample_offsets.back();
   return {llm[llm.size() / 2], kv[kv.size() / 2], model.activation_bytes(rows, 0, keys)};
 }
 
 void BM_ContextParallelLongSequence(benchmark::State& state) {
   const RunConfig config = long_sequence(static_cast<int>(state.range(0)));
-  const CpComm mode = state.range(1) == 0 ? CpComm::p2p : CpComm::all_gather;
-  state.SetLabel(to_string(mode));
+  const CpComm mode = state.range(1) == 0   ? CpComm::p2p
+                      : state.range(1) == 1 ? CpComm::all_gather
+                                            : CpComm::a2a;
   int ranks = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const CpComm runs = cp_comm_for_group(mode, ranks, config.model.llm.heads);
+  state.SetLabel(runs == mode ? to_string(mode)
+                              : std::string(to_string(mode)) + " (runs " + to_string(runs) + ")");
   LlmPhase one, all;
   for (auto _ : state) {
     one = llm_phase(config, MPI_COMM_SELF, 3, mode);  // every rank alone, at the same time: one core each
@@ -86,8 +92,10 @@ BENCHMARK(BM_ContextParallelLongSequence)
     ->ArgNames({"tokens", "cp_comm"})
     ->Args({4096, 0})
     ->Args({4096, 1})
+    ->Args({4096, 2})
     ->Args({8192, 0})
     ->Args({8192, 1})
+    ->Args({8192, 2})
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);

@@ -83,7 +83,7 @@ void BM_GradSyncOverlap(benchmark::State& state, const char* deck, double bucket
         StepExecutor& executor = *executors[mode];
         const StepComms comms = acquire_step_comms(pool, planned.plan);
         StepInputs inputs = upload_step_inputs(sampler, planned, comms, config.model.llm.width,
-                                               config.model.llm.width, model.cp_comm());
+                                               model.attention_shape(), model.cp_comm());
         executor.gradient_sync().begin(*comms.gradients);
         StepOutcome o = executor.run(planned.work, inputs, planned.plan.placement);
         Kokkos::fence();

@@ -62,7 +62,7 @@ void embedding_slice_backward(const t_ivec_const& ids, const t_ivec_const& rows,
       });
 }
 
-void copy_rows(const t_mat_const& src, const t_ivec_const& src_rows, const t_mat& dst,
+void copy_rows(const t_mat_strided_const& src, const t_ivec_const& src_rows, const t_mat_strided& dst,
                const t_ivec_const& dst_rows) {
   if (src_rows.extent(0) != dst_rows.extent(0) || src.extent(1) != dst.extent(1))
     throw std::invalid_argument("copy_rows: src, dst and row lists do not conform");
@@ -74,6 +74,58 @@ void copy_rows(const t_mat_const& src, const t_ivec_const& src_rows, const t_mat
         const int to = dst_rows(team.league_rank());
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols), [&](int j) { dst(to, j) = src(from, j); });
       });
+}
+
+namespace {
+
+// The column of `local` that row block j, column c of by_member holds (embedding.hpp, split_heads).
+struct HeadShards {
+  int parts, members, shard;
+  KOKKOS_INLINE_FUNCTION int local_column(int member, int c) const {
+    return (c / shard) * members * shard + member * shard + c % shard;
+  }
+};
+
+HeadShards head_shards(int local_rows, int local_cols, int parts, int members, int by_member_rows,
+                       int by_member_cols) {
+  if (parts < 1 || members < 1 || local_cols % (parts * members) != 0 ||
+      by_member_cols * members != local_cols || by_member_rows != members * local_rows)
+    throw std::invalid_argument("split_heads/join_heads: shapes do not conform");
+  return {parts, members, local_cols / (parts * members)};
+}
+
+}  // namespace
+
+namespace {
+
+// by_member(i, c) <-> local(i % rows, its column), in the direction asked.
+void move_head_shards(const char* label, const t_mat_strided_const& from, const t_mat_strided& to, int parts,
+                      int members, bool to_members) {
+  const t_mat_strided_const local = to_members ? from : t_mat_strided_const(to);
+  const int rows = static_cast<int>(local.extent(0));
+  const int cols = static_cast<int>((to_members ? to : from).extent(1));
+  const int by_member_rows = static_cast<int>((to_members ? to : from).extent(0));
+  const HeadShards h =
+      head_shards(rows, static_cast<int>(local.extent(1)), parts, members, by_member_rows, cols);
+  Kokkos::parallel_for(
+      label, Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {members * rows, cols}),
+      KOKKOS_LAMBDA(int i, int c) {
+        const int r = i % rows, column = h.local_column(i / rows, c);
+        if (to_members)
+          to(i, c) = from(r, column);
+        else
+          to(r, column) = from(i, c);
+      });
+}
+
+}  // namespace
+
+void split_heads(const t_mat_strided_const& local, int parts, int members, const t_mat_strided& by_member) {
+  move_head_shards("minimllm::embedding::split_heads", local, by_member, parts, members, true);
+}
+
+void join_heads(const t_mat_strided_const& by_member, int parts, int members, const t_mat_strided& local) {
+  move_head_shards("minimllm::embedding::join_heads", by_member, local, parts, members, false);
 }
 
 }  // namespace minimllm

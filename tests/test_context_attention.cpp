@@ -2,7 +2,8 @@
 // gives each member's rows the attention output, log-sum-exp and Q|K|V gradients of one attention pass
 // over the whole sequences, computed here on every rank from the same seeded inputs. Samples shorter
 // than the group leave members with empty chunks. And a finite-difference check of the ring's backward
-// on its own.
+// on its own. The heads (12) divide over groups of 1-4, as a2a needs; a group that does not divide them
+// runs the ring.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -26,7 +27,7 @@ namespace {
 using testing_support::world_rank;
 using testing_support::world_size;
 
-constexpr AttentionShape kShape{2, 8};
+constexpr AttentionShape kShape{12, 4};
 constexpr int kWidth = kShape.heads * kShape.head_dim;
 
 // A micro-batch of samples cut into the members' chunks as derive_rank_work cuts them (two per sample and
@@ -138,9 +139,9 @@ TEST_P(ContextAttentionModes, GivesEveryMemberTheOnePassAttentionAndGradients) {
   };
   const t_mat qkv = local_copy(qkv_all, "qkv"), dout = local_copy(dout_all, "dout");
   const std::unique_ptr<ContextAttention> cp =
-      make_context_attention(GetParam(), world_group(), s.mb, kWidth);
-  const t_mat kv_full("kv_full", cp->kept_key_rows(), 2 * kWidth);
-  const t_mat d_kv_full("d_kv_full", cp->kept_key_rows(), 2 * kWidth);
+      make_context_attention(GetParam(), world_group(), s.mb, kShape);
+  const ContextAttention::Kept kept = cp->kept_shape();
+  const t_mat kv_full("kv_full", kept.rows, kept.cols), d_kv_full("d_kv_full", kept.rows, kept.cols);
   const AttentionSegments segs = make_segments(s.gathered, true);
   const t_mat attn("attn", local, kWidth), lse("lse", local, kShape.heads), dqkv("dqkv", local, 3 * kWidth);
   cp->forward(qkv, kv_full, segs, kShape, attn, lse);
@@ -159,10 +160,31 @@ TEST_P(ContextAttentionModes, GivesEveryMemberTheOnePassAttentionAndGradients) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryMechanism, ContextAttentionModes,
-                         testing::Values(CpComm::p2p, CpComm::all_gather),
+                         testing::Values(CpComm::p2p, CpComm::a2a, CpComm::all_gather),
                          [](const testing::TestParamInfo<CpComm>& info) {
                            return std::string(to_string(info.param));
                          });
+
+// a2a keeps the head shard of the group's rows; a group whose size does not divide the heads runs the
+// ring (cp_comm_for_group), which keeps nothing, and is as exact.
+TEST(UlyssesAttention, GroupsNotDividingTheHeadsRunTheRing) {
+  EXPECT_EQ(cp_comm_for_group(CpComm::a2a, 4, 8), CpComm::a2a);
+  EXPECT_EQ(cp_comm_for_group(CpComm::a2a, 3, 8), CpComm::p2p);
+  EXPECT_EQ(cp_comm_for_group(CpComm::a2a, 5, 5), CpComm::a2a);
+  EXPECT_EQ(cp_comm_for_group(CpComm::all_gather, 3, 8), CpComm::all_gather);
+  EXPECT_EQ(cp_comm_for_group(CpComm::p2p, 4, 8), CpComm::p2p);
+  const int members = world_size(), me = world_rank();
+  const Split s = split({19, 2, 30}, members, me);
+  const AttentionShape odd{members == 1 ? 1 : members + 1, 4};  // divisible by 1 only
+  const std::unique_ptr<ContextAttention> cp = make_context_attention(CpComm::a2a, world_group(), s.mb, odd);
+  const ContextAttention::Kept kept = cp->kept_shape();
+  if (members == 1) {
+    EXPECT_EQ(kept.rows, s.mb.sample_offsets.back());
+    EXPECT_EQ(kept.cols, 4 * odd.heads * odd.head_dim + odd.heads);
+  } else {
+    EXPECT_EQ(kept.rows, 0) << "the ring keeps nothing";
+  }
+}
 
 // The 2 x cp chunks give every step of the ring the same causal work: at step t member r attends its
 // queries against member (r - t) mod g's keys, and the query-key pairs it finds are the same for every r
@@ -198,8 +220,8 @@ TEST(RingAttention, BackwardMatchesFiniteDifferences) {
   const t_mat qkv = random_matrix(local, 3 * kWidth, 100 + me, "qkv");
   const t_mat weights = random_matrix(local, kWidth, 200 + me, "weights");
   const std::unique_ptr<ContextAttention> ring =
-      make_context_attention(CpComm::p2p, world_group(), s.mb, kWidth);
-  const t_mat none("none", 0, 2 * kWidth);
+      make_context_attention(CpComm::p2p, world_group(), s.mb, kShape);
+  const t_mat none("none", 0, 0);
   const AttentionSegments unused = make_segments(s.gathered, true);
   const t_mat attn("attn", local, kWidth), lse("lse", local, kShape.heads), dqkv("dqkv", local, 3 * kWidth);
   const auto loss = [&] {

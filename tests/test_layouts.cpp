@@ -107,12 +107,14 @@ std::function<StepPlan(const GlobalBatch&)> grouped(std::vector<int> sizes) {
   return [sizes](const GlobalBatch& b) { return make_grouped_plan(b, sizes); };
 }
 
-// The deck with each context-parallel mechanism (parallel.cp_comm).
+// The deck with each context-parallel mechanism (parallel.cp_comm). a2a with 4 heads: groups of 2 and 4
+// shard them, a group of 3 runs the ring (cp_comm_for_group), in the same step where both occur.
 std::vector<RunConfig> with_every_cp_comm(const RunConfig& config) {
   std::vector<RunConfig> out;
-  for (const char* mode : {"p2p", "all_gather"}) {
+  for (const char* mode : {"p2p", "a2a", "all_gather"}) {
     out.push_back(config);
     out.back().parallel.cp_comm = mode;
+    if (std::string(mode) == "a2a") out.back().model.llm.heads = 4;
   }
   return out;
 }

@@ -101,6 +101,20 @@ TEST(Collectives, GrowWithTheGroupAndCostMoreAcrossNodes) {
               1e-15);
   cost.cp_overlap = 1.0;
   EXPECT_NEAR(cost.llm_comm(800.0, 8, false) - cost.llm_comm(0.0, 8, false), cost.cp_layers * block, 1e-15);
+  // a2a (8 heads per rank): four all-to-alls with 7 peers each, each member sending 7/8 of its 100 rows'
+  // K|V row bytes; a group of 3 does not divide the heads and runs the ring.
+  cost.cp_comm = CpComm::a2a;
+  cost.cp_heads = 8;
+  cost.cp_overlap = 0.0;
+  EXPECT_DOUBLE_EQ(cost.llm_comm(0.0, 8, false), cost.cp_layers * 4 * 7 * cost.intra_node.latency);
+  EXPECT_NEAR(cost.llm_comm(800.0, 8, false) - cost.llm_comm(0.0, 8, false),
+              cost.cp_layers * 4 * cost.kv_row_bytes * 100.0 * 7 / 8 / cost.intra_node.bandwidth, 1e-15);
+  const double ring_of_three = [&] {
+    CostModel ring = cost;
+    ring.cp_comm = CpComm::p2p;
+    return ring.llm_comm(900.0, 3, false);
+  }();
+  EXPECT_DOUBLE_EQ(cost.llm_comm(900.0, 3, false), ring_of_three);
   // all_gather: an all-gather forward and a reduce-scatter backward, 7 steps each.
   cost.cp_comm = CpComm::all_gather;
   EXPECT_DOUBLE_EQ(cost.llm_comm(0.0, 8, false), cost.cp_layers * 2 * 7 * cost.intra_node.latency);

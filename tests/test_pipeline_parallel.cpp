@@ -204,13 +204,14 @@ struct TrainingCase {
   bool zero;
   const char* recompute;
   bool encoder_stage = false;
+  const char* cp_comm = "p2p";
 };
 
 // Training under pp against training without model parallelism on the same ranks (the same data-parallel
 // and context-parallel layout of units). 2 ranks: PP 2 with every combination of the distributed optimizer
 // and recomputation, and dhp's per-step groups. 4 ranks (oversubscribed on small machines): PP 4,
-// TP 2 x PP 2, PP 2 x DP 2, PP 2 x CP 2 and dhp's per-step groups of two units under fixed PP 2 for 10
-// steps, the optimizer and recomputation varied across them.
+// TP 2 x PP 2, PP 2 x CP 2 (ring and all-to-all), PP 2 x DP 2 and dhp's per-step groups of two units under
+// fixed PP 2 for 10 steps, the optimizer and recomputation varied across them.
 TEST(PipelineParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
   const World world = World::of(MPI_COMM_WORLD);
   std::vector<TrainingCase> cases;
@@ -227,10 +228,15 @@ TEST(PipelineParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
              {"static", 1, 1, 1, false, "full", true},
              {"dhp", 1, 1, 1, true, "none", true}};
   if (world.size == 4)
-    cases = {{"static", 4, 1, 1, false, "none"},     {"static", 4, 1, 1, true, "full"},
-             {"static", 2, 2, 1, true, "selective"}, {"static", 2, 2, 1, false, "none"},
-             {"static", 2, 1, 1, true, "none"},      {"static", 2, 1, 2, false, "full"},
-             {"dhp", 2, 1, 1, false, "none"},        {"dhp", 2, 1, 1, true, "selective"}};
+    cases = {{"static", 4, 1, 1, false, "none"},
+             {"static", 4, 1, 1, true, "full"},
+             {"static", 2, 2, 1, true, "selective"},
+             {"static", 2, 2, 1, false, "none"},
+             {"static", 2, 1, 1, true, "none"},
+             {"static", 2, 1, 2, false, "full"},
+             {"static", 2, 1, 2, true, "selective", false, "a2a"},
+             {"dhp", 2, 1, 1, false, "none"},
+             {"dhp", 2, 1, 1, true, "selective"}};
   if (cases.empty()) GTEST_SKIP() << "2 or 4 ranks";
   std::map<std::string, TrainResult> references;  // by policy and cp
   for (const TrainingCase& c : cases) {
@@ -238,8 +244,9 @@ TEST(PipelineParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
     SCOPED_TRACE(std::string(c.policy) + ": PP " + std::to_string(c.pp) + " x TP " + std::to_string(c.tp) +
                  (c.cp > 1 ? " x CP " + std::to_string(c.cp) : " x DP " + std::to_string(units)) +
                  (c.encoder_stage ? " + encoder stage" : "") + (c.zero ? ", ZeRO-1" : "") + ", recompute " +
-                 c.recompute);
+                 c.recompute + ", cp_comm " + c.cp_comm);
     RunConfig config = quickstart(c.policy, c.pp, c.tp, c.cp, c.encoder_stage);
+    config.parallel.cp_comm = c.cp_comm;
     config.parallel.distributed_optimizer = c.zero;
     config.runtime.recompute = c.recompute;
     // The reference: the same deck without model parallelism (on all the ranks: the layout never changes

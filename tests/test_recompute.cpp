@@ -119,6 +119,14 @@ TEST(Recompute, ActivationEstimateFallsWithWhatIsDropped) {
   // (tokens / g): less from a group of 2; and less per row than every layer's gathered K|V.
   EXPECT_LT(full.per_key_row / 2, gathered(Recompute::full).per_key_row);
   EXPECT_LT(full.per_key_row, gathered(Recompute::none).per_key_row);
+  // a2a: the head shard of the group's rows, kept per block, counted per row of the largest member (and
+  // never less than the ring, which a group not dividing the heads runs).
+  const auto sharded = [&](Recompute mode) {
+    return memory_model(model, GemmPrecision::fp32, mode, 1, CpComm::a2a);
+  };
+  EXPECT_TRUE(sharded(Recompute::none).keys_per_member);
+  EXPECT_GE(sharded(Recompute::full).per_key_row, full.per_key_row);
+  EXPECT_GT(sharded(Recompute::selective).per_key_row, sharded(Recompute::full).per_key_row);
 }
 
 }  // namespace

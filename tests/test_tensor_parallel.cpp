@@ -120,6 +120,7 @@ struct TrainingCase {
   bool zero;
   const char* recompute;
   int encoder_tp;  // 1: the unit's two encoder groups share its images; 2: one group, split like the LLM
+  const char* cp_comm = "p2p";  // static's CP 2 over two units: its 2 heads per rank suit a2a too
 };
 
 // Training under tp = 2 against training without tensor parallelism on the same ranks: static (with
@@ -135,6 +136,8 @@ TEST(TensorParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
   std::vector<TrainingCase> cases = {{false, "none", 1}, {true, "none", 2}, {true, "full", 1}};
   if (units == 1)
     cases.insert(cases.end(), {{false, "selective", 2}, {false, "full", 2}, {true, "selective", 1}});
+  else
+    cases.push_back({false, "selective", 2, "a2a"});
   std::vector<const char*> policies = {"static", "dhp"};
   if (units > 1) policies.push_back("disagg");
   for (const char* policy : policies) {
@@ -142,12 +145,13 @@ TEST(TensorParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
     const TrainResult reference = train(quickstart(policy, 1, cp), world, {});
     for (const TrainingCase& c : cases) {
       SCOPED_TRACE(std::string(policy) + (c.zero ? ", ZeRO-1" : "") + ", recompute " + c.recompute +
-                   ", encoder_tp " + std::to_string(c.encoder_tp));
+                   ", encoder_tp " + std::to_string(c.encoder_tp) + ", cp_comm " + c.cp_comm);
       if (std::string(policy) == "disagg" && (c.zero || c.encoder_tp == 2)) continue;  // time: one case
       RunConfig config = quickstart(policy, 2, cp);
       config.parallel.encoder_tp = c.encoder_tp;
       config.parallel.distributed_optimizer = c.zero;
       config.runtime.recompute = c.recompute;
+      config.parallel.cp_comm = c.cp_comm;
       const TrainResult result = train(config, world, {});
       expect_same_losses(result, reference);
       // MFU counts the whole model's FLOPs once over every rank.

@@ -130,7 +130,7 @@ void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) 
   s.read_string("policy", c.policy);  // a name of the policy registry (planning/policy_registry.hpp)
   s.read_int("cp", c.cp, 1, kMaxRanks);
   s.read_int("tokens_per_rank", c.tokens_per_rank, 0, 1 << 30);
-  s.read_choice("cp_comm", c.cp_comm, {"p2p", "all_gather"});
+  s.read_choice("cp_comm", c.cp_comm, {"p2p", "a2a", "all_gather"});
   s.read_real("flexsp_time_limit", c.flexsp_time_limit, closed(0.0, 3600.0));
   int ranks_per_node = 0;
   s.read_int("ranks_per_node", ranks_per_node, 0, kMaxRanks);
@@ -279,11 +279,28 @@ const char* to_string(Modality modality) {
 
 CpComm cp_comm_from_string(const std::string& name) {
   if (name == "p2p") return CpComm::p2p;
+  if (name == "a2a") return CpComm::a2a;
   if (name == "all_gather") return CpComm::all_gather;
-  throw std::invalid_argument("context-parallel mechanism '" + name + "' is not one of: p2p, all_gather");
+  throw std::invalid_argument("context-parallel mechanism '" + name +
+                              "' is not one of: p2p, a2a, all_gather");
 }
 
-const char* to_string(CpComm mode) { return mode == CpComm::p2p ? "p2p" : "all_gather"; }
+const char* to_string(CpComm mode) {
+  switch (mode) {
+    case CpComm::p2p:
+      return "p2p";
+    case CpComm::a2a:
+      return "a2a";
+    case CpComm::all_gather:
+      return "all_gather";
+  }
+  return "unknown";
+}
+
+CpComm cp_comm_for_group(CpComm mode, int group_size, int heads_per_rank) {
+  if (mode == CpComm::a2a && (group_size < 1 || heads_per_rank % group_size != 0)) return CpComm::p2p;
+  return mode;
+}
 
 int ModelConfig::module_of(Modality modality) const {
   for (size_t m = 0; m < encoders.size(); ++m)

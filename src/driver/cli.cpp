@@ -216,8 +216,9 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   simulate
       ->add_option("--cp-comm", cp_comm,
                    "Context-parallel mechanism of every group, overriding the deck's parallel.cp_comm: p2p "
-                   "(a ring overlapped with attention, Megatron-LM's default) or all_gather")
-      ->check(CLI::IsMember({"p2p", "all_gather"}));
+                   "(a ring overlapped with attention, Megatron-LM's default), a2a (Ulysses' all-to-alls; "
+                   "groups whose size does not divide the heads per rank run p2p) or all_gather")
+      ->check(CLI::IsMember({"p2p", "a2a", "all_gather"}));
   simulate->add_option("--steps", sim_steps, "Number of steps, overriding the deck's `steps`")
       ->transform(decimal())
       ->check(CLI::Range(1, 1 << 30));

@@ -31,6 +31,14 @@ double median_after_warmup(const TrainResult& r, Field field) {
 }
 
 // The optimizer and the gradient synchronisation it needs, and what of the deck did not apply.
+// parallel.cp_comm, and under a2a which groups cannot use it (cp_comm_for_group).
+std::string cp_comm_line(const RunConfig& config) {
+  const std::string& mode = config.parallel.cp_comm;
+  if (cp_comm_from_string(mode) != CpComm::a2a) return mode;
+  const int heads = config.model.llm.heads / std::max(config.parallel.tp, 1);
+  return fmt::format("a2a (a group whose size does not divide the {} heads per rank runs p2p)", heads);
+}
+
 std::string optimizer_line(const RunConfig& config, const World& world) {
   const GradSyncOptions sync = grad_sync_options(config);
   const std::string all_reduce =
@@ -107,7 +115,8 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
   log << fmt::format(
       "data: global batch {} samples, {} steps, seed {} | layout: {} | context parallelism: {} | comm pool "
       "{}\n",
-      config.data.global_batch, config.steps, config.seed, layout, p.cp_comm, p.comm_pool_capacity);
+      config.data.global_batch, config.steps, config.seed, layout, cp_comm_line(config),
+      p.comm_pool_capacity);
   log << fmt::format("precision: {} GEMMs | recompute: {} | collectives: {} ({})\n", r.precision, r.recompute,
                      r.collectives, r.collectives_reason);
   log << optimizer_line(config, world) << "\n";

@@ -203,14 +203,16 @@ t_mat zeroed(const char* label, int rows, int cols) {
 
 // The sizes of a stack's block activations: rows, model width, and this rank's share of the attention
 // width (its heads' Q, K or V), the MLP hidden width and the heads (all of them without tensor
-// parallelism); the gathered K|V rows under context parallelism (0 without).
+// parallelism); what a block keeps for context parallelism (ContextAttention::kept_shape; none without).
 struct BlockDims {
-  int rows, width, attention_width, hidden, heads, kv_rows;
+  int rows, width, attention_width, hidden, heads;
+  ContextAttention::Kept kept;
 };
 
 // A stack's block dimensions over `rows` rows on this rank of its tensor-parallel group.
-BlockDims block_dims(int rows, int width, int mlp_ratio, int heads, const TensorParallel& tp, int kv_rows) {
-  return {rows, width, width / tp.size, mlp_ratio * width / tp.size, heads / tp.size, kv_rows};
+BlockDims block_dims(int rows, int width, int mlp_ratio, int heads, const TensorParallel& tp,
+                     ContextAttention::Kept kept) {
+  return {rows, width, width / tp.size, mlp_ratio * width / tp.size, heads / tp.size, kept};
 }
 
 // The group's sum of this rank's partial result, in place (the all-reduce after a row-parallel layer,
@@ -265,7 +267,7 @@ void allocate_groups(BlockActivations& a, const BlockDims& d, unsigned groups, K
     a.norm2 = uninitialized("act::norm2", d.rows, d.width, keeper);
     a.mlp_pre = uninitialized("act::mlp_pre", d.rows, d.hidden, keeper);
     a.mlp_act = uninitialized("act::mlp_act", d.rows, d.hidden, keeper);
-    a.kv_full = uninitialized("act::kv_full", d.kv_rows, 2 * d.attention_width, keeper);
+    a.kv_full = uninitialized("act::kv_full", d.kept.rows, d.kept.cols, keeper);
     a.rstd1 = uninitialized("act::rstd1", d.rows, keeper);
     a.rstd2 = uninitialized("act::rstd2", d.rows, keeper);
   }
@@ -294,7 +296,7 @@ struct BlockScratch {
         d_norm(uninitialized("grad::d_norm", d.rows, d.width)),
         d_attn(uninitialized("grad::d_attn", d.rows, d.attention_width)),
         d_qkv(uninitialized("grad::d_qkv", d.rows, 3 * d.attention_width)),
-        d_kv_full(uninitialized("grad::d_kv_full", d.kv_rows, 2 * d.attention_width)) {}
+        d_kv_full(uninitialized("grad::d_kv_full", d.kept.rows, d.kept.cols)) {}
 };
 
 // attn and lse from Q and the keys and values: the local rows' K|V, or under context parallelism the
@@ -403,7 +405,7 @@ struct StackPass {
 // The encoder's blocks over the input's patches (attention within each image).
 StackPass encoder_stack(const EncoderConfig& e, const EncoderInput& input, GemmPrecision p, Recompute mode,
                         const TensorParallel& tp) {
-  const BlockDims dims = block_dims(input.patches, e.width, e.mlp_ratio, e.heads, tp, 0);
+  const BlockDims dims = block_dims(input.patches, e.width, e.mlp_ratio, e.heads, tp, {});
   return {dims, input.segments, {dims.heads, e.width / e.heads}, nullptr, p, mode, tp};
 }
 
@@ -411,8 +413,8 @@ StackPass encoder_stack(const EncoderConfig& e, const EncoderInput& input, GemmP
 // under context parallelism.
 StackPass llm_stack(const LlmConfig& c, const LlmInput& input, ContextAttention* kv, GemmPrecision p,
                     Recompute mode, const TensorParallel& tp) {
-  const BlockDims dims =
-      block_dims(input.tokens, c.width, c.mlp_ratio, c.heads, tp, kv ? kv->kept_key_rows() : 0);
+  const BlockDims dims = block_dims(input.tokens, c.width, c.mlp_ratio, c.heads, tp,
+                                    kv ? kv->kept_shape() : ContextAttention::Kept{});
   return {dims, input.segments, {dims.heads, c.width / c.heads}, kv, p, mode, tp};
 }
 
@@ -770,19 +772,27 @@ double llm_bytes(const ModelConfig& config, GemmPrecision precision, Recompute r
   const double logits = static_cast<double>(c.vocab) * logits_rows(c, llm_rows, whole_logits);
   const double keys = static_cast<double>(key_rows), rows = static_cast<double>(llm_rows);
   double kv = 0.0;
+  // What a block keeps per layer (full recomputation: the one block recomputed), plus one scratch of it.
+  const double kept_sets = (recompute == Recompute::full ? std::min(c.layers, 1) : c.layers) + 1.0;
+  // Attention backward's temporaries: per-head copies of Q, dO and dQ over the local rows, of K, V and
+  // transposed K, V over the key rows (the ring's: one block's).
+  double attention = 3.0 * c.width * rows + 4.0 * c.width * (key_rows > 0 ? keys : rows);
   if (key_rows > 0 && cp_comm == CpComm::all_gather) {
-    // Gathered K|V per layer (full recomputation: of the one block recomputed), plus one d(K|V) scratch;
-    // and the exchange's staging (this rank's K|V rows and the rank-major gathered rows, per call).
-    const double kv_sets = recompute == Recompute::full ? std::min(c.layers, 1) : c.layers;
-    kv = (kv_sets + 1.0) * 2.0 * c.width * keys + 2.0 * c.width * (rows + keys);
+    // Gathered K|V, and the exchange's staging (this rank's K|V rows and the rank-major gathered rows).
+    kv = kept_sets * 2.0 * c.width * keys + 2.0 * c.width * (rows + keys);
   } else if (key_rows > 0) {
     // The ring's backward, its largest call (ring_attention.cpp): two K|V blocks, two dK|dV accumulators
     // and one arriving, of the largest member's rows; dQ and its per-block part over the local rows.
     kv = 5.0 * 2.0 * c.width * keys + 2.0 * c.width * rows;
+    if (cp_comm == CpComm::a2a) {
+      // ulysses_attention.cpp, in units of the largest member's rows (the group's rows at a g-th of the
+      // heads are at most as many floats): Q|K|V|O and lse kept; an exchange's staging (this rank's rows
+      // by member, the group's rows), Q|K|V wide; attention's copies over the group's rows. A group whose
+      // size does not divide the heads runs the ring: the larger of the two.
+      kv = std::max(kv, kept_sets * (4.0 * c.width + c.heads) * keys + 3.0 * c.width * (rows + keys));
+      attention = std::max(attention, 7.0 * c.width * keys);
+    }
   }
-  // Attention backward's temporaries: per-head copies of Q, dO and dQ over the local rows, of K, V and
-  // transposed K, V over the key rows (the ring's: one block's).
-  const double attention = 3.0 * c.width * rows + 4.0 * c.width * (key_rows > 0 ? keys : rows);
   return 4.0 * (llm_row * rows + logits + kv + attention) +
          rounded_bytes(config, precision, llm_rows, true, whole_logits);
 }
@@ -839,7 +849,7 @@ MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision, Rec
   const double with = (bytes(2 * kRows, 0, kRows) - bytes(kRows, 0, kRows)) / kRows;
   m.per_row = std::max(without, with);
   m.per_key_row = (bytes(kRows, 0, 2 * kRows) - bytes(kRows, 0, kRows)) / kRows;
-  m.keys_per_member = cp_comm == CpComm::p2p;
+  m.keys_per_member = cp_comm != CpComm::all_gather;
   // Per row of the model's one encoder module, the vision encoder (model.encoder).
   m.per_encoder_row = {(bytes(0, kRows, 0) - m.fixed) / kRows};
   return m;

@@ -70,9 +70,15 @@ double CostModel::llm_comm(double s, int g, bool spans) const {
   const GroupSpan span = packed_span(g, spans);
   const Network net = network();
   const double bytes = kv_row_bytes * s;
-  if (cp_comm == CpComm::all_gather)
+  const CpComm mode = cp_comm_for_group(cp_comm, g, cp_heads);
+  if (mode == CpComm::all_gather)
     return cp_layers * (net.all_gather(span, bytes) + net.reduce_scatter(span, bytes));
   const LinkCost& hop = point_to_point(span.nodes > 1);
+  if (mode == CpComm::a2a) {
+    // Two all-to-alls a pass (Q|K|V to the head shards and the output back; dO, then dQ|dK|dV), each
+    // member sending (g - 1)/g of its s/g rows' 3 and 1 K-widths: on average a K|V row's bytes each.
+    return cp_layers * 4.0 * all_to_all_time(hop, g - 1, bytes / g * (g - 1.0) / g);
+  }
   const double block = bytes / g / hop.bandwidth, exposed = 1.0 - cp_overlap;
   const double forward = (g - 1) * (hop.latency + exposed * block);
   const double backward = (g - 1) * (hop.latency + exposed * 2.0 * block) + hop.latency + block;
@@ -196,6 +202,7 @@ CostModel default_cost_model(const RunConfig& config, double gflops, int ranks_p
   cost.inter_node = {20e-6, 1e9};
   cost.kv_row_bytes = 2.0 * w * 4.0;  // K|V floats of one token in one layer
   cost.cp_layers = layers;
+  cost.cp_heads = config.model.llm.heads;
   cost.cp_comm = cp_comm_from_string(config.parallel.cp_comm);
   cost.boundary_bytes_per_row = 2.0 * w * 4.0;  // embedding row forward, its gradient backward
 

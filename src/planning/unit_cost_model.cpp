@@ -107,6 +107,7 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   // Context parallelism: each rank's heads, its stage's layers; full recomputation gathers K|V again.
   unit.kv_row_bytes = rank.kv_row_bytes / tp;
   unit.cp_layers = rank.cp_layers * stage_share * (full ? 1.5 : 1.0);
+  unit.cp_heads = rank.cp_heads / tp;
   // The encoder's output rows reach the first stage's tp ranks, a share each.
   unit.boundary_bytes_per_row = rank.boundary_bytes_per_row / tp;
 

@@ -12,7 +12,8 @@ PeakWork peak_work(const std::vector<PlannedStep>& steps, CpComm cp_comm, MPI_Co
       std::int64_t rows = 0;
       for (const SequenceChunk& c : mb.chunks) rows += c.end - c.begin;
       peak.llm_rows = std::max(peak.llm_rows, rows);
-      // The other members' key rows: the micro-batch's (gathered) or the largest member's (a ring block).
+      // The other members' key rows: the micro-batch's (gathered) or the largest member's (a ring block;
+      // a2a's head shard of the group's rows, as many floats at most).
       if (work.group_ranks.size() > 1)
         peak.key_rows = std::max<std::int64_t>(
             peak.key_rows, cp_comm == CpComm::all_gather

@@ -48,7 +48,7 @@ StepOutcome run_step(const Sampler& sampler, StepExecutor& executor, CommPool& p
   PhaseClock clock(data, Phase::data);
   const StepComms comms = acquire_step_comms(pool, planned.plan);
   StepInputs inputs = upload_step_inputs(sampler, planned, comms, model.config().llm.width,
-                                         model.attention_width(), model.cp_comm(), executor.encoder_groups());
+                                         model.attention_shape(), model.cp_comm(), executor.encoder_groups());
   clock.stop();
   const TransferCounts inputs_up = transfer_counts();
   GradientSync& sync = executor.gradient_sync();

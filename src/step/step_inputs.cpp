@@ -12,7 +12,7 @@
 namespace minimllm {
 
 StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned, const StepComms& comms,
-                              int width, int attention_width, CpComm cp_comm,
+                              int width, AttentionShape attention, CpComm cp_comm,
                               const TensorParallel& encoder_groups) {
   const TransferCounts before = transfer_counts();
   const GlobalBatch& batch = planned.batch;
@@ -53,7 +53,7 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
   in.kv.resize(work.micro_batches.size());
   if (work.group_ranks.size() > 1) {
     for (size_t m = 0; m < in.kv.size(); ++m)
-      in.kv[m] = make_context_attention(cp_comm, comms.llm_group, work.micro_batches[m], attention_width);
+      in.kv[m] = make_context_attention(cp_comm, comms.llm_group, work.micro_batches[m], attention);
   }
   in.transfers = transfer_counts() - before;
   return in;

@@ -120,11 +120,17 @@ struct RuntimeConfig {
 };
 
 // How a context-parallel group's attention reaches the other members' keys (parallel.cp_comm;
-// parallel/context_attention.hpp): p2p, a ring overlapped with attention (Megatron-LM's default), or
-// all_gather, the group's K|V gathered before attention.
-enum class CpComm { p2p, all_gather };
+// parallel/context_attention.hpp): p2p, a ring overlapped with attention (Megatron-LM's default); a2a,
+// DeepSpeed-Ulysses' all-to-alls from sequence-sharded to head-sharded rows and back; or all_gather, the
+// group's K|V gathered before attention.
+enum class CpComm { p2p, a2a, all_gather };
 CpComm cp_comm_from_string(const std::string& name);  // throws std::invalid_argument naming the choices
 const char* to_string(CpComm mode);
+// The mechanism a group of `group_size` members runs under the run's `mode`: a2a shards the heads of a
+// tensor-parallel rank (`heads_per_rank`) over the group, so a group whose size does not divide them runs
+// p2p instead (the executor, the cost model and the memory model all follow this rule); the others as
+// asked.
+CpComm cp_comm_for_group(CpComm mode, int group_size, int heads_per_rank);
 
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).
 // Sizes that depend on the number of ranks are checked when the run starts (exit code 2 as well).
@@ -140,8 +146,8 @@ struct ParallelConfig {
   // max_seqlen_per_dp_cp_rank; a bin holds cp x budget tokens) and of megatron_dcp's groups; 0 = derived
   // each step: the longest sample's tokens / cp, rounded up.
   int tokens_per_rank = 0;
-  // parallel.cp_comm: p2p | all_gather, the context-parallel mechanism of every group the planners build
-  // (CpComm); the command line's --cp-comm overrides it.
+  // parallel.cp_comm: p2p | a2a | all_gather, the context-parallel mechanism of every group the planners
+  // build (CpComm, cp_comm_for_group); the command line's --cp-comm overrides it.
   std::string cp_comm = "p2p";
   // (parallel.ranks_per_node is read into machine.ranks_per_node: one value, MachineConfig.)
   // parallel.flexsp_time_limit: seconds of wall time for flexsp's MILP (COIN-OR CBC) per step, solved on

@@ -18,6 +18,9 @@ using t_mat = Kokkos::View<float**, Kokkos::LayoutRight, MemSpace>;
 using t_vec = Kokkos::View<float*, MemSpace>;
 using t_ivec = Kokkos::View<int*, MemSpace>;
 using t_mat_const = Kokkos::View<const float**, Kokkos::LayoutRight, MemSpace>;
+// Column blocks of a matrix (Q, K and V out of one Q|K|V matrix; kernels/attention.hpp, columns()).
+using t_mat_strided = Kokkos::View<float**, Kokkos::LayoutStride, MemSpace>;
+using t_mat_strided_const = Kokkos::View<const float**, Kokkos::LayoutStride, MemSpace>;
 using t_vec_const = Kokkos::View<const float*, MemSpace>;
 using t_ivec_const = Kokkos::View<const int*, MemSpace>;
 

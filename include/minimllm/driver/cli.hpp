@@ -37,7 +37,7 @@ struct SimulateRequest {
   std::string policy = "all";          // a planner name or all
   std::string cp = "best";             // static's context-parallel degree: a positive integer, or best
   std::optional<int> tokens_per_rank;  // overrides parallel.tokens_per_rank
-  std::optional<std::string> cp_comm;  // overrides parallel.cp_comm (p2p | all_gather)
+  std::optional<std::string> cp_comm;  // overrides parallel.cp_comm (p2p | a2a | all_gather)
   std::optional<int> steps;
   std::optional<int> global_batch;  // overrides data.global_batch (samples per step at scale)
   double gflops = 0.0;              // 0: machine.peak_gflops, else this machine's sgemm

@@ -9,9 +9,6 @@
 
 namespace minimllm {
 
-using t_mat_strided = Kokkos::View<float**, Kokkos::LayoutStride, MemSpace>;
-using t_mat_strided_const = Kokkos::View<const float**, Kokkos::LayoutStride, MemSpace>;
-
 // Columns [first, first + count) of m, as the kernels take Q, K and V out of one Q|K|V matrix.
 inline t_mat_strided columns(const t_mat& m, int first, int count) {
   return Kokkos::subview(m, Kokkos::ALL, Kokkos::make_pair(first, first + count));

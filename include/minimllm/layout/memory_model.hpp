@@ -13,14 +13,14 @@ namespace minimllm {
 // from the model's own accounting; the planners receive it as data):
 //   state + fixed + per_encoder_row[module] x (rows of the encoder items it encodes in the step)
 //         + per_row x (its rows of a micro-batch) + per_key_row x (key rows, g > 1 only: the micro-batch's
-//           rows under all_gather, the largest member's under p2p; parallel.cp_comm)
+//           rows under all_gather, the largest member's under p2p and a2a; parallel.cp_comm)
 struct MemoryModel {
   double state = 0.0;        // parameters, gradients and AdamW moments (training_state_bytes)
   double fixed = 0.0;        // activation-side bytes that do not grow with rows (bf16 rounded weights)
   double per_row = 0.0;      // per LLM row this rank holds in a micro-batch
   double per_key_row = 0.0;  // per key row of other members under context parallelism
-  // p2p: the key rows are the ring's blocks, the largest member's rows; all_gather (false): every row of
-  // the micro-batch.
+  // p2p, a2a: the key rows are the largest member's rows (a ring's blocks; a2a's head shard of the
+  // group's rows counts as many floats); all_gather (false): every row of the micro-batch.
   bool keys_per_member = true;
   // Per row of an item this rank encodes, one entry per encoder module (ModelConfig::encoders): held until
   // the module's backward.

@@ -126,7 +126,8 @@ std::vector<TensorRange> tensor_ranges(const ModelConfig& config, const ModelSha
 // The memory accounting of Model (its members below call these), without allocating a model:
 // bytes of activations and backward workspace for a micro-batch of llm_rows local rows, key_rows key rows
 // of other members (context parallelism by `cp_comm`; 0 without: all_gather, the group's rows, every block
-// keeping them; p2p, the largest member's rows, a ring's blocks in flight during one block's attention)
+// keeping them; p2p, the largest member's rows, a ring's blocks in flight during one block's attention;
+// a2a, the largest member's rows, as many floats as the head shard of the group's rows each block keeps)
 // and `patches` encoder rows, the blocks keeping what `recompute` says; the LLM pass's share of that; the
 // bf16 GEMMs' rounded operands.
 double activation_bytes(const ModelConfig& config, GemmPrecision precision, Recompute recompute,
@@ -161,8 +162,10 @@ class Model {
   Recompute recompute() const { return recompute_; }
   CpComm cp_comm() const { return cp_comm_; }
   const ModelSharding& sharding() const { return sharding_; }
-  // Floats per row of this rank's LLM attention (its heads' Q, K or V): width / tp.
-  int attention_width() const { return config_.llm.width / sharding_.llm.size; }
+  // This rank's LLM attention heads (heads / tp) and their dimension.
+  AttentionShape attention_shape() const {
+    return {config_.llm.heads / sharding_.llm.size, config_.llm.width / config_.llm.heads};
+  }
   std::size_t parameter_count() const { return params_.extent(0); }  // this rank's
   // Parameters [0, decayed_count()) are matrices (weight decay applies), the rest norm weights.
   std::size_t decayed_count() const { return decayed_count_; }

@@ -5,6 +5,10 @@
 //   p2p        (RingAttention): K|V blocks passed around the group's ring while the block before is
 //              attended, partial results merged by their log-sum-exp; the backward passes K|V and dK|dV
 //              around again; nothing of the other members' K|V is kept.
+//   a2a        (UlyssesAttention): an all-to-all turns every member's rows of all heads into the group's
+//              rows of a member's heads, attended whole, and another turns the output back; each block
+//              keeps its head shard of the group's rows. Needs the group's size to divide the heads
+//              (cp_comm_for_group: other groups run p2p).
 // The model's blocks call it in place of the plain attention kernels; every member of the group calls it
 // for the same blocks in the same order (its messages match by that order).
 #pragma once
@@ -23,10 +27,14 @@ class ContextAttention {
  public:
   virtual ~ContextAttention() = default;
 
-  // K|V rows a block keeps for its backward beyond its own rows' (all_gather: the group's; p2p: none).
-  virtual int kept_key_rows() const = 0;
+  // What a block keeps for its backward beyond its own rows' activations, [rows, cols] (kv_full below):
+  // all_gather, the group's K|V; a2a, its head shard of the group's Q|K|V, output and lse; p2p, nothing.
+  struct Kept {
+    int rows = 0, cols = 0;
+  };
+  virtual Kept kept_shape() const = 0;
   // attn [rows, w] and lse [rows, heads] of this rank's rows from their qkv [rows, 3w] (Q | K | V columns);
-  // kv_full [kept_key_rows, 2w]: the block's kept K|V, written here. segs: the rows' segments against the
+  // kv_full [kept_shape]: the block's kept state, written here. segs: the rows' segments against the
   // group's sample-major key rows (step/packing.hpp), which the all-gather attends.
   virtual void forward(const t_mat& qkv, const t_mat& kv_full, const AttentionSegments& segs,
                        AttentionShape shape, const t_mat& attn, const t_mat& lse) = 0;
@@ -43,9 +51,10 @@ class ContextAttention {
   virtual double seconds() const = 0;
 };
 
-// The mechanism of a group's micro-batch: `attention_width` = this rank's heads x head_dim (the K|V
-// exchanged per row is twice that). The communicator is the group's.
+// The mechanism of a group's micro-batch, cp_comm_for_group(mode, group size, this rank's heads); `shape`:
+// this rank's heads (under tensor parallelism, its share) and their dimension. The communicator is the
+// group's.
 std::unique_ptr<ContextAttention> make_context_attention(CpComm mode, std::shared_ptr<Communicator> group,
-                                                         const MicroBatchWork& mb, int attention_width);
+                                                         const MicroBatchWork& mb, AttentionShape shape);
 
 }  // namespace minimllm

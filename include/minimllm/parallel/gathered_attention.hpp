@@ -16,7 +16,7 @@ class GatheredAttention : public ContextAttention {
   // Workspace (the model's LLM pass), in a scope of that call.
   GatheredAttention(std::shared_ptr<Communicator> group, const MicroBatchWork& mb, int attention_width);
 
-  int kept_key_rows() const override { return full_rows_; }
+  Kept kept_shape() const override { return {full_rows_, width_}; }
   void forward(const t_mat& qkv, const t_mat& kv_full, const AttentionSegments& segs, AttentionShape shape,
                const t_mat& attn, const t_mat& lse) override;
   void recompute(const t_mat& qkv, const t_mat& kv_full, const AttentionSegments& segs, AttentionShape shape,

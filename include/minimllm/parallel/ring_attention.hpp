@@ -23,7 +23,7 @@ class RingAttention : public ContextAttention {
  public:
   RingAttention(std::shared_ptr<Communicator> group, const MicroBatchWork& mb, int attention_width);
 
-  int kept_key_rows() const override { return 0; }
+  Kept kept_shape() const override { return {}; }
   // segs and kv_full are not used: the ring builds its segments against each member's rows itself.
   void forward(const t_mat& qkv, const t_mat& kv_full, const AttentionSegments& segs, AttentionShape shape,
                const t_mat& attn, const t_mat& lse) override;

@@ -9,6 +9,9 @@
 //                 hop to its owner), each step's bytes exposed by 1 - cp_overlap (the share the block's
 //                 attention hides), its latency always; the last hop wholly. Linear in s, as the
 //                 planners need: a ring step's max(attention, transfer) is folded into cp_overlap.
+//     a2a:        cp_layers x 4 all-to-alls (two a pass), each member sending (g - 1)/g of kv_row_bytes x
+//                 s / g, not overlapped; a group whose size does not divide cp_heads: p2p
+//                 (cp_comm_for_group).
 // An encoder module attends within each item (an image's patches), so its cost is per item, with the
 // coefficients of the item's module (a sample with several items costs the sum over its items); the LLM
 // cost is per sample (one fused causal sequence).
@@ -121,11 +124,12 @@ struct CostModel {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
   // Ranks per node of the links: the NVLink domain where it is larger than a node.
   int ranks_per_node = 1;
-  // Context parallelism: every LLM layer all-gathers K|V rows of the micro-batch (forward) and
-  // reduce-scatters their gradients (backward); kv_row_bytes per token and layer.
+  // Context parallelism: every LLM layer exchanges K|V rows by cp_comm (comm(s, g) above); kv_row_bytes
+  // per token and layer.
   double kv_row_bytes = 0.0;
   double cp_layers = 1.0;
   CpComm cp_comm = CpComm::p2p;         // parallel.cp_comm
+  int cp_heads = 1;                     // a2a: the LLM's heads per tensor-parallel rank
   double cp_overlap = 0.0;              // p2p: share of a ring step's transfer hidden (machine.cp_overlap)
   double boundary_bytes_per_row = 0.0;  // encoder output row forward + its gradient backward
   // A sample's raw inputs as its loader holds them: int32 token ids (plan_traffic.hpp); an item's,

@@ -37,10 +37,10 @@ struct StepInputs {
 };
 
 // Collective over the world (the boundary exchanges check their routes together). width: LLM width (the
-// image embeddings' rows); attention_width: this rank's heads' Q, K or V per row (Model::attention_width,
-// the K|V exchange's rows are twice that); cp_comm: the context-parallel mechanism of its groups.
+// image embeddings' rows); attention: this rank's LLM heads and their dimension (Model::attention_shape);
+// cp_comm: the context-parallel mechanism of its groups.
 StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned, const StepComms& comms,
-                              int width, int attention_width, CpComm cp_comm,
+                              int width, AttentionShape attention, CpComm cp_comm,
                               const TensorParallel& encoder_groups = {});
 
 }  // namespace minimllm
