@@ -1,5 +1,6 @@
 // `minimllm calibrate` on 2 ranks of one node measures one message between them (pipeline stages' link)
-// and the all-reduce of the deck's tensor-parallel groups, writes both to the file and the cost model uses
+// and the all-reduce of the deck's tensor-parallel groups, and the share of a context-parallel ring's
+// transfers hidden behind its attention (machine.cp_overlap), writes them to the file and the cost model uses
 // them; between nodes nothing can be measured here.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -34,10 +35,18 @@ TEST(CalibrateLinks, MeasuresTheMessageAndTheTensorParallelAllReduce) {
   const CostModel cost = apply_calibration(default_cost_model(config, 100.0, 2), back, config.model, "x");
   EXPECT_EQ(cost.point_to_point(false).bandwidth, c.point_to_point.link.bandwidth);
   EXPECT_EQ(cost.tp_allreduce(2).bandwidth, c.tensor_parallel_all_reduce.link.bandwidth);
+  // The ring's overlap: a share, noted with the times it comes from, read back, used by the cost model.
+  EXPECT_GE(c.machine.cp_overlap, 0.0);
+  EXPECT_LE(c.machine.cp_overlap, 1.0);
+  ASSERT_FALSE(c.machine_notes.empty());
+  EXPECT_NE(c.machine_notes.front().find("cp_overlap ("), std::string::npos) << c.machine_notes.front();
+  EXPECT_EQ(back.machine.cp_overlap, c.machine.cp_overlap);
+  EXPECT_EQ(cost.cp_overlap, c.machine.cp_overlap);
   // Every rank holds the same calibration (rank 0's measurements, broadcast).
-  double bandwidth = c.point_to_point.link.bandwidth;
-  MPI_Bcast(&bandwidth, 1, MPI_DOUBLE, 0, world.comm);
-  EXPECT_EQ(bandwidth, c.point_to_point.link.bandwidth);
+  double values[2] = {c.point_to_point.link.bandwidth, c.machine.cp_overlap};
+  MPI_Bcast(values, 2, MPI_DOUBLE, 0, world.comm);
+  EXPECT_EQ(values[0], c.point_to_point.link.bandwidth);
+  EXPECT_EQ(values[1], c.machine.cp_overlap);
 }
 
 }  // namespace

@@ -303,6 +303,58 @@ void check_rows_fit(const RunConfig& config, const World& world, int rows, int i
   agree_on_error(world.comm, error);
 }
 
+// The share of a context-parallel ring's K|V transfers its attention hides (machine.cp_overlap; the p2p
+// term of cost_model.hpp), on the first two ranks of world rank 0's node: one text sample of `tokens`
+// tokens as a group of 2 through the real step, its exchange time (posting and waiting, the slower rank's,
+// median of `repeats` after a warm-up) against the same transfers unhidden on `link` (the measured
+// point-to-point link). For g = 2 the cost model charges per layer 3 latencies and the last dK|dV hop
+// always, and (1 - overlap) of three blocks (one forward, two backward): solved for the overlap, within
+// [0, 1]. Not measured with fewer than two ranks on that node. Collective over the world.
+struct RingOverlap {
+  bool measured = false;
+  double overlap = 0.0;
+  double exposed = 0.0, unhidden = 0.0;  // seconds per layer: measured, and the transfers alone
+};
+RingOverlap measure_ring_overlap(const RunConfig& config, const World& world, const LinkCost& link,
+                                 int tokens, int repeats) {
+  MPI_Comm node;
+  MPI_Comm_split_type(world.comm, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node);
+  int local = 0, node_ranks = 1, first = world.rank;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_size(node, &node_ranks);
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, node);
+  MPI_Comm_free(&node);
+  MPI_Bcast(&node_ranks, 1, MPI_INT, 0, world.comm);
+  if (node_ranks < 2) return {};
+  MPI_Comm pair;
+  MPI_Comm_split(world.comm, first == 0 && local < 2 ? 0 : MPI_UNDEFINED, world.rank, &pair);
+  double exposed = 0.0;
+  if (pair != MPI_COMM_NULL) {
+    const World two = World::of(pair);
+    const Sampler sampler(config);
+    Model model(config.model, config.seed, GemmPrecision::fp32, Recompute::none, {}, CpComm::p2p);
+    CommPool pool(pair, 4, create_mpi_communicator);
+    StepExecutor executor(model);
+    const GlobalBatch batch = text_batch(1, tokens);
+    const PlannedStep planned = planned_step(batch, make_grouped_plan(batch, {2}), two.rank, two.size);
+    std::vector<double> seconds;
+    for (int rep = 0; rep <= repeats; ++rep) {
+      MPI_Barrier(pair);
+      const StepOutcome o = run_step(sampler, executor, pool, planned);
+      double t = o.seconds[Phase::kv_exchange];
+      MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, pair);
+      if (rep > 0) seconds.push_back(t);  // the first warms up
+    }
+    exposed = median(seconds);
+    MPI_Comm_free(&pair);
+  }
+  MPI_Bcast(&exposed, 1, MPI_DOUBLE, 0, world.comm);
+  const double block = 2.0 * config.model.llm.width * sizeof(float) * (tokens / 2.0) / link.bandwidth;
+  const double always = 3.0 * link.latency + block, hideable = 3.0 * block;
+  const double per_layer = exposed / config.model.llm.layers;
+  return {true, std::clamp(1.0 - (per_layer - always) / hideable, 0.0, 1.0), per_layer, always + hideable};
+}
+
 // The machine section a calibration writes (usable by simulate --machine): what these ranks can
 // measure, and in the notes what was measured how and what could not be.
 void measure_machine(const RunConfig& config, const World& world, Calibration& c) {
@@ -344,6 +396,20 @@ void measure_machine(const RunConfig& config, const World& world, Calibration& c
   m.comm_creation_ms = std::max(1e-6, 1e3 * measure_comm_creation_seconds(world));
   measured.push_back(
       fmt::format("comm_creation_ms (MPI_Comm_create_group on {} ranks, median of 9)", world.size));
+  const int ring_tokens = std::max(2, c.rows_per_call);
+  const RingOverlap ring = c.point_to_point.measured
+                               ? measure_ring_overlap(config, world, c.point_to_point.link, ring_tokens, 5)
+                               : RingOverlap{};
+  if (ring.measured) {
+    m.cp_overlap = ring.overlap;
+    measured.push_back(fmt::format(
+        "cp_overlap ({:.3f}: a context-parallel ring of 2 ranks of a node over one {}-token sample exposed "
+        "{:.3f} ms of exchange a layer, against {:.3f} ms for the same transfers unhidden on the measured "
+        "message link)",
+        m.cp_overlap, ring_tokens, 1e3 * ring.exposed, 1e3 * ring.unhidden));
+  } else {
+    missing.push_back("cp_overlap (one rank per node: no ring to time)");
+  }
   missing.push_back("nvlink_domain (not detectable: the node is taken as the domain)");
   c.machine_notes = {"measured: " + strict_yaml::join(measured),
                      "not measured: " + strict_yaml::join(missing)};

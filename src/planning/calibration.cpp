@@ -439,6 +439,7 @@ CostModel apply_calibration(CostModel cost, const Calibration& c, const ModelCon
   cost.step.optimizer = c.optimizer_seconds;
   if (c.encoder_forward_share > 0.0) cost.step.encoder_forward_share = c.encoder_forward_share;
   if (c.machine.comm_creation_ms > 0.0) cost.step.comm_creation = 1e-3 * c.machine.comm_creation_ms;
+  if (c.machine.cp_overlap >= 0.0) cost.cp_overlap = c.machine.cp_overlap;  // the ring's, measured
   // Context parallelism all-gathers K|V and the boundary is an all-to-all: the all-gather's link stands
   // for both (the model has one link per side of the node boundary). A fit's latency is that of the whole
   // collective on the calibrating ranks: per message step, it is that over the steps (cost_model.hpp).
