@@ -24,7 +24,7 @@
 #                          machine changing speed between calibration and measurement (the simulator
 #                          then uses a calibration made after the runs)
 #     --cp N --cp-comm M   train and project on a copy of the deck with `parallel: {cp: N, cp_comm: M}`
-#                          (static's context-parallel groups of N ranks, by the ring p2p or all_gather);
+#                          (static's context-parallel groups of N ranks, by p2p, a2a or all_gather);
 #                          the deck must have no parallel section of its own
 #     --build DIR          build directory (default build)
 #     --work DIR           where the calibration, run logs and HDF5 files go (default runs/validate-<date>)

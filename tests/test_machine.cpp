@@ -365,6 +365,24 @@ TEST(Memory, FitsOrNot) {
 
 // A sample longer than one rank holds forces a context-parallel group big enough for it; the policies
 // that keep one rank per sample (or a fixed degree of 1) cannot fit and say so.
+// Under a2a each group is charged the mechanism it runs: with 4 heads a group of 2 shards them (the head
+// shard of the group's rows per layer), a group of 3 runs the ring (its blocks in flight, as under p2p).
+TEST(Memory, A2aChargesEachGroupTheMechanismItRuns) {
+  const RunConfig config = deck("text_longtail");
+  CostModel cost = bounded(config, 1000.0, 8, CpComm::a2a);
+  cost.cp_comm = CpComm::a2a;
+  cost.cp_heads = 4;
+  EXPECT_EQ(cost.key_row_bytes(2), cost.memory.per_key_row);
+  EXPECT_EQ(cost.key_row_bytes(3), cost.memory.per_key_row_ring);
+  EXPECT_DOUBLE_EQ(cost.memory.per_key_row_ring, bounded(config, 1000.0, 8, CpComm::p2p).memory.per_key_row);
+  EXPECT_LT(cost.memory.per_key_row_ring, cost.memory.per_key_row);
+  // The ring's lighter key rows let a group of 3 hold more than if it were charged a2a's.
+  CostModel all_shard = cost;
+  all_shard.cp_heads = 12;
+  EXPECT_GT(cost.token_capacity(3), all_shard.token_capacity(3));
+  EXPECT_EQ(cost.token_capacity(2), all_shard.token_capacity(2));
+}
+
 TEST(Memory, LongSampleForcesAContextParallelGroup) {
   const RunConfig config = deck("text_longtail");
   const CostModel cost = bounded(config, 1500.0);

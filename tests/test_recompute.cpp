@@ -69,9 +69,15 @@ int world_size() {
   return ranks;
 }
 
+// Under every context-parallel mechanism (the quickstart's 4 heads: a2a shards them over cp 2).
 TEST(Recompute, StaticContextParallelTrainingIsBitwiseTheSame) {
   const int cp = world_size() % 2 == 0 ? 2 : 1;
-  expect_same_training(quickstart_with("static", cp), cp > 1, true);
+  for (const char* mode : {"p2p", "a2a", "all_gather"}) {
+    SCOPED_TRACE(mode);
+    RunConfig config = quickstart_with("static", cp);
+    config.parallel.cp_comm = mode;
+    expect_same_training(config, cp > 1, true);
+  }
 }
 
 TEST(Recompute, DynamicPoliciesTrainTheSameUpToReassociation) {

@@ -305,7 +305,8 @@ void check_rows_fit(const RunConfig& config, const World& world, int rows, int i
 
 // The share of a context-parallel ring's K|V transfers its attention hides (machine.cp_overlap; the p2p
 // term of cost_model.hpp), on the first two ranks of world rank 0's node: one text sample of `tokens`
-// tokens as a group of 2 through the real step, its exchange time (posting and waiting, the slower rank's,
+// tokens (the deck's longest) as a group of 2 through the real step, on the calibration's model (its
+// context parallelism by the ring), its exchange time (posting and waiting, the slower rank's,
 // median of `repeats` after a warm-up) against the same transfers unhidden on `link` (the measured
 // point-to-point link). For g = 2 the cost model charges per layer 3 latencies and the last dK|dV hop
 // always, and (1 - overlap) of three blocks (one forward, two backward): solved for the overlap, within
@@ -315,8 +316,8 @@ struct RingOverlap {
   double overlap = 0.0;
   double exposed = 0.0, unhidden = 0.0;  // seconds per layer: measured, and the transfers alone
 };
-RingOverlap measure_ring_overlap(const RunConfig& config, const World& world, const LinkCost& link,
-                                 int tokens, int repeats) {
+RingOverlap measure_ring_overlap(const RunConfig& config, const World& world, Model& model,
+                                 const LinkCost& link, int tokens, int repeats) {
   MPI_Comm node;
   MPI_Comm_split_type(world.comm, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &node);
   int local = 0, node_ranks = 1, first = world.rank;
@@ -329,25 +330,30 @@ RingOverlap measure_ring_overlap(const RunConfig& config, const World& world, co
   MPI_Comm pair;
   MPI_Comm_split(world.comm, first == 0 && local < 2 ? 0 : MPI_UNDEFINED, world.rank, &pair);
   double exposed = 0.0;
-  if (pair != MPI_COMM_NULL) {
-    const World two = World::of(pair);
-    const Sampler sampler(config);
-    Model model(config.model, config.seed, GemmPrecision::fp32, Recompute::none, {}, CpComm::p2p);
-    CommPool pool(pair, 4, create_mpi_communicator);
-    StepExecutor executor(model);
-    const GlobalBatch batch = text_batch(1, tokens);
-    const PlannedStep planned = planned_step(batch, make_grouped_plan(batch, {2}), two.rank, two.size);
-    std::vector<double> seconds;
-    for (int rep = 0; rep <= repeats; ++rep) {
-      MPI_Barrier(pair);
-      const StepOutcome o = run_step(sampler, executor, pool, planned);
-      double t = o.seconds[Phase::kv_exchange];
-      MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, pair);
-      if (rep > 0) seconds.push_back(t);  // the first warms up
+  std::exception_ptr error;
+  if (pair != MPI_COMM_NULL) try {
+      const World two = World::of(pair);
+      const Sampler sampler(config);
+      CommPool pool(pair, 4, create_mpi_communicator);
+      StepExecutor executor(model);
+      const GlobalBatch batch = text_batch(1, tokens);
+      const PlannedStep planned = planned_step(batch, make_grouped_plan(batch, {2}), two.rank, two.size);
+      std::vector<double> seconds;
+      for (int rep = 0; rep <= repeats; ++rep) {
+        MPI_Barrier(pair);
+        const StepOutcome o = run_step(sampler, executor, pool, planned);
+        double t = o.seconds[Phase::kv_exchange];
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, pair);
+        if (rep > 0) seconds.push_back(t);  // the first warms up
+      }
+      exposed = median(seconds);
+    } catch (...) {
+      error = std::current_exception();
     }
-    exposed = median(seconds);
-    MPI_Comm_free(&pair);
-  }
+  // Every rank learns of a failure here before going on (one inside the step may leave its partner in
+  // the step's collectives, as in training, where the stall watchdog ends the run).
+  if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
+  agree_on_error(world.comm, error);
   MPI_Bcast(&exposed, 1, MPI_DOUBLE, 0, world.comm);
   const double block = 2.0 * config.model.llm.width * sizeof(float) * (tokens / 2.0) / link.bandwidth;
   const double always = 3.0 * link.latency + block, hideable = 3.0 * block;
@@ -357,7 +363,8 @@ RingOverlap measure_ring_overlap(const RunConfig& config, const World& world, co
 
 // The machine section a calibration writes (usable by simulate --machine): what these ranks can
 // measure, and in the notes what was measured how and what could not be.
-void measure_machine(const RunConfig& config, const World& world, Calibration& c) {
+void measure_machine(const RunConfig& config, const World& world, Model& model, int longest, int repeats,
+                     Calibration& c) {
   MachineConfig& m = c.machine;
   std::vector<std::string> measured, missing;
   m.ranks_per_node = c.ranks_per_node;
@@ -396,10 +403,11 @@ void measure_machine(const RunConfig& config, const World& world, Calibration& c
   m.comm_creation_ms = std::max(1e-6, 1e3 * measure_comm_creation_seconds(world));
   measured.push_back(
       fmt::format("comm_creation_ms (MPI_Comm_create_group on {} ranks, median of 9)", world.size));
-  const int ring_tokens = std::max(2, c.rows_per_call);
-  const RingOverlap ring = c.point_to_point.measured
-                               ? measure_ring_overlap(config, world, c.point_to_point.link, ring_tokens, 5)
-                               : RingOverlap{};
+  const int ring_tokens = std::max(2, longest + longest % 2);  // even: two equal members
+  const RingOverlap ring =
+      c.point_to_point.measured
+          ? measure_ring_overlap(config, world, model, c.point_to_point.link, ring_tokens, repeats)
+          : RingOverlap{};
   if (ring.measured) {
     m.cp_overlap = ring.overlap;
     measured.push_back(fmt::format(
@@ -571,7 +579,7 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
   cal.parameters = static_cast<long long>(model.parameter_count());
 
   measure_collectives(world, config.parallel.tp, cal);
-  measure_machine(config, world, cal);
+  measure_machine(config, world, model, max_tokens, options.repeats, cal);
   if (log) print_calibration(*log, cal);
   return cal;
 }

@@ -30,7 +30,6 @@ double median_after_warmup(const TrainResult& r, Field field) {
   return median(values);
 }
 
-// The optimizer and the gradient synchronisation it needs, and what of the deck did not apply.
 // parallel.cp_comm, and under a2a which groups cannot use it (cp_comm_for_group).
 std::string cp_comm_line(const RunConfig& config) {
   const std::string& mode = config.parallel.cp_comm;
@@ -39,6 +38,7 @@ std::string cp_comm_line(const RunConfig& config) {
   return fmt::format("a2a (a group whose size does not divide the {} heads per rank runs p2p)", heads);
 }
 
+// The optimizer and the gradient synchronisation it needs, and what of the deck did not apply.
 std::string optimizer_line(const RunConfig& config, const World& world) {
   const GradSyncOptions sync = grad_sync_options(config);
   const std::string all_reduce =

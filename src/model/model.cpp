@@ -837,21 +837,30 @@ MemoryModel memory_model(const ModelConfig& config, GemmPrecision precision, Rec
   // below it where it is convex (the bf16 operands: max(cols x rows, weights)). The LM head's logits
   // chunk, min(rows, chunk) x vocab, is concave: counted per row (exact up to one chunk, above beyond).
   constexpr std::int64_t kRows = std::int64_t(1) << 24;
-  const auto bytes = [&](std::int64_t rows, std::int64_t patches, std::int64_t keys) {
-    return all_bytes(config, precision, recompute, cp_comm, rows, patches, keys, true);
+  const auto bytes = [&](std::int64_t rows, std::int64_t patches, std::int64_t keys, CpComm mode) {
+    return all_bytes(config, precision, recompute, mode, rows, patches, keys, true);
   };
   MemoryModel m;
   m.state = training_state_bytes(parameter_count(config), optimizer_shards);
-  m.fixed = bytes(0, 0, 0);
+  m.fixed = bytes(0, 0, 0, cp_comm);
   // Per local row with and without context parallelism (the K|V staging and attention's copies move
-  // from local to key rows), the larger; per key row with it.
-  const double without = (bytes(kRows, 0, 0) - m.fixed) / kRows;
-  const double with = (bytes(2 * kRows, 0, kRows) - bytes(kRows, 0, kRows)) / kRows;
-  m.per_row = std::max(without, with);
-  m.per_key_row = (bytes(kRows, 0, 2 * kRows) - bytes(kRows, 0, kRows)) / kRows;
+  // from local to key rows), the larger; per key row with it. Under a2a also the ring's, which a group
+  // whose size does not divide the heads runs (cp_comm_for_group).
+  const auto per_row_with = [&](CpComm mode) {
+    return (bytes(2 * kRows, 0, kRows, mode) - bytes(kRows, 0, kRows, mode)) / kRows;
+  };
+  const auto per_key_row = [&](CpComm mode) {
+    return (bytes(kRows, 0, 2 * kRows, mode) - bytes(kRows, 0, kRows, mode)) / kRows;
+  };
+  m.per_row = std::max((bytes(kRows, 0, 0, cp_comm) - m.fixed) / kRows, per_row_with(cp_comm));
+  m.per_key_row = per_key_row(cp_comm);
+  if (cp_comm == CpComm::a2a) {
+    m.per_row = std::max(m.per_row, per_row_with(CpComm::p2p));
+    m.per_key_row_ring = per_key_row(CpComm::p2p);
+  }
   m.keys_per_member = cp_comm != CpComm::all_gather;
   // Per row of the model's one encoder module, the vision encoder (model.encoder).
-  m.per_encoder_row = {(bytes(0, kRows, 0) - m.fixed) / kRows};
+  m.per_encoder_row = {(bytes(0, kRows, 0, cp_comm) - m.fixed) / kRows};
   return m;
 }
 

@@ -75,21 +75,25 @@ t_mat UlyssesAttention::to_row_owners(const t_mat_strided_const& group_rows) {
   return by_member;
 }
 
-void UlyssesAttention::forward(const t_mat& qkv, const t_mat& kv_full, const AttentionSegments& segs,
-                               AttentionShape shape, const t_mat& attn, const t_mat& lse) {
-  to_head_shards(qkv, 3, columns(kv_full, 0, 3 * shard_width()));
-  recompute(qkv, kv_full, segs, shape, attn, lse);
+void UlyssesAttention::forward(const t_mat& qkv, const t_mat& kv_full, const AttentionSegments&,
+                               AttentionShape, const t_mat& attn, const t_mat& lse) {
+  const int w = shard_width();
+  to_head_shards(qkv, 3, columns(kv_full, 0, 3 * w));
+  {
+    const WorkspaceScope scope;
+    const t_mat shard_lse = scratch_view<t_mat>("a2a::lse", full_rows_, shard_.heads);
+    attention_forward(columns(kv_full, 0, w), columns(kv_full, w, w), columns(kv_full, 2 * w, w), segments_,
+                      shard_, columns(kv_full, 3 * w, w), shard_lse);
+    Kokkos::deep_copy(columns(kv_full, 4 * w, shard_.heads), shard_lse);
+  }
+  recompute(qkv, kv_full, {}, {}, attn, lse);
 }
 
 void UlyssesAttention::recompute(const t_mat&, const t_mat& kv_full, const AttentionSegments&, AttentionShape,
                                  const t_mat& attn, const t_mat& lse) {
+  // The head shard's output and lse are kept: every head's back to the rows' owners, in one exchange.
   const WorkspaceScope scope;
   const int w = shard_width();
-  const t_mat shard_lse = scratch_view<t_mat>("a2a::lse", full_rows_, shard_.heads);
-  attention_forward(columns(kv_full, 0, w), columns(kv_full, w, w), columns(kv_full, 2 * w, w), segments_,
-                    shard_, columns(kv_full, 3 * w, w), shard_lse);
-  Kokkos::deep_copy(columns(kv_full, 4 * w, shard_.heads), shard_lse);
-  // The output and lse of every head back to the rows' owners, in one exchange.
   const t_mat back = to_row_owners(columns(kv_full, 3 * w, w + shard_.heads));
   join_heads(columns(back, 0, w), 1, members_, attn);
   join_heads(columns(back, w, shard_.heads), 1, members_, lse);

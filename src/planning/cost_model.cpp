@@ -130,12 +130,15 @@ double CostModel::micro_batch_bytes(double tokens, int g) const {
 }
 
 double CostModel::per_local_row(int g) const {
-  return memory.per_row + (g > 1 && memory.keys_per_member ? memory.per_key_row : 0.0);
+  return memory.per_row + (g > 1 && memory.keys_per_member ? key_row_bytes(g) : 0.0);
 }
 
-double CostModel::per_token(int g) const {
-  return g > 1 && !memory.keys_per_member ? memory.per_key_row : 0.0;
+double CostModel::key_row_bytes(int g) const {
+  const bool ring_instead = cp_comm == CpComm::a2a && cp_comm_for_group(cp_comm, g, cp_heads) == CpComm::p2p;
+  return ring_instead ? memory.per_key_row_ring : memory.per_key_row;
 }
+
+double CostModel::per_token(int g) const { return g > 1 && !memory.keys_per_member ? key_row_bytes(g) : 0.0; }
 
 double CostModel::token_capacity(int g) const {
   constexpr double kInf = std::numeric_limits<double>::infinity();

@@ -118,6 +118,7 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
   unit.memory.fixed = rank.memory.fixed / tp;
   unit.memory.per_row = rank.memory.per_row / tp;
   unit.memory.per_key_row = rank.memory.per_key_row / tp;
+  unit.memory.per_key_row_ring = rank.memory.per_key_row_ring / tp;
   // A unit's items spread over its encoder groups, an item's activations over its group's encoder_tp
   // ranks: per row / tp on average, and one largest item's worth more where there is more than one group
   // (an item is never split between groups, so their shares can be uneven by one item).

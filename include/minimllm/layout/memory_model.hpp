@@ -19,6 +19,9 @@ struct MemoryModel {
   double fixed = 0.0;        // activation-side bytes that do not grow with rows (bf16 rounded weights)
   double per_row = 0.0;      // per LLM row this rank holds in a micro-batch
   double per_key_row = 0.0;  // per key row of other members under context parallelism
+  // a2a only: per key row of a group that runs the ring instead (a size not dividing the heads;
+  // cp_comm_for_group), whose per_key_row is the larger of the two mechanisms'.
+  double per_key_row_ring = 0.0;
   // p2p, a2a: the key rows are the largest member's rows (a ring's blocks; a2a's head shard of the
   // group's rows counts as many floats); all_gather (false): every row of the micro-batch.
   bool keys_per_member = true;

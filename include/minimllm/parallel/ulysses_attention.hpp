@@ -24,7 +24,9 @@ class UlyssesAttention : public ContextAttention {
 
   // Per group row, sample-major: Q | K | V | O of this member's heads, then their lse.
   Kept kept_shape() const override { return {full_rows_, 4 * shard_width() + shard_.heads}; }
-  // segs is not used: the head shard attends the group's whole samples (segments built here).
+  // segs is not used: the head shard attends the group's whole samples (segments built here). recompute
+  // (selective recomputation) returns the kept output and lse to the rows' owners again: one exchange, no
+  // attention.
   void forward(const t_mat& qkv, const t_mat& kv_full, const AttentionSegments& segs, AttentionShape shape,
                const t_mat& attn, const t_mat& lse) override;
   void recompute(const t_mat& qkv, const t_mat& kv_full, const AttentionSegments& segs, AttentionShape shape,

@@ -128,8 +128,8 @@ struct CostModel {
   // per token and layer.
   double kv_row_bytes = 0.0;
   double cp_layers = 1.0;
-  CpComm cp_comm = CpComm::p2p;         // parallel.cp_comm
-  int cp_heads = 1;                     // a2a: the LLM's heads per tensor-parallel rank
+  CpComm cp_comm = CpComm::p2p;  // parallel.cp_comm
+  int cp_heads = 0;  // a2a: the LLM's heads per tensor-parallel rank (0: not given, every group shards)
   double cp_overlap = 0.0;              // p2p: share of a ring step's transfer hidden (machine.cp_overlap)
   double boundary_bytes_per_row = 0.0;  // encoder output row forward + its gradient backward
   // A sample's raw inputs as its loader holds them: int32 token ids (plan_traffic.hpp); an item's,
@@ -178,11 +178,13 @@ struct CostModel {
   // upper bound of any member's rows, up to rounding).
   double chunk_rows(double tokens, int g) const;
   // Bytes a member of a group of g ranks holds for a micro-batch: per_local_row x chunk_rows + per_token x
-  // tokens, the key rows' bytes in the first term under p2p (the ring's blocks are a member's rows), in
-  // the second under all_gather.
+  // tokens, the key rows' bytes in the first term under p2p and a2a (the ring's blocks, a2a's head shard:
+  // a member's rows), in the second under all_gather.
   double micro_batch_bytes(double tokens, int g) const;
   double per_local_row(int g) const;
   double per_token(int g) const;
+  // Bytes per key row of a group of g under this run's mechanism as the group runs it (cp_comm_for_group).
+  double key_row_bytes(int g) const;
   // Largest tokens a group of g ranks can hold in one micro-batch (memory less state, fixed and the
   // encoder reserve), or +inf without a capacity.
   double token_capacity(int g) const;
