@@ -129,7 +129,7 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
   log << r.machine.describe();
   log << fmt::format(
       "memory estimate per rank: {:.1f} MiB (parameters, gradients, AdamW state; activations "
-      "for up to {} LLM rows, {} gathered key rows, {} patches: the largest of the first {} steps)\n",
+      "for up to {} LLM rows, {} key rows of other members, {} patches: the largest of the first {} steps)\n",
       r.memory_estimate_mib, peak.llm_rows, peak.key_rows, peak.patches,
       std::min(config.steps, kEstimateSteps));
 }
