@@ -13,9 +13,7 @@ GatheredAttention::GatheredAttention(std::shared_ptr<Communicator> group, const 
       local_rows_(mb.member_rows.at(group_->rank())) {
   for (int rows : mb.member_rows) member_floats_.push_back(static_cast<std::size_t>(rows) * width_);
   kv_order_ = to_device(mb.kv_order, "kv::order");
-  std::vector<int> identity(full_rows_);
-  for (int i = 0; i < full_rows_; ++i) identity[i] = i;
-  identity_ = to_device(identity, "kv::identity");
+  identity_ = row_numbers(full_rows_, "kv::identity");
 }
 
 GatheredAttention::Staging GatheredAttention::staging() const {

@@ -25,9 +25,8 @@ UlyssesAttention::UlyssesAttention(std::shared_ptr<Communicator> group, const Mi
                     shape.heads, members_));
   shard_ = {shape.heads / members_, shape.head_dim};
   kv_order_ = to_device(mb.kv_order, "a2a::order");
-  std::vector<int> identity(full_rows_), lengths;
-  for (int i = 0; i < full_rows_; ++i) identity[i] = i;
-  identity_ = to_device(identity, "a2a::identity");
+  identity_ = row_numbers(full_rows_, "a2a::identity");
+  std::vector<int> lengths;
   for (size_t s = 0; s + 1 < mb.sample_offsets.size(); ++s)
     lengths.push_back(mb.sample_offsets[s + 1] - mb.sample_offsets[s]);
   segments_ = make_self_segments(lengths, true);

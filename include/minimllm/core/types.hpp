@@ -42,4 +42,11 @@ inline t_ivec to_device(const std::vector<int>& host, const std::string& label) 
   return v;
 }
 
+// A new MemSpace view holding 0, 1, ..., n - 1 (the row list of a copy that keeps rows in place).
+inline t_ivec row_numbers(int n, const std::string& label) {
+  std::vector<int> rows(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = i;
+  return to_device(rows, label);
+}
+
 }  // namespace minimllm
