@@ -372,6 +372,11 @@ CostModel random_cost(std::mt19937& rng, int ranks_per_node) {
   cost.inter_node = {log_uniform(1e-7, 1e-3), log_uniform(1e8, 1e11)};
   cost.kv_row_bytes = log_uniform(1e2, 1e5);
   cost.cp_layers = 1 + static_cast<int>(unit(rng) * 32);
+  // Every mechanism; the ring's transfers partly hidden, so that its per-token term falls with the size.
+  const double mode = unit(rng);
+  cost.cp_comm = mode < 0.5 ? CpComm::p2p : mode < 0.75 ? CpComm::a2a : CpComm::all_gather;
+  cost.cp_overlap = unit(rng) < 0.3 ? 0.0 : unit(rng);
+  cost.cp_heads = std::vector<int>{0, 4, 12, 32}[static_cast<int>(unit(rng) * 4)];
   return cost;
 }
 

@@ -307,6 +307,120 @@ TEST(Planners, ValidDeterministicBoundedOnRandomBatches) {
   }
 }
 
+// The routes of derive_rank_work, row by row: every row of every item numbered where it is produced (its
+// owner's rows in item order, within a stage for stages) and where it is consumed (the member whose chunk
+// holds it, rows numbered per rank in group, micro-batch, sample, member, chunk order), then each rank's
+// side listed in global row order. The reference for the piecewise derivation.
+struct RowByRowRoutes {
+  RowRoute step;
+  std::vector<RowRoute> stages;
+  int received_rows = 0;
+};
+
+RowByRowRoutes row_by_row_routes(const StepPlan& plan, const GlobalBatch& batch, int rank, int world) {
+  struct Row {
+    int item, src_rank, src_row, stage, stage_row, dst_rank = -1, dst_row = -1;
+  };
+  const std::vector<int> first_item = first_item_of_samples(batch);
+  const bool pipelined = plan.placement == Placement::disaggregated;
+  int stages = 1;
+  for (const LlmGroup& g : plan.llm_groups) stages = std::max(stages, g.micro_batches);
+  std::vector<int> stage_of_sample(batch.samples.size(), 0);
+  if (pipelined)
+    for (const LlmGroup& g : plan.llm_groups)
+      for (int m = 0; m < g.micro_batches; ++m)
+        for (int i = micro_batch_begin(g, m); i < micro_batch_begin(g, m + 1); ++i)
+          stage_of_sample[g.samples[i]] = pipeline_stage(m, g.micro_batches, stages);
+  std::vector<Row> rows;
+  std::vector<std::vector<int>> first_row_of(batch.samples.size());  // global row of each item's first row
+  std::vector<int> produced(world, 0), stage_produced(static_cast<size_t>(stages) * world, 0);
+  for (size_t s = 0; s < batch.samples.size(); ++s)
+    for (size_t i = 0; i < batch.samples[s].items.size(); ++i) {
+      const int item = first_item[s] + static_cast<int>(i), owner = plan.item_owner[item];
+      const int m = stage_of_sample[s];
+      first_row_of[s].push_back(static_cast<int>(rows.size()));
+      for (int r = 0; r < batch.samples[s].items[i].rows; ++r)
+        rows.push_back({item, owner, produced[owner]++, m, stage_produced[m * world + owner]++});
+    }
+  std::vector<int> received(world, 0);
+  for (const LlmGroup& g : plan.llm_groups) {
+    const int members = static_cast<int>(g.ranks.size());
+    for (int m = 0; m < g.micro_batches; ++m)
+      for (int i = micro_batch_begin(g, m); i < micro_batch_begin(g, m + 1); ++i) {
+        const int s = g.samples[i];
+        const FusedLayout layout = fused_layout(batch.samples[s]);
+        for (int p = 0; p < members; ++p)
+          for (const RowRange& chunk : load_balanced_chunks(batch.samples[s].tokens(), members, p))
+            for (size_t it = 0; it < batch.samples[s].items.size(); ++it) {
+              const int first = layout.item_first_row[it], count = batch.samples[s].items[it].rows;
+              for (int row = std::max(chunk.begin, first); row < std::min(chunk.end, first + count); ++row) {
+                Row& r = rows[first_row_of[s][it] + row - first];
+                r.dst_rank = g.ranks[p], r.dst_row = received[g.ranks[p]]++;
+              }
+            }
+      }
+  }
+  RowByRowRoutes out;
+  out.received_rows = received[rank];
+  auto route = [&](int stage) {  // stage < 0: the whole step's
+    std::vector<std::vector<int>> send(world), recv(world);
+    for (const Row& r : rows) {
+      EXPECT_GE(r.dst_rank, 0) << "a row has no LLM destination";
+      if (stage >= 0 && r.stage != stage) continue;
+      if (r.src_rank == rank) send[r.dst_rank].push_back(stage >= 0 ? r.stage_row : r.src_row);
+      if (r.dst_rank == rank) recv[r.src_rank].push_back(r.dst_row);
+    }
+    RowRoute route;
+    for (int peer = 0; peer < world; ++peer) {
+      route.send_counts.push_back(static_cast<int>(send[peer].size()));
+      route.recv_counts.push_back(static_cast<int>(recv[peer].size()));
+      route.send_rows.insert(route.send_rows.end(), send[peer].begin(), send[peer].end());
+      route.recv_rows.insert(route.recv_rows.end(), recv[peer].begin(), recv[peer].end());
+    }
+    return route;
+  };
+  out.step = route(-1);
+  if (pipelined)
+    for (int m = 0; m < stages; ++m) out.stages.push_back(route(m));
+  return out;
+}
+
+void expect_same_route(const RowRoute& a, const RowRoute& b) {
+  EXPECT_EQ(a.send_counts, b.send_counts);
+  EXPECT_EQ(a.recv_counts, b.recv_counts);
+  EXPECT_EQ(a.send_rows, b.send_rows);
+  EXPECT_EQ(a.recv_rows, b.recv_rows);
+}
+
+// Every rank's routes under every planner's plans, on random batches (images cut by context-parallel
+// chunks, samples shorter than their groups, disaggregated stages), equal the row-by-row derivation.
+TEST(RankWork, PiecewiseRoutesEqualTheRowByRowDerivation) {
+  PlannerOptions options;
+  options.flexsp_time_limit = 0.0;
+  for (const Case& c : cases()) {
+    const CostModel cost = default_cost_model(c.config, kGflops, kRanksPerNode);
+    const Sampler sampler(c.config);
+    const GlobalBatch batch = sampler.batch(1);
+    for (int world : kWorlds)
+      for (const auto& [name, planner] : all_planners(cost, options)) {
+        SCOPED_TRACE(c.name + " world " + std::to_string(world) + " " + name);
+        const StepPlan plan = planner->plan(batch, world);
+        // Every rank of the small worlds; of the large ones, the first, a middle and the last two.
+        std::vector<int> ranks =
+            world <= 8 ? consecutive_ranks(0, world) : std::vector<int>{0, world / 2, world - 2, world - 1};
+        for (int rank : ranks) {
+          const RankWork work = derive_rank_work(plan, batch, rank, world);
+          const RowByRowRoutes reference = row_by_row_routes(plan, batch, rank, world);
+          EXPECT_EQ(work.received_rows, reference.received_rows);
+          expect_same_route(work.item_route, reference.step);
+          ASSERT_EQ(work.stages.size(), reference.stages.size());
+          for (size_t m = 0; m < work.stages.size(); ++m)
+            expect_same_route(work.stages[m].route, reference.stages[m]);
+        }
+      }
+  }
+}
+
 // Two samples that each need about three ranks, on six: DHP gives each a group of three, which no
 // power-of-two layout can match.
 TEST(Planners, DhpUsesGroupsOfThreeWhenTheyHelp) {

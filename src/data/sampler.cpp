@@ -70,18 +70,24 @@ std::int64_t GlobalBatch::loss_targets() const {
   return n;
 }
 
+void append_item_first_rows(const SampleMeta& sample, std::vector<int>& out) {
+  int rows_before = 0;
+  for (const EncoderItem& item : sample.items) {
+    out.push_back(item.text_pos + rows_before);
+    rows_before += item.rows;
+  }
+}
+
 FusedLayout fused_layout(const SampleMeta& sample) {
   FusedLayout layout;
+  append_item_first_rows(sample, layout.item_first_row);
   layout.text_rows.resize(sample.text_len);
-  layout.item_first_row.resize(sample.items.size());
-  int row = 0;
-  size_t next_image = 0;
-  for (int t = 0; t <= sample.text_len; ++t) {
-    while (next_image < sample.items.size() && sample.items[next_image].text_pos == t) {
-      layout.item_first_row[next_image] = row;
-      row += sample.items[next_image++].rows;
-    }
-    if (t < sample.text_len) layout.text_rows[t] = row++;
+  int rows_before = 0;  // item rows before text token t
+  size_t next_item = 0;
+  for (int t = 0; t < sample.text_len; ++t) {
+    while (next_item < sample.items.size() && sample.items[next_item].text_pos == t)
+      rows_before += sample.items[next_item++].rows;
+    layout.text_rows[t] = t + rows_before;
   }
   return layout;
 }

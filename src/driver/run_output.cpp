@@ -161,7 +161,7 @@ void RunOutput::append_step_tables(const StepMetrics& metrics, const PlannedStep
   writer_->append_value("/plans/solver_seconds", plan.origin.solver_seconds);
 
   if (!tables_described_) describe_step_tables();
-  const PlanPrediction& p = planned.prediction;
+  const PlanPrediction& p = planned.forecast.prediction;
   static const std::vector<Column> predicted_columns = {
       {"step_s", "s"}, {"data_s", "s"},      {"encoder_s", "s"},  {"boundary_s", "s"},
       {"llm_s", "s"},  {"grad_sync_s", "s"}, {"optimizer_s", "s"}};

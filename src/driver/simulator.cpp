@@ -22,6 +22,7 @@
 #include "minimllm/kernels/gemm_rate.hpp"
 #include "minimllm/layout/comm_ledger.hpp"
 #include "minimllm/layout/model_parallel.hpp"
+#include "minimllm/layout/rank_work.hpp"
 #include "minimllm/metrics/hdf5_writer.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/model/parameter_shards.hpp"
@@ -152,14 +153,16 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
       plan = unbounded->plan(batch, ranks);
       fits = false;
     }
-    // The real run's planning work (StepPlanner::plan) also draws the batch and predicts the plan's step
-    // and traffic: timed alike.
-    const PlanPrediction p = predict_step(plan, batch, cost, ranks);
-    const PlanTraffic traffic = plan_traffic(plan, batch, cost, ranks);
+    // The real run's planning work (StepPlanner::plan) also draws the batch and derives each rank's work
+    // (here rank 0's): timed alike. Its forecast (the predicted step and traffic) runs during the step.
+    const RankWork rank0_work = derive_rank_work(plan, batch, 0, ranks);
+    (void)rank0_work;
     const size_t step_index = static_cast<size_t>(&batch - &batches.front());
     const double planning_work = dynamism.planning >= 0.0
                                      ? dynamism.planning
                                      : seconds_since(t0) + dynamism.batch_seconds->at(step_index);
+    const PlanPrediction p = predict_step(plan, batch, cost, ranks);
+    const PlanTraffic traffic = plan_traffic(plan, batch, cost, ranks);
     planning.push_back(1e3 * planning_work);
     validate_plan(plan, batch, ranks);
     const std::vector<double> bytes = rank_peak_bytes(plan, batch, cost, ranks);

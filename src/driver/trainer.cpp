@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <future>
 #include <ostream>
 
 #include "minimllm/core/clock.hpp"
@@ -76,6 +77,8 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
       planned_ahead_seconds[0] += planned.planning_seconds;
       if (step > run.first_step) planned_ahead_seconds[1] += planned.planning_seconds;
     }
+    // The step's prediction and traffic only report on it: forecast while it runs, kept off its start.
+    std::future<StepForecast> forecast = run.plans->forecast(planned);
     const CommPoolStats pool_before = run.pool->stats();
     // -> StepComms -> StepInputs -> StepOutcome -> synchronised gradients (run_step), -> AdamW.
     StepOutcome outcome = run_step(*run.sampler, executor, *run.pool, planned);
@@ -99,6 +102,7 @@ TrainResult train(const RunConfig& config, const World& world, const TrainOption
     const double step_seconds =
         now_seconds() - t_start + (taken.planned_before_loop ? planned.planning_seconds : 0.0);
     heartbeat("step metrics");
+    planned.forecast = forecast.get();
     StepMetrics metrics = reduce_step_metrics(data.comm, planned, outcome, step_seconds,
                                               pool_activity(run.pool->stats(), pool_before),
                                               result.peak_gflops_per_rank, run.grid.ranks_per_unit());

@@ -17,10 +17,11 @@ std::vector<int> micro_batch_samples(const LlmGroup& group, int m) {
 // on their holders.
 template <class Visit>
 void for_each_chunk(const GlobalBatch& batch, const std::vector<int>& samples, int members, Visit&& visit) {
-  for (int s : samples)
+  for (int s : samples) {
+    const int tokens = batch.samples[s].tokens();
     for (int p = 0; p < members; ++p)
-      for (const RowRange& r : load_balanced_chunks(batch.samples[s].tokens(), members, p))
-        visit(p, s, r.begin, r.end);
+      for (const RowRange& r : load_balanced_chunks(tokens, members, p)) visit(p, s, r.begin, r.end);
+  }
 }
 
 }  // namespace
@@ -34,24 +35,65 @@ std::vector<RowRange> load_balanced_chunks(int tokens, int ranks, int member) {
   return {{bound(member), bound(member + 1)}, {bound(late), bound(late + 1)}};
 }
 
+namespace {
+
+// Context parallelism's chunks of a sequence of `tokens` rows over `members` (load_balanced_chunks), by
+// position: chunk k of chunk_count() covers [bound(k), bound(k + 1)) and belongs to member owner(k).
+struct ChunkGrid {
+  long long tokens;
+  int members;
+  int chunk_count() const { return members <= 1 ? 1 : 2 * members; }
+  int bound(int k) const {
+    if (members <= 1) return k == 0 ? 0 : static_cast<int>(tokens);
+    return static_cast<int>(tokens * k / (2 * members));
+  }
+  int owner(int k) const { return k < members ? k : 2 * members - 1 - k; }
+  // The chunk holding row `row` (0 <= row < tokens): the last k with bound(k) <= row.
+  int chunk_of(int row) const {
+    if (members <= 1) return 0;
+    int k = static_cast<int>(static_cast<long long>(row) * 2 * members / tokens);
+    while (k + 1 < chunk_count() && bound(k + 1) <= row) ++k;
+    while (k > 0 && bound(k) > row) --k;
+    return k;
+  }
+};
+
+// Rows [offset, offset + count) of an item, all held by LLM rank `rank`, received there as its rows
+// [received, received + count).
+struct ItemPiece {
+  int offset = 0, count = 0, rank = 0, received = 0;
+};
+
+// This rank's side of a route from the rows it sends and receives, listed per peer.
+RowRoute concatenated_route(const std::vector<std::vector<int>>& send,
+                            const std::vector<std::vector<int>>& recv) {
+  RowRoute route;
+  for (size_t peer = 0; peer < send.size(); ++peer) {
+    route.send_counts.push_back(static_cast<int>(send[peer].size()));
+    route.recv_counts.push_back(static_cast<int>(recv[peer].size()));
+    route.send_rows.insert(route.send_rows.end(), send[peer].begin(), send[peer].end());
+    route.recv_rows.insert(route.recv_rows.end(), recv[peer].begin(), recv[peer].end());
+  }
+  return route;
+}
+
+}  // namespace
+
+// The routes are built from pieces of items (an item's rows cut by the chunks of its sample), never row by
+// row: the work is O(items + pieces + this rank's rows) whatever the step's total rows, so every rank
+// derives its work in milliseconds at thousands of ranks.
 RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size) {
   RankWork work;
   const std::vector<int> first_item = first_item_of_samples(batch);
   const int items = first_item.back();
-  std::vector<int> row_offset(items + 1, 0);  // global row numbering, item by item
-  for (size_t s = 0; s < batch.samples.size(); ++s)
-    for (size_t i = 0; i < batch.samples[s].items.size(); ++i)
-      row_offset[first_item[s] + i + 1] = row_offset[first_item[s] + i] + batch.samples[s].items[i].rows;
-
-  // Where every row is produced: its owner's encoder rows follow the global item order.
-  std::vector<int> src_rank(row_offset.back()), src_row(row_offset.back());
-  std::vector<int> encoder_rows(world_size, 0);
-  for (int item = 0; item < items; ++item) {
-    const int owner = plan.item_owner[item];
-    if (owner == rank) work.items.push_back(item);
-    for (int p = row_offset[item]; p < row_offset[item + 1]; ++p)
-      src_rank[p] = owner, src_row[p] = encoder_rows[owner]++;
+  std::vector<int> item_rows, item_first_row;  // per item: rows, first row in its sample's sequence
+  item_rows.reserve(items), item_first_row.reserve(items);
+  for (const SampleMeta& sample : batch.samples) {
+    append_item_first_rows(sample, item_first_row);
+    for (const EncoderItem& item : sample.items) item_rows.push_back(item.rows);
   }
+  for (int item = 0; item < items; ++item)
+    if (plan.item_owner[item] == rank) work.items.push_back(item);
 
   // Disaggregated plans run as a pipeline: the stage of every item is its sample's (pipeline_stage).
   const bool pipelined = plan.placement == Placement::disaggregated;
@@ -69,9 +111,10 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
         }
     }
 
-  // Where every row is consumed: the group member whose chunk holds its fused row; received rows are
-  // numbered per rank in (micro-batch, chunk, row) order, which is how the LLM input is packed.
-  std::vector<int> dst_rank(row_offset.back(), -1), dst_row(row_offset.back(), -1);
+  // Where every item's rows are consumed: the group members whose chunks hold them; received rows are
+  // numbered per rank in (micro-batch, sample, row) order, which is how the LLM input is packed.
+  std::vector<ItemPiece> cut;  // in (group, micro-batch, sample, item) order; item_of_piece alongside
+  std::vector<int> item_of_piece;
   std::vector<int> received(world_size, 0);
   for (size_t g = 0; g < plan.llm_groups.size(); ++g) {
     const LlmGroup& group = plan.llm_groups[g];
@@ -82,25 +125,29 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
     for (int m = 0; m < group.micro_batches; ++m) {
       MicroBatchWork mb;
       mb.samples = micro_batch_samples(group, m);
-      mb.member_rows.assign(members, 0);
       mb.received_offset = mine ? received[rank] : 0;
       mb.stage = pipelined ? pipeline_stage(m, group.micro_batches, stages) : m;
-      for_each_chunk(batch, mb.samples, members, [&](int p, int s, int begin, int end) {
-        const SampleMeta& sample = batch.samples[s];
-        const FusedLayout layout = fused_layout(sample);
-        for (size_t i = 0; i < sample.items.size(); ++i) {
-          const int first_row = layout.item_first_row[i], item = first_item[s] + static_cast<int>(i);
-          for (int row = std::max(begin, first_row); row < std::min(end, first_row + sample.items[i].rows);
-               ++row) {
-            const int global_row = row_offset[item] + row - first_row;
-            dst_rank[global_row] = group.ranks[p];
-            dst_row[global_row] = received[group.ranks[p]]++;
+      for (int s : mb.samples) {
+        const ChunkGrid grid{batch.samples[s].tokens(), members};
+        for (int item = first_item[s]; item < first_item[s + 1]; ++item) {
+          const int begin = item_first_row[item], end = begin + item_rows[item];
+          for (int k = begin < end ? grid.chunk_of(begin) : grid.chunk_count();
+               k < grid.chunk_count() && grid.bound(k) < end; ++k) {
+            const int lo = std::max(begin, grid.bound(k)), hi = std::min(end, grid.bound(k + 1));
+            if (lo >= hi) continue;
+            const int holder = group.ranks[grid.owner(k)];
+            cut.push_back({lo - begin, hi - lo, holder, received[holder]});
+            item_of_piece.push_back(item);
+            received[holder] += hi - lo;
           }
         }
-        mb.member_rows[p] += end - begin;
-        if (mine && group.ranks[p] == rank) mb.chunks.push_back({s, begin, end});
-      });
+      }
       if (!mine) continue;
+      mb.member_rows.assign(members, 0);
+      for_each_chunk(batch, mb.samples, members, [&](int p, int s, int begin, int end) {
+        mb.member_rows[p] += end - begin;
+        if (group.ranks[p] == rank) mb.chunks.push_back({s, begin, end});
+      });
       // Gathered keys: rank-major (member by member, each in its own chunk order) -> sample-major.
       mb.sample_offsets.assign(1, 0);
       for (int s : mb.samples)
@@ -119,51 +166,52 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
     }
   }
   work.received_rows = received[rank];
-
-  // This rank's side of the route, both sides listing rows in global row order.
-  RowRoute& route = work.item_route;
-  route.send_counts.assign(world_size, 0);
-  route.recv_counts.assign(world_size, 0);
-  std::vector<std::vector<int>> send(world_size), recv(world_size);
-  for (int p = 0; p < row_offset.back(); ++p) {
-    if (dst_rank[p] < 0) throw std::logic_error("derive_rank_work: a row has no LLM destination");
-    if (src_rank[p] == rank) send[dst_rank[p]].push_back(src_row[p]);
-    if (dst_rank[p] == rank) recv[src_rank[p]].push_back(dst_row[p]);
+  // The pieces item by item (a counting sort: each item's pieces stay in row order).
+  std::vector<int> first_piece(items + 1, 0), placed(items, 0);
+  for (size_t i = 0; i < cut.size(); ++i)
+    ++first_piece[item_of_piece[i] + 1], placed[item_of_piece[i]] += cut[i].count;
+  for (int item = 0; item < items; ++item) {
+    if (placed[item] != item_rows[item])
+      throw std::logic_error("derive_rank_work: a row has no LLM destination");
+    first_piece[item + 1] += first_piece[item];
   }
-  for (int r = 0; r < world_size; ++r) {
-    route.send_counts[r] = static_cast<int>(send[r].size());
-    route.recv_counts[r] = static_cast<int>(recv[r].size());
-    route.send_rows.insert(route.send_rows.end(), send[r].begin(), send[r].end());
-    route.recv_rows.insert(route.recv_rows.end(), recv[r].begin(), recv[r].end());
-  }
-  if (!pipelined) return work;
+  std::vector<ItemPiece> pieces(cut.size());
+  std::vector<int> next_piece(first_piece.begin(), first_piece.end() - 1);
+  for (size_t i = 0; i < cut.size(); ++i) pieces[next_piece[item_of_piece[i]]++] = cut[i];
 
-  // Per stage: the same rows, with each encoder rank's output numbered within the stage (its items of
-  // the stage in global order), both sides still listing rows in global row order.
-  work.stages.resize(stages);
-  std::vector<std::vector<std::vector<int>>> stage_send(stages, std::vector<std::vector<int>>(world_size)),
-      stage_recv(stages, std::vector<std::vector<int>>(world_size));
-  std::vector<int> stage_rows(static_cast<size_t>(stages) * world_size, 0);  // rows per (stage, owner)
+  // Both sides of a route list rows in global row order (item by item, each item's pieces in row order);
+  // an encoder rank numbers its output rows over its items in that order, for a stage's route within the
+  // stage.
+  using PeerRows = std::vector<std::vector<int>>;
+  PeerRows send(world_size), recv(world_size);
+  std::vector<PeerRows> stage_send(pipelined ? stages : 0, PeerRows(world_size)), stage_recv = stage_send;
+  int sent_rows = 0;                                       // this rank's output rows before the item
+  std::vector<int> stage_sent(pipelined ? stages : 0, 0);  // the same within each stage
   for (int item = 0; item < items; ++item) {
     const int owner = plan.item_owner[item], m = stage_of_item[item];
-    if (owner == rank) work.stages[m].items.push_back(item);
-    for (int p = row_offset[item]; p < row_offset[item + 1]; ++p) {
-      const int row = stage_rows[static_cast<size_t>(m) * world_size + owner]++;
-      if (owner == rank) stage_send[m][dst_rank[p]].push_back(row);
-      if (dst_rank[p] == rank) stage_recv[m][owner].push_back(dst_row[p]);
+    for (int i = first_piece[item]; i < first_piece[item + 1]; ++i) {
+      const ItemPiece& piece = pieces[i];
+      if (owner != rank && piece.rank != rank) continue;  // rows of other ranks: no row-by-row work
+      for (int r = 0; r < piece.count; ++r) {
+        if (owner == rank) {
+          send[piece.rank].push_back(sent_rows + piece.offset + r);
+          if (pipelined) stage_send[m][piece.rank].push_back(stage_sent[m] + piece.offset + r);
+        }
+        if (piece.rank == rank) {
+          recv[owner].push_back(piece.received + r);
+          if (pipelined) stage_recv[m][owner].push_back(piece.received + r);
+        }
+      }
     }
+    if (owner != rank) continue;
+    sent_rows += item_rows[item];
+    if (pipelined) stage_sent[m] += item_rows[item];
   }
-  for (int m = 0; m < stages; ++m) {
-    RowRoute& r = work.stages[m].route;
-    r.send_counts.assign(world_size, 0);
-    r.recv_counts.assign(world_size, 0);
-    for (int peer = 0; peer < world_size; ++peer) {
-      r.send_counts[peer] = static_cast<int>(stage_send[m][peer].size());
-      r.recv_counts[peer] = static_cast<int>(stage_recv[m][peer].size());
-      r.send_rows.insert(r.send_rows.end(), stage_send[m][peer].begin(), stage_send[m][peer].end());
-      r.recv_rows.insert(r.recv_rows.end(), stage_recv[m][peer].begin(), stage_recv[m][peer].end());
-    }
-  }
+  work.item_route = concatenated_route(send, recv);
+  if (!pipelined) return work;
+  work.stages.resize(stages);
+  for (int item : work.items) work.stages[stage_of_item[item]].items.push_back(item);
+  for (int m = 0; m < stages; ++m) work.stages[m].route = concatenated_route(stage_send[m], stage_recv[m]);
   return work;
 }
 

@@ -73,10 +73,9 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
   const std::vector<int> lengths = run_lengths(n);
   const GroupTimes times(cost, ranks);
   const long long too_many = static_cast<long long>(ranks) + 1;
-  // Two ranks' collectives per micro-batch and per token: no larger size's are less when they never fall.
-  const bool collectives_grow = times.collectives_nondecreasing() && ranks >= 2;
-  const double latency2 = collectives_grow ? times.latency(2) : 0.0;
-  const double per_token2 = collectives_grow ? times.per_token(2) : 0.0;
+  // The least collectives per micro-batch and per token of any group of two ranks or more.
+  const double latency2 = ranks >= 2 ? times.least_latency_from(2) : 0.0;
+  const double per_token2 = ranks >= 2 ? times.least_per_token_from(2) : 0.0;
 
   // The candidate runs ending at each i: [i - l, i) for each run length l <= i, then the whole prefix when
   // no length reaches it; with the largest `need` among their packs (a range maximum over a sparse table),
@@ -159,10 +158,10 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
         const long long over = best[i] - best[j];
         const double run_work = work[i] - work[j], enough = static_cast<double>(over) - 1.0 + 1e-9;
         if (shortcuts && (run.need >= over || run_work > enough * target)) continue;
-        // More than one rank's work: g >= 2, and every size's collectives are at least two ranks' (when
-        // nondecreasing), so g > work / (target - those): most long runs stop here, before their size.
+        // More than one rank's work: g >= 2, and every size's collectives are at least the least of any size
+        // from two, so g > work / (target - those): most long runs stop here, before their size.
         // (The target raised by 1e-12 of itself: above the rounding of the collectives' sum.)
-        if (shortcuts && run_work > target && collectives_grow) {
+        if (shortcuts && run_work > target && ranks >= 2) {
           const double room = target * (1.0 + 1e-12) - (count[i] - count[j]) * latency2 -
                               (tokens[i] - tokens[j]) * per_token2;
           if (room <= 0.0 || run_work > enough * room) continue;

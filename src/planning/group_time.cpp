@@ -11,13 +11,17 @@ GroupTimes::GroupTimes(const CostModel& cost, int ranks)
     : cost_(&cost),
       latency_(std::max(ranks, 1) + 1, 0.0),
       per_token_(latency_.size(), 0.0),
+      least_latency_from_(latency_.size() + 1, kInf),
+      least_per_token_from_(latency_.size() + 1, kInf),
       run_end_(latency_.size(), 0) {
   for (int g = 2; g <= ranks; ++g) {
     const bool spans = g > cost.ranks_per_node;
     latency_[g] = cost.llm_comm(0.0, g, spans);
     per_token_[g] = cost.llm_comm(1.0, g, spans) - latency_[g];
-    if (g > 2)
-      nondecreasing_ = nondecreasing_ && latency_[g] >= latency_[g - 1] && per_token_[g] >= per_token_[g - 1];
+  }
+  for (int g = ranks; g >= 2; --g) {
+    least_latency_from_[g] = std::min(latency_[g], least_latency_from_[g + 1]);
+    least_per_token_from_[g] = std::min(per_token_[g], least_per_token_from_[g + 1]);
   }
   for (int g = tabulated(); g >= 0; --g) {
     const bool same =
@@ -28,6 +32,10 @@ GroupTimes::GroupTimes(const CostModel& cost, int ranks)
 
 double GroupTimes::with_collectives_of(int like, double work, double tokens, double count, int g) const {
   return work / g + count * latency_[like] + per_token_[like] * tokens;
+}
+
+double GroupTimes::lower_bound(int from, double work, double tokens, double count, int h) const {
+  return work / h + count * least_latency_from_[from] + least_per_token_from_[from] * tokens;
 }
 
 double GroupTimes::operator()(double work, double tokens, double count, int g) const {
@@ -41,7 +49,7 @@ double GroupTimes::fastest(double work, double tokens, double count, int min_g, 
   double least = kInf;
   for (int g = std::max(min_g, 1); g <= max_g; ++g) {
     if (falls && g >= 2 && g <= tabulated()) {
-      if (nondecreasing_ && with_collectives_of(g, 0.0, tokens, count, 1) > least) {
+      if (lower_bound(g, 0.0, tokens, count, 1) > least) {
         g = tabulated();  // no tabulated size from here on is faster
         continue;
       }
@@ -104,17 +112,23 @@ int ranks_for_target(const GroupTimes& times, double work, double tokens, double
   }
   // Every size before g misses the target.
   const int last = std::min(max_g, times.tabulated());
-  if (work >= 0.0 && tokens >= 0.0 && count >= 0.0 && times.collectives_nondecreasing()) {
+  if (work >= 0.0 && tokens >= 0.0 && count >= 0.0) {
     while (g <= last) {
-      // The time with g's collectives: g's on its run, else a lower bound that falls with the size; the
-      // first size where it meets the target is the answer if on g's run, else the next one to look at.
-      const int like = g;
-      const double room = target - times.with_collectives_of(like, 0.0, tokens, count, 1);
+      // Every size from g on is bounded from below by a time that falls with the size: the first size
+      // where the bound meets the target is the first that may; along its run the time falls, so the
+      // first size of the run meeting the target is the answer, else the run's end is passed.
+      const int from = g;
+      const double room = target - times.lower_bound(from, 0.0, tokens, count, 1);
       const double guess = room > 0.0 ? std::ceil(work / room) : kInf;  // work / g <= room
-      g = first_meeting(like, last, guess < last ? static_cast<int>(guess) : last, [&](int h) {
+      g = first_meeting(from, last, guess < last ? static_cast<int>(guess) : last,
+                        [&](int h) { return times.lower_bound(from, work, tokens, count, h) <= target; });
+      if (g > last) break;
+      const int end = std::min(times.run_end(g), last);
+      const int like = g;
+      g = first_meeting(like, end, like, [&](int h) {
         return times.with_collectives_of(like, work, tokens, count, h) <= target;
       });
-      if (g <= times.run_end(like)) return g;
+      if (g <= end) return g;
     }
   }
   for (; g <= max_g; ++g)

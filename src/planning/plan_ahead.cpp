@@ -43,4 +43,9 @@ PlannedStep PlanAhead::take(int step, double& exposed) {
   return planned;
 }
 
+std::future<StepForecast> PlanAhead::forecast(const PlannedStep& planned) const {
+  return std::async(threaded_ ? std::launch::async : std::launch::deferred,
+                    [this, &planned] { return planner_.forecast(planned); });
+}
+
 }  // namespace minimllm

@@ -22,10 +22,12 @@ StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, co
     : sampler_(sampler), layouts_(layouts), world_(units), agreement_(agreement) {}
 
 PlannedStep StepPlanner::with_plan(GlobalBatch batch, StepPlan plan) const {
-  PlannedStep planned = planned_step(std::move(batch), std::move(plan), world_.rank, world_.size);
-  planned.prediction = layouts_.predict(planned.plan, planned.batch);
-  planned.traffic = plan_traffic(planned.plan, planned.batch, layouts_.cost(), world_.size);
-  return planned;
+  return planned_step(std::move(batch), std::move(plan), world_.rank, world_.size);
+}
+
+StepForecast StepPlanner::forecast(const PlannedStep& planned) const {
+  return {layouts_.predict(planned.plan, planned.batch),
+          plan_traffic(planned.plan, planned.batch, layouts_.cost(), world_.size)};
 }
 
 PlannedStep StepPlanner::plan(int step) const {

@@ -108,10 +108,10 @@ StepMetrics reduce_step_metrics(MPI_Comm world, const PlannedStep& planned, cons
   s.samples = static_cast<int>(batch.samples.size());
   s.tokens_per_second = (s.text_tokens + s.image_tokens) / s.step_seconds;
   s.mfu = s.model_flops / s.step_seconds / (peak_gflops_per_rank * 1e9 * ranks * ranks_per_unit);
-  s.predicted_seconds = planned.prediction.makespan;
-  s.lower_bound_seconds = planned.prediction.lower_bound;
-  s.intra_node_bytes = static_cast<std::int64_t>(planned.traffic.intra_node_bytes);
-  s.inter_node_bytes = static_cast<std::int64_t>(planned.traffic.inter_node_bytes);
+  s.predicted_seconds = planned.forecast.prediction.makespan;
+  s.lower_bound_seconds = planned.forecast.prediction.lower_bound;
+  s.intra_node_bytes = static_cast<std::int64_t>(planned.forecast.traffic.intra_node_bytes);
+  s.inter_node_bytes = static_cast<std::int64_t>(planned.forecast.traffic.inter_node_bytes);
   s.llm_groups = static_cast<int>(planned.plan.llm_groups.size());
   for (const LlmGroup& g : planned.plan.llm_groups)
     s.max_group_size = std::max<int>(s.max_group_size, g.ranks.size());

@@ -55,6 +55,9 @@ struct FusedLayout {
   std::vector<int> item_first_row;  // fused position of item i's first row
 };
 FusedLayout fused_layout(const SampleMeta& sample);
+// fused_layout(sample).item_first_row alone, appended to `out`, in O(items) (items in sequence order: item
+// i's first row is its text position plus the rows of the items before it).
+void append_item_first_rows(const SampleMeta& sample, std::vector<int>& out);
 
 class Sampler {
  public:

@@ -43,7 +43,8 @@ struct StepRecord {
   std::int64_t comm_creations = 0;
   std::int64_t comm_evictions = 0;
   double comm_creation_seconds = 0.0;  // max over ranks
-  // Generating, planning and predicting this step's plan, wherever it ran, max over ranks. On the helper
+  // What this step needed before it could start (the batch, its plan, this rank's work; its forecast is
+  // computed while it runs), wherever it ran, max over ranks. On the helper
   // thread (runtime.plan_ahead) it overlaps the step before; phase_seconds[planning] holds only what this
   // step waited for (its exposed planning), so hidden = planning_work_seconds - planning_seconds.
   double planning_work_seconds = 0.0;

@@ -31,6 +31,10 @@ class PlanAhead {
   // thread (e.g. a sample that fits no layout, InputError) is thrown here, by the step it belongs to.
   // A step not queued is not agreed on yet: the caller calls StepPlanner::agree on it.
   PlannedStep take(int step, double& exposed);
+  // What only reports on a taken step (StepPlanner::forecast), off its critical path: on a helper thread
+  // while the step runs when threaded, else when get() is called (after the step). `planned` must outlive
+  // the future.
+  std::future<StepForecast> forecast(const PlannedStep& planned) const;
   // The step the helper thread is planning (or has planned, not yet taken); -1 when none.
   int in_flight() const { return next_.valid() ? next_step_ : -1; }
 

@@ -1,6 +1,6 @@
 // A step planned: its global batch, the plan every rank agrees on, this rank's work under it, and what
-// the cost model predicts. Made once per step (planning/step_planner.hpp: StepPlanner::plan, then agree) and
-// consumed by the step's stages.
+// the cost model predicts. Made once per step (planning/step_planner.hpp: StepPlanner::plan, then agree;
+// the forecast while the step runs) and consumed by the step's stages.
 #pragma once
 
 #include <exception>
@@ -12,15 +12,20 @@
 
 namespace minimllm {
 
+// What only reports on a step: the cost model's prediction of its time and what its plan moves.
+struct StepForecast {
+  PlanPrediction prediction;
+  PlanTraffic traffic;  // what the plan moves between ranks and nodes (layout/plan_prediction.hpp)
+};
+
 struct PlannedStep {
   int step = 0;
   GlobalBatch batch;
   StepPlan plan;
   RankWork work;
-  PlanPrediction prediction;
-  PlanTraffic traffic;  // what the plan moves between ranks and nodes (layout/plan_prediction.hpp)
-  // Generating the batch, planning it, deriving this rank's work and predicting the plan's time (and
-  // receiving the plan, when one rank plans for all).
+  StepForecast forecast;  // filled while the step runs (StepPlanner::forecast), for the step's records
+  // What the step needed before it could start: generating the batch, planning it and deriving this rank's
+  // work (and receiving the plan, when one rank plans for all). The forecast is not part of it.
   double planning_seconds = 0.0;
   // A rank waiting for the planning rank's plan (StepPlanner::agree) holds only the batch; the planning
   // rank keeps its planning failure here until agree() shares it.
