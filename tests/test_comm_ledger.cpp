@@ -60,5 +60,26 @@ TEST(CommLedger, EvictsTheLeastRecentlyUsedGroupOfTheRankAtItsCap) {
   EXPECT_THROW(CommLedger(0), std::invalid_argument);
 }
 
+// Start-up groups: every aligned power-of-two block, each rank in one block per size, at most capacity - 1
+// sizes; non-power-of-two worlds get the blocks that fit.
+TEST(CommLedger, PowerOfTwoBlocksAreAlignedOnePerSizePerRank) {
+  const std::vector<std::vector<int>> eight = power_of_two_blocks(8, 64);
+  ASSERT_EQ(eight.size(), 4u + 2u + 1u);
+  EXPECT_EQ(eight.front(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(eight.back(), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  CommLedger ledger(64);
+  for (const std::vector<int>& block : eight) {
+    EXPECT_EQ(block.front() % static_cast<int>(block.size()), 0);
+    EXPECT_FALSE(ledger.use(block).hit);
+  }
+  for (int rank = 0; rank < 8; ++rank) EXPECT_EQ(ledger.held(rank), 3);
+  EXPECT_EQ(power_of_two_blocks(8, 3).size(), 4u + 2u);  // two sizes leave one slot for a step's group
+  const std::vector<std::vector<int>> six = power_of_two_blocks(6, 64);
+  ASSERT_EQ(six.size(), 3u + 1u);  // [0,1], [2,3], [4,5]; [0..3]
+  EXPECT_EQ(six.back(), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(power_of_two_blocks(1, 64).empty());
+  EXPECT_TRUE(power_of_two_blocks(8, 1).empty());
+}
+
 }  // namespace
 }  // namespace minimllm

@@ -436,6 +436,25 @@ TEST(CommPool, CapCountsTheCommunicatorsEachRankHolds) {
   EXPECT_EQ(pool.stats().live, contains(c, rank) + contains(all, rank));  // c and all live
 }
 
+// Groups created at start-up (overlapping: every power-of-two block) are hits when a step uses them, and
+// their communicators work.
+TEST(CommPool, PrecreatedGroupsAreHitsAtTheFirstStep) {
+  SKIP_BELOW_RANKS(2);
+  CommPool pool(MPI_COMM_WORLD, 64, create_mpi_communicator);
+  const std::vector<std::vector<int>> blocks = power_of_two_blocks(world_size(), pool.capacity());
+  pool.precreate(blocks);
+  const CommPoolStats before = pool.stats();
+  EXPECT_EQ(before.creations, static_cast<std::int64_t>(blocks.size()));
+  const int rank = world_rank();
+  for (const std::vector<int>& block : blocks) {
+    const std::shared_ptr<Communicator> comm = pool.acquire_step({block});
+    ASSERT_EQ(comm != nullptr, contains(block, rank));
+    if (comm) check_allreduce(*comm);
+  }
+  EXPECT_EQ(pool.stats().creations, before.creations);
+  EXPECT_EQ(pool.stats().hits - before.hits, static_cast<std::int64_t>(blocks.size()));
+}
+
 TEST(CommPool, EvictedCommunicatorStaysValidWhileHeld) {
   SKIP_BELOW_RANKS(3);
   Group everyone(world_size());

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "minimllm/core/world.hpp"
+#include "minimllm/layout/comm_ledger.hpp"
 #include "minimllm/layout/rank_work.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/planning/cost_model.hpp"
@@ -296,6 +297,16 @@ TEST(Planners, ValidDeterministicBoundedOnRandomBatches) {
               const size_t size = g.ranks.size();
               EXPECT_EQ(size & (size - 1), 0u) << "group of " << size << " ranks";
             }
+          // Their groups are blocks the pool creates at start-up (parallel.comm_precreate: powers_of_two).
+          if (name == "static" || name == "megatron_dcp" || name == "flexsp") {
+            const std::vector<std::vector<int>> blocks = power_of_two_blocks(world, 64);
+            for (const LlmGroup& g : plan.llm_groups)
+              if (g.ranks.size() > 1) {
+                EXPECT_NE(std::find(blocks.begin(), blocks.end(), g.ranks), blocks.end())
+                    << "a group of " << g.ranks.size() << " from rank " << g.ranks.front()
+                    << " is not an aligned power-of-two block";
+              }
+          }
           if (name == "disagg" && world > 1) {
             EXPECT_EQ(plan.placement, Placement::disaggregated);
             EXPECT_GE(plan.encoder_ranks.size(), 1u);

@@ -212,6 +212,42 @@ TEST(Simulator, ChargesExposedPlanningCommunicatorsAndMovement) {
 
 // Moving samples: by hand on two ranks of one node. Sample 0 is rank 0's (its loader's), sample 1 rank 1's
 // (contiguous shards); a plan putting both on rank 0 moves sample 1's token ids and pixels from rank 1.
+// parallel.comm_precreate: powers_of_two creates the aligned power-of-two blocks before the first step, so
+// that static's cp groups, megatron_dcp's and flexsp's cost no creation in any step; without it static's
+// groups are created at its first step.
+TEST(Simulator, PrecreatedGroupsCostTheStepsNothing) {
+  RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
+  config.steps = 3;
+  config.data.global_batch = 64;
+  config.machine.comm_creation_ms = 250.0;
+  SimulateOptions options;
+  options.ranks = 16;
+  options.ranks_per_node = 4;
+  options.gflops_per_rank = 50.0;
+  options.cp = 2;
+  options.planning_seconds = 0.0;
+  options.policies = {"static", "megatron_dcp", "flexsp"};
+  options.out_path = "/tmp/minimllm-test-simulator-precreate-" + std::to_string(getpid()) + ".h5";
+  options.overwrite = true;
+  for (const std::string precreate : {"powers_of_two", "none"}) {
+    SCOPED_TRACE(precreate);
+    config.parallel.comm_precreate = precreate;
+    for (const PolicySummary& s : simulate(config, options)) {
+      const std::vector<double> creations =
+          simulation_fields(options.out_path, s.policy, {"comm_creations"})["comm_creations"];
+      ASSERT_EQ(creations.size(), 3u);
+      if (precreate == "powers_of_two") {
+        EXPECT_EQ(creations[0] + creations[1] + creations[2], 0.0) << s.policy;
+        EXPECT_EQ(s.comm_creation_seconds, 0.0) << s.policy;
+      } else if (s.policy == "static") {
+        EXPECT_GT(creations[0], 0.0);  // cp 2: eight groups of two, one creation's time
+        EXPECT_EQ(creations[1] + creations[2], 0.0);
+      }
+    }
+  }
+  unlink(options.out_path.c_str());
+}
+
 TEST(Simulator, SampleMovementByHand) {
   GlobalBatch batch;
   batch.samples.resize(2);

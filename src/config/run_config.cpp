@@ -142,6 +142,7 @@ void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) 
   s.read_int("encoder_ranks", c.encoder_ranks, 0, kMaxRanks);
   s.read_choice("encoder_layout", c.encoder_layout, {"follow", "round_robin"});
   s.read_int("comm_pool_capacity", c.comm_pool_capacity, 1, 100000);
+  s.read_choice("comm_precreate", c.comm_precreate, {"none", "powers_of_two"});
   s.read_bool("distributed_optimizer", c.distributed_optimizer);
   s.read_string("cost_model", c.cost_model);
   s.read_int("tp", c.tp, 1, kMaxWidth);
@@ -360,6 +361,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
                                          "encoder_ranks",
                                          "encoder_layout",
                                          "comm_pool_capacity",
+                                         "comm_precreate",
                                          "cost_model",
                                          "distributed_optimizer",
                                          "tp",

@@ -114,9 +114,9 @@ void print_banner(std::ostream& log, const RunConfig& config, const World& world
                 p.rotate_groups ? " rotating every step" : "", p.micro_batches);
   log << fmt::format(
       "data: global batch {} samples, {} steps, seed {} | layout: {} | context parallelism: {} | comm pool "
-      "{}\n",
-      config.data.global_batch, config.steps, config.seed, layout, cp_comm_line(config),
-      p.comm_pool_capacity);
+      "{}{}\n",
+      config.data.global_batch, config.steps, config.seed, layout, cp_comm_line(config), p.comm_pool_capacity,
+      p.policy != "deck" ? fmt::format(", pre-created: {}", p.comm_precreate) : "");
   log << fmt::format("precision: {} GEMMs | recompute: {} | collectives: {} ({})\n", r.precision, r.recompute,
                      r.collectives, r.collectives_reason);
   log << optimizer_line(config, world) << "\n";

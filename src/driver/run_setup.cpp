@@ -159,6 +159,8 @@ RunSetup::RunSetup(const RunConfig& config, const World& world, const TrainOptio
   }
   agree_on_error(world.comm, error);
   pool = std::make_unique<CommPool>(data.comm, config.parallel.comm_pool_capacity, collectives.factory);
+  if (config.parallel.comm_precreate == "powers_of_two" && policy_row(config.parallel.policy).planner())
+    pool->precreate(power_of_two_blocks(data.size, config.parallel.comm_pool_capacity));
   // ZeRO-1 shards over the gradient communicator: the data world, whatever groups the planners form.
   optimizer = config.parallel.distributed_optimizer
                   ? std::make_unique<AdamW>(*model, config.optimizer, pool->gradients())

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -104,6 +105,7 @@ struct Projection {
 // What a step pays for being dynamic, beyond its plan's predicted step, as the real run pays it.
 struct Dynamism {
   int pool_capacity = 1;   // parallel.comm_pool_capacity (CommLedger: the real pool's bookkeeping)
+  bool precreate = false;  // parallel.comm_precreate: powers_of_two, created at start-up (not in a step)
   bool plan_ahead = true;  // runtime.plan_ahead
   double planning = -1.0;  // SimulateOptions::planning_seconds (< 0: measured)
   const std::vector<double>* batch_seconds = nullptr;  // drawing each step's batch (the sampler)
@@ -133,6 +135,8 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
   std::vector<double> planning, gaps, solves;
   double tokens = 0.0;
   CommLedger pool(dynamism.pool_capacity);
+  if (dynamism.precreate)  // as CommPool::precreate: at start-up, before the first step
+    for (const std::vector<int>& group : power_of_two_blocks(ranks, dynamism.pool_capacity)) pool.use(group);
   double previous_step = 0.0, previous_exposed = 0.0;
   double warm_creations = 0.0;  // after the first step
   for (const GlobalBatch& batch : batches) {
@@ -237,8 +241,8 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
 
 Dynamism dynamism_of(const RunConfig& config, const SimulateOptions& options,
                      const std::vector<double>& batch_seconds) {
-  return {config.parallel.comm_pool_capacity, config.runtime.plan_ahead, options.planning_seconds,
-          &batch_seconds};
+  return {config.parallel.comm_pool_capacity, config.parallel.comm_precreate == "powers_of_two",
+          config.runtime.plan_ahead, options.planning_seconds, &batch_seconds};
 }
 
 // The machine of the simulation (driver/machine.hpp): the command line > --machine FILE's section, else
@@ -437,6 +441,15 @@ std::vector<PolicySummary> simulate(const RunConfig& config, const SimulateOptio
   // Every policy is planned before the output file is opened: invalid input (a sample no bin holds, a
   // degree that does not divide the ranks) leaves no file behind.
   const Dynamism dynamism = dynamism_of(config, options, batch_seconds);
+  if (options.log && dynamism.precreate) {
+    const std::vector<std::vector<int>> blocks = power_of_two_blocks(units, dynamism.pool_capacity);
+    const int sizes = blocks.empty() ? 0 : static_cast<int>(std::log2(blocks.back().size()));
+    *options.log << fmt::format(
+        "communicators pre-created at start-up (parallel.comm_precreate: powers_of_two): {} groups of 2 to "
+        "{} "
+        "ranks, {} per rank; {:.1f} s at start-up (one creation per size), not charged to the steps\n",
+        blocks.size(), blocks.empty() ? 0 : blocks.back().size(), sizes, sizes * cost.step.comm_creation);
+  }
   const Projection reference = project_static(config, options, batches, cost, units, dynamism);
   // Every policy runs with static's degree as parallel.cp: megatron_dcp's derived token budget and the
   // dynamic policies' static fallback are then those of the baseline they are compared with.

@@ -60,4 +60,16 @@ CommLedger::Use CommLedger::use(const std::vector<int>& ranks) {
   return result;
 }
 
+std::vector<std::vector<int>> power_of_two_blocks(int ranks, int capacity) {
+  std::vector<std::vector<int>> blocks;
+  int sizes = 0;
+  for (long long size = 2; size <= ranks && sizes < capacity - 1; size *= 2, ++sizes)
+    for (long long first = 0; first + size <= ranks; first += size) {
+      std::vector<int> block(static_cast<size_t>(size));
+      for (long long i = 0; i < size; ++i) block[i] = static_cast<int>(first + i);
+      blocks.push_back(std::move(block));
+    }
+  return blocks;
+}
+
 }  // namespace minimllm

@@ -74,6 +74,13 @@ std::shared_ptr<Communicator> CommPool::acquire(const std::vector<int>& ranks) {
   return comm;
 }
 
+void CommPool::precreate(std::vector<std::vector<int>> groups) {
+  // Sorted: any two groups are created in the same order on their common members, so that no member waits
+  // in one creation while another waits in the other.
+  std::sort(groups.begin(), groups.end());
+  for (const std::vector<int>& group : groups) acquire(group);
+}
+
 std::shared_ptr<Communicator> CommPool::acquire_step(std::vector<std::vector<int>> groups) {
   std::sort(groups.begin(), groups.end());
   // Check the whole step before touching the pool, so an invalid step throws on every rank and leaves

@@ -165,6 +165,9 @@ struct ParallelConfig {
   std::string encoder_layout = "follow";  // parallel.encoder_layout: follow (a sample's images on its
                                           // group, round-robin) | round_robin (image i on rank i mod N)
   int comm_pool_capacity = 64;            // parallel.comm_pool_capacity: most cached communicators
+  // parallel.comm_precreate: none | powers_of_two, the pool's groups created at start-up
+  // (layout/comm_ledger.hpp: power_of_two_blocks), for a planner policy.
+  std::string comm_precreate = "powers_of_two";
   // The fixed model-parallel grid around the planners' regrouping (layout/model_parallel.hpp): tensor
   // parallelism of the LLM (parallel.tp; heads % tp == 0) and of the encoder (parallel.encoder_tp),
   // pipeline stages of the LLM (parallel.pp <= its layers; parallel.pp_layers: each stage's layers,

@@ -44,4 +44,12 @@ class CommLedger {
   std::unordered_map<int, std::set<std::pair<std::uint64_t, const std::vector<int>*>>> by_rank_;
 };
 
+// The groups a pool creates at start-up under parallel.comm_precreate: powers_of_two, as Megatron-LM's
+// dynamic context parallelism does: for every power of two 2 <= size <= ranks, the aligned blocks [k size,
+// (k + 1) size) of the ranks, smallest sizes first, and at most capacity - 1 sizes (each rank is in one
+// block of each size), so that a step's other groups keep a slot. The planners place power-of-two groups
+// from the largest on consecutive ranks, which keeps them aligned: static's, megatron_dcp's and flexsp's
+// groups are then already in the pool.
+std::vector<std::vector<int>> power_of_two_blocks(int ranks, int capacity);
+
 }  // namespace minimllm

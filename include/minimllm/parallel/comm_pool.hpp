@@ -44,6 +44,11 @@ class CommPool {
   // their members get a communicator over themselves (no creation cost, no pool slot).
   std::shared_ptr<Communicator> acquire(const std::vector<int>& ranks);
 
+  // Creates `groups` (overlapping ones allowed) at start-up, before any step, in canonical order
+  // (parallel.comm_precreate; layout/comm_ledger.hpp: power_of_two_blocks): the steps then hit them.
+  // Every rank calls it with the same groups. The statistics count them; a step's are its difference.
+  void precreate(std::vector<std::vector<int>> groups);
+
   // acquire() for each group of a step in canonical (sorted) order; returns this rank's group, if any.
   std::shared_ptr<Communicator> acquire_step(std::vector<std::vector<int>> groups);
 
