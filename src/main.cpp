@@ -311,6 +311,7 @@ int simulate(const minimllm::SimulateRequest& request, const Input& input, const
   options.ranks_per_node = request.ranks_per_node;
   options.gflops_per_rank = request.gflops;
   options.memory_gib = request.memory_gib;
+  options.comm_creation_ms = request.comm_creation_ms;
   if (request.planning_ms >= 0.0) options.planning_seconds = 1e-3 * request.planning_ms;
   options.machine_file = request.machine;
   options.cp = request.cp == "best" ? 0 : std::stoi(request.cp);

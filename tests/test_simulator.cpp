@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "hdf5_attributes.hpp"
@@ -245,6 +246,36 @@ TEST(Simulator, PrecreatedGroupsCostTheStepsNothing) {
       }
     }
   }
+  unlink(options.out_path.c_str());
+}
+
+// --comm-creation-ms replaces the machine's creation time, and the machine description names it.
+TEST(Simulator, CommCreationFromTheCommandLine) {
+  RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
+  config.steps = 2;
+  config.data.global_batch = 32;
+  config.machine.comm_creation_ms = 250.0;
+  config.parallel.comm_precreate = "none";
+  SimulateOptions options;
+  options.ranks = 8;
+  options.ranks_per_node = 4;
+  options.gflops_per_rank = 50.0;
+  options.cp = 2;
+  options.planning_seconds = 0.0;
+  options.policies = {"static"};
+  options.comm_creation_ms = 40.0;
+  options.out_path = "/tmp/minimllm-test-simulator-creation-" + std::to_string(getpid()) + ".h5";
+  options.overwrite = true;
+  std::ostringstream log;
+  options.log = &log;
+  const std::vector<PolicySummary> result = simulate(config, options);
+  const std::vector<double> creation =
+      simulation_fields(options.out_path, "static", {"comm_creation_s"})["comm_creation_s"];
+  ASSERT_EQ(creation.size(), 2u);
+  EXPECT_DOUBLE_EQ(creation[0], 0.040);  // static's cp 2 groups, created at its first step
+  EXPECT_EQ(creation[1], 0.0);
+  EXPECT_NE(log.str().find("communicator creation 40.000 ms (--comm-creation-ms)"), std::string::npos)
+      << log.str();
   unlink(options.out_path.c_str());
 }
 

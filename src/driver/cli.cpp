@@ -186,6 +186,11 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
                    "Memory per rank in GiB, overriding machine.memory_gib (default: this machine's memory "
                    "divided among the ranks per node)")
       ->check(finite(0.0, false, 1e6));
+  simulate
+      ->add_option("--comm-creation-ms", sim.comm_creation_ms,
+                   "Milliseconds to create one communicator, overriding machine.comm_creation_ms (how much "
+                   "the projections depend on it; the DGX preset's 2000 is assumed)")
+      ->check(finite(0.0, false, 1e7));
   std::vector<std::string> planners(policies.begin() + 1, policies.end());  // every policy but `deck`
   simulate
       ->add_option("--policy", sim.policy, "A planner (below), or all (default: all, speed-ups over static)")

@@ -248,11 +248,12 @@ Dynamism dynamism_of(const RunConfig& config, const SimulateOptions& options,
 // The machine of the simulation (driver/machine.hpp): the command line > --machine FILE's section, else
 // the deck's > this machine's measured sgemm rate and memory > 8 ranks per node.
 ResolvedMachine simulation_machine(const RunConfig& config, const SimulateOptions& options) {
-  const MachineConfig section =
+  MachineConfig section =
       options.machine_file.empty() ? config.machine : load_machine_file(options.machine_file);
   const std::string section_name = !options.machine_file.empty() ? options.machine_file
                                    : section.empty()             ? "none"
                                                                  : config.deck_path;
+  if (options.comm_creation_ms > 0.0) section.comm_creation_ms = options.comm_creation_ms;  // named below
   const auto [per_node, per_node_source] =
       first_given({{static_cast<double>(options.ranks_per_node), "--ranks-per-node"},
                    {static_cast<double>(section.ranks_per_node), "machine section"},
@@ -383,6 +384,7 @@ SimulationCostModel simulation_cost_model(const RunConfig& config, const Simulat
   out.choice = choose_cost_model(config, World::of(MPI_COMM_SELF), out.machine.machine.peak_gflops,
                                  out.machine.machine.ranks_per_node, options.cost_model);
   out.choice.model = resolve_cost_model(config, out.choice, out.machine, options.ranks);
+  if (options.comm_creation_ms > 0.0) out.machine.comm_creation_source = "--comm-creation-ms";
   return out;
 }
 

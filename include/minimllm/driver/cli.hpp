@@ -1,7 +1,8 @@
 // The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--global-batch B] [--policy P]
 // [--cost-model FILE] [--calibrate] [--reference FILE] [--overwrite] [--checkpoint-every N]
 // [--checkpoint FILE] [--restart FILE]`, `minimllm simulate DECK --ranks N [--ranks-per-node R]
-// [--machine FILE] [--memory-gib M] [--policy P|all] [--cp N|best] [--tokens-per-rank T] [--steps N]
+// [--machine FILE] [--memory-gib M] [--comm-creation-ms C] [--policy P|all] [--cp N|best] [--tokens-per-rank
+// T] [--steps N]
 // [--gflops G] [--cost-model FILE] [--out FILE] [--overwrite]`, `minimllm calibrate DECK [--out FILE]
 // [--sizes K] [--repeats R] [--rows N]
 // [--overwrite]`, `minimllm verify FILE... [--out FILE] [--reference FILE] [--overwrite]`, --help, --version.
@@ -42,6 +43,7 @@ struct SimulateRequest {
   std::optional<int> global_batch;  // overrides data.global_batch (samples per step at scale)
   double gflops = 0.0;              // 0: machine.peak_gflops, else this machine's sgemm
   double memory_gib = 0.0;          // 0: machine.memory_gib, else detected
+  double comm_creation_ms = 0.0;    // 0: machine.comm_creation_ms, else its default
   double planning_ms = -1.0;        // planning work per step charged; < 0: measured
   std::string machine;              // a machine file replacing the deck's machine section; empty: none
   std::string cost_model;           // calibration file, overriding parallel.cost_model

@@ -20,11 +20,12 @@ namespace minimllm {
 // the deck's) > measured on this machine (peak; memory: its MemAvailable / ranks per node) > defaults (8
 // ranks per node, nominal links).
 struct SimulateOptions {
-  int ranks = 1;                 // virtual ranks
-  int ranks_per_node = 0;        // --ranks-per-node; 0: the machine's, else 8
-  double gflops_per_rank = 0.0;  // --gflops; 0: machine.peak_gflops, else measured (this machine's sgemm)
-  double memory_gib = 0.0;       // --memory-gib; 0: machine.memory_gib, else detected
-  std::string machine_file;      // --machine: a machine file replacing the deck's machine section
+  int ranks = 1;                  // virtual ranks
+  int ranks_per_node = 0;         // --ranks-per-node; 0: the machine's, else 8
+  double gflops_per_rank = 0.0;   // --gflops; 0: machine.peak_gflops, else measured (this machine's sgemm)
+  double memory_gib = 0.0;        // --memory-gib; 0: machine.memory_gib, else detected
+  double comm_creation_ms = 0.0;  // --comm-creation-ms; 0: machine.comm_creation_ms, else its default
+  std::string machine_file;       // --machine: a machine file replacing the deck's machine section
   std::vector<std::string> policies;  // planners to compare (speed-ups are over static, run in any case)
   // static's context-parallel degree (--cp N); 0 = best (--cp best): static at every power of two
   // dividing the ranks whose bins hold the batch, the fastest predicted kept. Every policy then runs with
