@@ -81,6 +81,7 @@ void RunOutput::write_run_attributes(const RunConfig& config, const TrainResult&
   attributes.push_back({"policy", config.parallel.policy});
   attributes.push_back({"cp", static_cast<long long>(config.parallel.cp)});
   attributes.push_back({"cp_comm", config.parallel.cp_comm});
+  attributes.push_back({"comm_precreate", config.parallel.comm_precreate});
   attributes.push_back({"tokens_per_rank", static_cast<long long>(config.parallel.tokens_per_rank)});
   attributes.push_back({"parameters", static_cast<long long>(parameters)});
   attributes.push_back({"peak_gflops_per_rank", r.peak_gflops_per_rank});

@@ -297,6 +297,7 @@ std::vector<RunAttribute> simulation_provenance(const RunConfig& config, const S
   out.push_back({"global_batch", static_cast<long long>(config.data.global_batch)});
   out.push_back({"policies", fmt::format("{}", fmt::join(options.policies, ", "))});
   out.push_back({"cp_comm", config.parallel.cp_comm});
+  out.push_back({"comm_precreate", config.parallel.comm_precreate});
   out.push_back({"planning_ms", options.planning_seconds >= 0.0
                                     ? fmt::format("{} (--planning-ms)", 1e3 * options.planning_seconds)
                                     : std::string("measured per step on this host")});
