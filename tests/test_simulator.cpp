@@ -154,19 +154,31 @@ std::map<std::string, std::vector<double>> simulation_fields(const std::string& 
   return fields;
 }
 
-TEST(Simulator, ChargesExposedPlanningCommunicatorsAndMovement) {
+// The quickstart deck with creation at 250 ms a communicator, and a small virtual cluster (4 ranks per
+// node, 50 GFLOP/s a rank) writing its projection to a file of the test's own.
+RunConfig creation_deck(int steps, int global_batch) {
   RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
-  config.steps = kEstimateSteps + 4;
-  config.data.global_batch = 96;
+  config.steps = steps;
+  config.data.global_batch = global_batch;
   config.machine.comm_creation_ms = 250.0;
+  return config;
+}
+
+SimulateOptions small_cluster(int ranks, int cp, const std::string& test) {
   SimulateOptions options;
-  options.ranks = 24;
+  options.ranks = ranks;
   options.ranks_per_node = 4;
   options.gflops_per_rank = 50.0;
-  options.cp = 1;
-  options.policies = {"static", "dhp"};
-  options.out_path = "/tmp/minimllm-test-simulator-dynamism-" + std::to_string(getpid()) + ".h5";
+  options.cp = cp;
+  options.out_path = "/tmp/minimllm-test-simulator-" + test + "-" + std::to_string(getpid()) + ".h5";
   options.overwrite = true;
+  return options;
+}
+
+TEST(Simulator, ChargesExposedPlanningCommunicatorsAndMovement) {
+  RunConfig config = creation_deck(kEstimateSteps + 4, 96);
+  SimulateOptions options = small_cluster(24, 1, "dynamism");
+  options.policies = {"static", "dhp"};
   for (const double planning : {0.0, 0.004, 2.0}) {
     for (const bool plan_ahead : {false, true}) {
       SCOPED_TRACE(testing::Message() << "planning " << planning << " s, plan_ahead " << plan_ahead);
@@ -217,19 +229,10 @@ TEST(Simulator, ChargesExposedPlanningCommunicatorsAndMovement) {
 // that static's cp groups, megatron_dcp's and flexsp's cost no creation in any step; without it static's
 // groups are created at its first step.
 TEST(Simulator, PrecreatedGroupsCostTheStepsNothing) {
-  RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
-  config.steps = 3;
-  config.data.global_batch = 64;
-  config.machine.comm_creation_ms = 250.0;
-  SimulateOptions options;
-  options.ranks = 16;
-  options.ranks_per_node = 4;
-  options.gflops_per_rank = 50.0;
-  options.cp = 2;
+  RunConfig config = creation_deck(3, 64);
+  SimulateOptions options = small_cluster(16, 2, "precreate");
   options.planning_seconds = 0.0;
   options.policies = {"static", "megatron_dcp", "flexsp"};
-  options.out_path = "/tmp/minimllm-test-simulator-precreate-" + std::to_string(getpid()) + ".h5";
-  options.overwrite = true;
   for (const std::string precreate : {"powers_of_two", "none"}) {
     SCOPED_TRACE(precreate);
     config.parallel.comm_precreate = precreate;
@@ -251,21 +254,12 @@ TEST(Simulator, PrecreatedGroupsCostTheStepsNothing) {
 
 // --comm-creation-ms replaces the machine's creation time, and the machine description names it.
 TEST(Simulator, CommCreationFromTheCommandLine) {
-  RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
-  config.steps = 2;
-  config.data.global_batch = 32;
-  config.machine.comm_creation_ms = 250.0;
+  RunConfig config = creation_deck(2, 32);
   config.parallel.comm_precreate = "none";
-  SimulateOptions options;
-  options.ranks = 8;
-  options.ranks_per_node = 4;
-  options.gflops_per_rank = 50.0;
-  options.cp = 2;
+  SimulateOptions options = small_cluster(8, 2, "creation");
   options.planning_seconds = 0.0;
   options.policies = {"static"};
   options.comm_creation_ms = 40.0;
-  options.out_path = "/tmp/minimllm-test-simulator-creation-" + std::to_string(getpid()) + ".h5";
-  options.overwrite = true;
   std::ostringstream log;
   options.log = &log;
   const std::vector<PolicySummary> result = simulate(config, options);

@@ -6,6 +6,27 @@
 namespace minimllm {
 namespace {
 
+// Context parallelism's chunks of a sequence of `tokens` rows over `members` (load_balanced_chunks), by
+// position: chunk k of chunk_count() covers [bound(k), bound(k + 1)) and belongs to member owner(k).
+struct ChunkGrid {
+  long long tokens;
+  int members;
+  int chunk_count() const { return members <= 1 ? 1 : 2 * members; }
+  int bound(int k) const {
+    if (members <= 1) return k == 0 ? 0 : static_cast<int>(tokens);
+    return static_cast<int>(tokens * k / (2 * members));
+  }
+  int owner(int k) const { return k < members ? k : 2 * members - 1 - k; }
+  // The chunk holding row `row` (0 <= row < tokens): the last k with bound(k) <= row.
+  int chunk_of(int row) const {
+    if (members <= 1) return 0;
+    int k = static_cast<int>(static_cast<long long>(row) * 2 * members / tokens);
+    while (k + 1 < chunk_count() && bound(k + 1) <= row) ++k;
+    while (k > 0 && bound(k) > row) --k;
+    return k;
+  }
+};
+
 // Samples of one micro-batch of a group: contiguous blocks (packed bins, or as even as possible).
 std::vector<int> micro_batch_samples(const LlmGroup& group, int m) {
   return std::vector<int>(group.samples.begin() + micro_batch_begin(group, m),
@@ -28,35 +49,12 @@ void for_each_chunk(const GlobalBatch& batch, const std::vector<int>& samples, i
 
 std::vector<RowRange> load_balanced_chunks(int tokens, int ranks, int member) {
   if (ranks <= 1) return {{0, tokens}};
-  const auto bound = [&](int k) {
-    return static_cast<int>(static_cast<long long>(tokens) * k / (2 * ranks));
-  };
+  const ChunkGrid grid{tokens, ranks};
   const int late = 2 * ranks - 1 - member;
-  return {{bound(member), bound(member + 1)}, {bound(late), bound(late + 1)}};
+  return {{grid.bound(member), grid.bound(member + 1)}, {grid.bound(late), grid.bound(late + 1)}};
 }
 
 namespace {
-
-// Context parallelism's chunks of a sequence of `tokens` rows over `members` (load_balanced_chunks), by
-// position: chunk k of chunk_count() covers [bound(k), bound(k + 1)) and belongs to member owner(k).
-struct ChunkGrid {
-  long long tokens;
-  int members;
-  int chunk_count() const { return members <= 1 ? 1 : 2 * members; }
-  int bound(int k) const {
-    if (members <= 1) return k == 0 ? 0 : static_cast<int>(tokens);
-    return static_cast<int>(tokens * k / (2 * members));
-  }
-  int owner(int k) const { return k < members ? k : 2 * members - 1 - k; }
-  // The chunk holding row `row` (0 <= row < tokens): the last k with bound(k) <= row.
-  int chunk_of(int row) const {
-    if (members <= 1) return 0;
-    int k = static_cast<int>(static_cast<long long>(row) * 2 * members / tokens);
-    while (k + 1 < chunk_count() && bound(k + 1) <= row) ++k;
-    while (k > 0 && bound(k) > row) --k;
-    return k;
-  }
-};
 
 // Rows [offset, offset + count) of an item, all held by LLM rank `rank`, received there as its rows
 // [received, received + count).

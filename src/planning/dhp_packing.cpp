@@ -74,8 +74,8 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
   const GroupTimes times(cost, ranks);
   const long long too_many = static_cast<long long>(ranks) + 1;
   // The least collectives per micro-batch and per token of any group of two ranks or more.
-  const double latency2 = ranks >= 2 ? times.least_latency_from(2) : 0.0;
-  const double per_token2 = ranks >= 2 ? times.least_per_token_from(2) : 0.0;
+  const double least_latency = ranks >= 2 ? times.least_latency_from(2) : 0.0;
+  const double least_per_token = ranks >= 2 ? times.least_per_token_from(2) : 0.0;
 
   // The candidate runs ending at each i: [i - l, i) for each run length l <= i, then the whole prefix when
   // no length reaches it; with the largest `need` among their packs (a range maximum over a sparse table),
@@ -162,8 +162,8 @@ DhpAllocation allocate_ranks(const std::vector<DhpPack>& packs, const CostModel&
         // from two, so g > work / (target - those): most long runs stop here, before their size.
         // (The target raised by 1e-12 of itself: above the rounding of the collectives' sum.)
         if (shortcuts && run_work > target && ranks >= 2) {
-          const double room = target * (1.0 + 1e-12) - (count[i] - count[j]) * latency2 -
-                              (tokens[i] - tokens[j]) * per_token2;
+          const double room = target * (1.0 + 1e-12) - (count[i] - count[j]) * least_latency -
+                              (tokens[i] - tokens[j]) * least_per_token;
           if (room <= 0.0 || run_work > enough * room) continue;
         }
         const int g = run_size(run, i, target, over);
