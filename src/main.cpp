@@ -316,7 +316,7 @@ int simulate(const minimllm::SimulateRequest& request, const Input& input, const
   options.machine_file = request.machine;
   options.cp = request.cp == "best" ? 0 : std::stoi(request.cp);
   options.policies =
-      request.policy == "all" ? minimllm::planner_names() : std::vector<std::string>{request.policy};
+      request.policy == "all" ? minimllm::planner_names() : minimllm::split_policy_list(request.policy);
   options.cost_model = request.cost_model;
   options.out_path = input.out;
   options.command_line = command_line;

@@ -101,6 +101,15 @@ expect(simulate_too_many_ranks 2 "--ranks.*1048576" ${MINIMLLM} simulate ${SOURC
        --ranks 1048577)
 expect(simulate_bad_policy 2 "--policy" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4
        --policy deck)
+expect(simulate_bad_policy_in_list 2 "--policy.*'dhpp' is not a planner" ${MINIMLLM} simulate
+       ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4 --policy static,dhpp)
+# A list of planners: one /simulation table each, in the order given.
+expect(simulate_policy_list 0 "" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4 --steps 1
+       --policy dhp,static --out sim_list.h5)
+if(NOT last_out MATCHES "\ndhp +[0-9.]+[^\n]*\nstatic +[0-9.]+")
+  message(STATUS "FAIL simulate_policy_list_rows: expected the rows dhp then static\n${last_out}")
+  math(EXPR failures "${failures} + 1")
+endif()
 # static's context-parallel degree must divide the ranks; a sample longer than its bin is invalid input.
 expect(simulate_cp_not_dividing 2 "--cp 3 must divide --ranks 8" ${MINIMLLM} simulate
        ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 8 --cp 3 --out sim_cp.h5)

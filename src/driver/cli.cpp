@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "embedded_decks.hpp"
 #include "minimllm/config/run_config.hpp"
@@ -193,8 +194,24 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
       ->check(finite(0.0, false, 1e7));
   std::vector<std::string> planners(policies.begin() + 1, policies.end());  // every policy but `deck`
   simulate
-      ->add_option("--policy", sim.policy, "A planner (below), or all (default: all, speed-ups over static)")
-      ->check(CLI::IsMember(planners));
+      ->add_option(
+          "--policy", sim.policy,
+          "A planner (below), a comma-separated list of them (e.g. static,dhp), or all (default: all, "
+          "speed-ups over static)")
+      ->check(CLI::Validator(
+          [planners](const std::string& value) {
+            if (value == "all") return std::string();
+            const std::vector<std::string> names = split_policy_list(value);
+            for (const std::string& name : names)
+              if (name == "all" || std::count(names.begin(), names.end(), name) > 1 ||
+                  std::find(planners.begin(), planners.end(), name) == planners.end())
+                return fmt::format(
+                    "'{}' is not a planner, or is listed twice; valid: {}, or a "
+                    "comma-separated list of planners",
+                    name, fmt::join(planners, ", "));
+            return std::string();
+          },
+          "P[,P...]|all"));
   simulate->footer(policy_help());
   simulate
       ->add_option("--cp", sim.cp,
@@ -331,6 +348,15 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
   if (run->count("--steps")) request.steps = steps;
   if (run->count("--global-batch")) request.global_batch = run_global_batch;
   return {request, std::nullopt, 0, std::nullopt, std::nullopt};
+}
+
+std::vector<std::string> split_policy_list(const std::string& value) {
+  std::vector<std::string> names;
+  size_t begin = 0;
+  for (size_t comma; (comma = value.find(',', begin)) != std::string::npos; begin = comma + 1)
+    names.push_back(value.substr(begin, comma - begin));
+  names.push_back(value.substr(begin));
+  return names;
 }
 
 }  // namespace minimllm

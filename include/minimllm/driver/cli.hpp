@@ -1,8 +1,8 @@
 // The command line: `minimllm run [DECK] [--out FILE] [--steps N] [--global-batch B] [--policy P]
 // [--cost-model FILE] [--calibrate] [--reference FILE] [--overwrite] [--checkpoint-every N]
 // [--checkpoint FILE] [--restart FILE]`, `minimllm simulate DECK --ranks N [--ranks-per-node R]
-// [--machine FILE] [--memory-gib M] [--comm-creation-ms C] [--policy P|all] [--cp N|best] [--tokens-per-rank
-// T] [--steps N]
+// [--machine FILE] [--memory-gib M] [--comm-creation-ms C] [--policy P[,P...]|all] [--cp N|best]
+// [--tokens-per-rank T] [--steps N]
 // [--gflops G] [--cost-model FILE] [--out FILE] [--overwrite]`, `minimllm calibrate DECK [--out FILE]
 // [--sizes K] [--repeats R] [--rows N]
 // [--overwrite]`, `minimllm verify FILE... [--out FILE] [--reference FILE] [--overwrite]`, --help, --version.
@@ -11,6 +11,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "minimllm/driver/verify.hpp"  // VerifyRequest
 
@@ -35,7 +36,7 @@ struct RunRequest {
 struct SimulateRequest {
   std::string deck;
   int ranks = 1, ranks_per_node = 0;   // ranks_per_node 0: the machine's, else 8
-  std::string policy = "all";          // a planner name or all
+  std::string policy = "all";          // a planner name, a comma-separated list of them, or all
   std::string cp = "best";             // static's context-parallel degree: a positive integer, or best
   std::optional<int> tokens_per_rank;  // overrides parallel.tokens_per_rank
   std::optional<std::string> cp_comm;  // overrides parallel.cp_comm (p2p | a2a | all_gather)
@@ -68,6 +69,9 @@ struct CliOutcome {
 
 // Parses argv. Help, version and errors are printed to out/err (pass null streams on ranks != 0).
 CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ostream& err);
+
+// "static,dhp" -> {"static", "dhp"}: simulate's --policy list (names unchecked; an empty name stays).
+std::vector<std::string> split_policy_list(const std::string& value);
 
 // The quickstart deck compiled into the binary (inputs/quickstart.yaml).
 const char* embedded_quickstart_deck();
