@@ -26,7 +26,7 @@ EXPERIMENTS = [
     {
         "system": "DHP",
         "paper": "Niu et al., Dynamic Hybrid Parallelism, arXiv 2602.21788 v1",
-        "experiment": "InternVL3-8B, long-tailed video (OpenVid), 64 Ascend 910B, global batch 512",
+        "experiment": "InternVL3-8B, long-tailed video (OpenVid), Ascend 910B (64 here), global batch 512",
         "claim": "up to 1.36x over Megatron-LM and DeepSpeed (1.35x on this model and dataset)",
         "claimed_speedup": 1.35,
         "claimed_mfu": None,
@@ -91,15 +91,17 @@ EXPERIMENTS = [
         "compare": (("disagg", "disagg"), ("disagg", "static")),
         "differences": [
             "no generator: minimllm has nothing after the LLM",
-            "minimllm's disaggregated encoder ranks hold the whole model's state and every patch of the step, "
-            "and its LLM ranks run no pipeline of their own: DistTrain gives each module its own parallelism",
+            "minimllm's disaggregated encoder ranks encode every image of the step at once and keep every patch's "
+            "activations (hundreds of GiB here: it does not fit), and the encoder and the LLM ranks share one "
+            "layout's degrees: DistTrain gives each module its own parallelism and pipelines them",
             "the paper's model shapes, data and GPU type were not readable: all assumed",
         ],
     },
     {
         "system": "Heterogeneous parallelism (colocated)",
         "paper": "NVIDIA, heterogeneous parallelism for MLLM training, arXiv 2605.27678",
-        "experiment": "27B VLM, 16 GPUs, tp 4 pp 2 dp 2, one image per sample (the team's public benchmark)",
+        "experiment": "27B VLM, 16 GPUs, tp 4 pp 2 dp 2, one image per sample (the layout of the team's public "
+                      "non-colocated benchmark; the paper's colocated setups were not readable)",
         "claim": "colocated: up to +49.3% TFLOPS per GPU over the best homogeneous layout",
         "claimed_speedup": 1.493,
         "claimed_mfu": None,
@@ -120,8 +122,9 @@ EXPERIMENTS = [
         "system": "Heterogeneous parallelism (non-colocated)",
         "paper": "NVIDIA, heterogeneous parallelism for MLLM training, arXiv 2605.27678",
         "experiment": "27B VLM, the encoder on GPUs of its own (the team's public benchmark: 16 + 1 GPUs)",
-        "claim": "non-colocated: up to +13.0% tokens/s (the benchmark: +35.5% tokens/s per GPU)",
-        "claimed_speedup": 1.13,
+        "claim": "non-colocated: up to +9.6% TFLOPS per GPU, +13.0% aggregate tokens/s (the benchmark: +35.5% "
+                 "tokens/s per GPU)",
+        "claimed_speedup": 1.096,
         "claimed_mfu": None,
         "baseline": "homogeneous: tp 4, pp 2, dp 2 on 16 GPUs (per GPU)",
         "runs": {
@@ -141,7 +144,7 @@ EXPERIMENTS = [
 def run_simulate(minimllm, out_dir, deck, ranks, machine, policies, extra, steps):
     """Runs one simulation (unless its file exists from this invocation) and returns (file, command)."""
     name = os.path.splitext(deck)[0]
-    out = os.path.join(out_dir, f"{name}-{ranks}.h5")
+    out = os.path.join(out_dir, f"{name}-{ranks}-{policies.replace(',', '-')}.h5")
     command = [minimllm, "simulate", os.path.join("inputs", "papers", deck), "--ranks", str(ranks),
                "--machine", os.path.join("inputs", "machines", machine), "--policy", policies, *extra]
     if steps:
@@ -164,7 +167,6 @@ def policy_figures(path, policy):
         run = f["run"].attrs
         projected = rows["makespan_s"]
         dynamism = rows["exposed_planning_s"] + rows["comm_creation_s"] + rows["movement_s"]
-        sources = run.get(f"plan_sources_{policy}", "")
         dirty = int(run.get("git_dirty", -1))
         return {
             "policy": policy,
@@ -176,11 +178,11 @@ def policy_figures(path, policy):
             "mfu": float(table.attrs["mfu"]),
             "fits": str(table.attrs["fits"]) == "true",
             "does_not_fit": str(table.attrs.get("does_not_fit", "")),
-            "sources": sources if isinstance(sources, str) else sources.decode(),
+            "sources": str(run.get(f"plan_sources_{policy}", "")),
             "steps": len(rows),
             "ranks": int(run["virtual_ranks"]),
             "static_cp": int(run["static_cp"]),
-            "revision": str(run["git_revision"])[:12] + (" with local changes" if dirty != 0 else ""),
+            "revision": str(run["git_revision"])[:12] + {0: "", 1: " with local changes"}.get(dirty, " (dirty unknown)"),
         }
 
 
@@ -189,8 +191,9 @@ def observations(system, base):
     notes = []
     if not system["fits"]:
         notes.append("does not fit in memory (its figures are with unlimited memory): " + system["does_not_fit"])
-    if system["policy"] != "static" and "static_layout" in system["sources"]:
-        notes.append(f"plans came from: {system['sources']} (static_layout: fell back to the baseline's layout)")
+    if system["policy"] != "static":
+        fallback = " (static_layout: the baseline's layout)" if "static_layout" in system["sources"] else ""
+        notes.append(f"{system['policy']}'s plans came from: {system['sources']}{fallback}")
     for part in ("creation", "planning", "movement"):
         if system[part] > 0.02 * system["projected"]:
             notes.append(f"{1e3 * system[part]:.0f} ms a step of {part} "
@@ -208,7 +211,8 @@ def write_document(path, results, reduced):
         "",
         "Written by `scripts/reproduce-papers.sh` (do not edit by hand; re-run it when a cost changes).",
         "Each seed system's headline experiment is a preset in `inputs/papers/` (its header says what the",
-        "paper gives and what is assumed), projected by `minimllm simulate` on the paper's machine.",
+        "paper gives and what is assumed), projected by `minimllm simulate` on the paper's machine where it is",
+        "known (FlexSP's A100 cluster, DHP's Ascend 910B), else on the DGX H100 preset.",
         "",
         "- **plan-only**: the speed-up of the planned steps, as the cost model predicts them;",
         "- **projected**: with what being dynamic costs as a run pays it, every step: the planning that plan-",
@@ -266,6 +270,7 @@ def main():
     minimllm = os.path.abspath(args.minimllm)
     if not os.access(minimllm, os.X_OK):
         sys.exit(f"reproduce-papers: error: no minimllm binary at {minimllm} (build it, or pass --minimllm)")
+    args.out_dir = os.path.abspath(args.out_dir)  # simulate runs in the repository root
     os.makedirs(args.out_dir, exist_ok=True)
     doc = args.doc or (os.path.join(args.out_dir, "REPRODUCTION.md") if args.reduced
                        else os.path.join(ROOT, "docs", "REPRODUCTION.md"))
@@ -290,7 +295,7 @@ def main():
             "plan_only": per_gpu * base["plan_only"] / system["plan_only"],
         }))
     write_document(doc, results, args.reduced)
-    print(f"reproduce-papers: wrote {os.path.relpath(doc)}")
+    print(f"reproduce-papers: wrote {os.path.relpath(doc, ROOT)}")
 
 
 if __name__ == "__main__":

@@ -103,6 +103,12 @@ expect(simulate_bad_policy 2 "--policy" ${MINIMLLM} simulate ${SOURCE_DIR}/input
        --policy deck)
 expect(simulate_bad_policy_in_list 2 "--policy.*'dhpp' is not a planner" ${MINIMLLM} simulate
        ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4 --policy static,dhpp)
+expect(simulate_policy_list_empty_name 2 "--policy.*'static,,dhp' has an empty name" ${MINIMLLM} simulate
+       ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4 --policy static,,dhp)
+expect(simulate_policy_list_all 2 "--policy.*all stands alone" ${MINIMLLM} simulate
+       ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4 --policy all,static)
+expect(simulate_policy_list_twice 2 "--policy.*'dhp,dhp' lists dhp twice" ${MINIMLLM} simulate
+       ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4 --policy dhp,dhp)
 # A list of planners: one /simulation table each, in the order given.
 expect(simulate_policy_list 0 "" ${MINIMLLM} simulate ${SOURCE_DIR}/inputs/quickstart.yaml --ranks 4 --steps 1
        --policy dhp,static --out sim_list.h5)

@@ -1,6 +1,7 @@
 #include "minimllm/driver/cli.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -202,13 +203,16 @@ CliOutcome parse_command_line(int argc, char** argv, std::ostream& out, std::ost
           [planners](const std::string& value) {
             if (value == "all") return std::string();
             const std::vector<std::string> names = split_policy_list(value);
-            for (const std::string& name : names)
-              if (name == "all" || std::count(names.begin(), names.end(), name) > 1 ||
-                  std::find(planners.begin(), planners.end(), name) == planners.end())
-                return fmt::format(
-                    "'{}' is not a planner, or is listed twice; valid: {}, or a "
-                    "comma-separated list of planners",
-                    name, fmt::join(planners, ", "));
+            for (const std::string& name : names) {
+              if (name.empty())
+                return fmt::format("'{}' has an empty name; list planners as static,dhp", value);
+              if (name == "all") return fmt::format("'{}': all stands alone, not in a list", value);
+              if (std::count(names.begin(), names.end(), name) > 1)
+                return fmt::format("'{}' lists {} twice", value, name);
+              if (std::find(planners.begin(), planners.end(), name) == planners.end())
+                return fmt::format("'{}' is not a planner; valid: {}, or a comma-separated list of planners",
+                                   name, fmt::join(planners, ", "));
+            }
             return std::string();
           },
           "P[,P...]|all"));
