@@ -19,6 +19,9 @@
 #include "dhp_packing.hpp"
 #include "flexsp_milp.hpp"
 #include "load_tree.hpp"
+#include "minimllm/core/world.hpp"
+#include "minimllm/layout/rank_work.hpp"
+#include "minimllm/model/model.hpp"
 #include "minimllm/planning/plan_traffic.hpp"
 #include "minimllm/planning/planner.hpp"
 #include "minimllm/planning/step_prediction.hpp"
@@ -759,6 +762,50 @@ TEST(NodeLocality, OrchEncodesMostSamplesImagesTogether) {
   EXPECT_GE(together, 0.7 * images);
   EXPECT_GE(with_their_sample, 0.25 * images);
   EXPECT_LE(*std::max_element(encoder_load.begin(), encoder_load.end()), 1.03 * mean);
+}
+
+// orch on static's DP x CP layout: on long-tailed text whose longest samples fit only a group of cp = 4
+// ranks (not 2), orch balances the samples over static's replicas (the same groups of 4 consecutive ranks)
+// in micro-batches no larger than static's bins, so it plans its own layout every step, within memory, and
+// no slower than static. (On groups of one rank such a batch does not fit: it fell back to static's layout.)
+TEST(NodeLocality, OrchBalancesStaticReplicasWithinMemory) {
+  const int world = 64, cp = 4;
+  const RunConfig config = deck("text_longtail", 512, 3);
+  CostModel cost = default_cost_model(config, kGflops, 8);
+  cost.memory = memory_model(config.model, GemmPrecision::fp32);
+  const Sampler sampler(config);
+  std::vector<GlobalBatch> batches;
+  int longest = 0;
+  for (int step = 0; step < 4; ++step) {
+    batches.push_back(sampler.batch(step));
+    longest = std::max(longest, planning::batch_costs(batches.back(), cost).max_tokens);
+  }
+  cost.capacity_bytes = cost.memory.state + cost.memory.fixed + longest / 3.0 * cost.memory.per_row;
+  ASSERT_LT(cost.token_capacity(2), longest);
+  ASSERT_GE(cost.token_capacity(cp), longest);
+  PlannerOptions options;
+  options.cp = cp;
+  const auto orch = make_planner("orch", cost, options);
+  const auto baseline = make_planner("static", cost, options);
+  for (const GlobalBatch& batch : batches) {
+    SCOPED_TRACE("step " + std::to_string(batch.step));
+    const StepPlan plan = orch->plan(batch, world);
+    EXPECT_EQ(plan.origin.source, "heuristic");
+    ASSERT_EQ(plan.llm_groups.size(), static_cast<size_t>(world / cp));
+    const std::vector<double> tokens = planning::batch_costs(batch, cost).tokens;
+    for (size_t k = 0; k < plan.llm_groups.size(); ++k) {
+      const LlmGroup& group = plan.llm_groups[k];
+      EXPECT_EQ(group.ranks, consecutive_ranks(static_cast<int>(k) * cp, cp));
+      for (int m = 0; m < group.micro_batches; ++m) {
+        double sum = 0.0;
+        for (int i = micro_batch_begin(group, m); i < micro_batch_begin(group, m + 1); ++i)
+          sum += tokens[group.samples[i]];
+        EXPECT_LE(sum, cost.token_capacity(cp)) << "group " << k << " micro-batch " << m;
+      }
+    }
+    EXPECT_LE(predict(plan, batch, cost, world).makespan,
+              predict(baseline->plan(batch, world), batch, cost, world).makespan * (1 + 1e-12));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 #include "node_locality.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
 
@@ -199,19 +202,28 @@ std::vector<int> balance_over_nodes(const std::vector<double>& cost, const std::
 }
 
 NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
-                                 int world) {
-  const int n = static_cast<int>(batch.samples.size()), per_node = cost.ranks_per_node;
-  const int nodes = (world + per_node - 1) / per_node;
-  std::vector<int> ranks_of_node(nodes);
-  for (int node = 0; node < nodes; ++node) ranks_of_node[node] = std::min(per_node, world - node * per_node);
+                                 int world, int group_size) {
+  const int n = static_cast<int>(batch.samples.size()), per_node = cost.ranks_per_node, g = group_size;
+  if (g < 1 || world % g != 0)
+    throw std::invalid_argument(
+        fmt::format("node_wise_balance: groups of {} ranks do not divide the {} ranks", g, world));
+  // Domains of whole groups, balanced first: the nodes when groups fit in them, else each group that spans
+  // nodes (a multiple of a node), else (groups straddling node boundaries) the whole world.
+  const int domain = per_node % g == 0 ? per_node : (g % per_node == 0 ? g : world);
+  const int domains = (world + domain - 1) / domain;
+  std::vector<int> ranks_of_domain(domains);
+  for (int d = 0; d < domains; ++d) ranks_of_domain[d] = std::min(domain, world - d * domain);
   NodeWiseLayout out;
+  out.groups.resize(world / g);
+  for (int k = 0; k < world / g; ++k) out.groups[k] = {k * g, g};
 
-  // Samples: over the nodes, then over each node's ranks, then refined over all ranks.
-  std::vector<int> loader(n), home(n);
+  // Samples: over the domains, then over each domain's groups, then refined over all groups.
+  std::vector<int> loader(n), home(n), loader_group(n);
   std::vector<double> bytes(n);
   for (int s = 0; s < n; ++s) {
     loader[s] = sample_loader_rank(s, n, world);
-    home[s] = cost.node_of(loader[s]);
+    home[s] = loader[s] / domain;
+    loader_group[s] = loader[s] / g;
     bytes[s] = sample_input_bytes(batch.samples[s], cost);
   }
   // Samples that would move the most bytes per unit of work stay first (ties: lower index).
@@ -220,28 +232,31 @@ NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& cos
   std::sort(by_density.begin(), by_density.end());
   std::vector<int> stay_order(n);
   for (int i = 0; i < n; ++i) stay_order[i] = by_density[i].second;
-  const std::vector<int> node_of_sample = balance_over_nodes(costs.llm, home, ranks_of_node, stay_order);
-  std::vector<std::vector<int>> order(nodes);  // each node's samples, largest first
-  for (int s : costs.by_llm) order[node_of_sample[s]].push_back(s);
-  const std::vector<RankRange> groups = place_groups({}, 0, world, per_node);  // rank r = group r
-  out.samples.assign(world, {});
-  std::vector<double> loads(world, 0.0);
-  for (int node = 0; node < nodes; ++node) {
-    const int first = node * per_node;
-    const std::vector<RankRange> local(groups.begin() + first, groups.begin() + first + ranks_of_node[node]);
+  const std::vector<int> domain_of_sample = balance_over_nodes(costs.llm, home, ranks_of_domain, stay_order);
+  std::vector<std::vector<int>> order(domains);  // each domain's samples, largest first
+  for (int s : costs.by_llm) order[domain_of_sample[s]].push_back(s);
+  const int groups = static_cast<int>(out.groups.size());
+  out.samples.assign(groups, {});
+  std::vector<double> loads(groups, 0.0);
+  for (int d = 0; d < domains; ++d) {
+    const int first = d * domain / g, count = ranks_of_domain[d] / g;
+    const std::vector<RankRange> local(out.groups.begin() + first, out.groups.begin() + first + count);
     std::vector<std::vector<int>> samples(local.size());
     std::vector<double> local_loads(local.size(), 0.0);
-    assign_samples(costs, order[node], local, cost, samples, local_loads);
-    for (size_t i = 0; i < local.size(); ++i)
+    assign_samples(costs, order[d], local, cost, samples, local_loads);
+    for (int i = 0; i < count; ++i)
       out.samples[first + i] = std::move(samples[i]), loads[first + i] = local_loads[i];
   }
-  refine_assignment(costs, groups, cost, std::vector<char>(n, 1), out.samples, loads, world);
-  place_bundles_near_loaders(out.samples, 0, loader, bytes, per_node);
+  refine_assignment(costs, out.groups, cost, std::vector<char>(n, 1), out.samples, loads, groups);
+  place_bundles_near_loaders(out.samples, 0, loader_group, bytes, domain / g);
 
-  // Images: home = their sample's LLM node.
+  // Images over the ranks of the real nodes: home = their sample's LLM node (its group's first rank).
+  std::vector<int> ranks_of_node((world + per_node - 1) / per_node);
+  for (size_t node = 0; node < ranks_of_node.size(); ++node)
+    ranks_of_node[node] = std::min(per_node, world - static_cast<int>(node) * per_node);
   std::vector<int> llm_rank(n, 0);
-  for (int r = 0; r < world; ++r)
-    for (int s : out.samples[r]) llm_rank[s] = r;
+  for (int k = 0; k < groups; ++k)
+    for (int s : out.samples[k]) llm_rank[s] = out.groups[k].first;
   out.item_owner = balance_images_node_wise(batch, cost, llm_rank, ranks_of_node);
   return out;
 }

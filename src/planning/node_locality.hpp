@@ -19,19 +19,22 @@ std::vector<int> balance_over_nodes(const std::vector<double>& cost, const std::
                                     const std::vector<int>& ranks_of_node,
                                     const std::vector<int>& stay_order);
 
-// A data-parallel layout over ranks 0 .. world - 1 (groups of one rank), balanced node-wise: the samples
-// over the nodes (balance_over_nodes, LLM cost), then over each node's ranks (assign_samples), then refined
-// over all ranks (refine_assignment: a sample leaves its node only when that shortens the slowest rank);
-// the bundles are then placed on the node's ranks nearest their loaders (place_bundles_near_loaders).
-// Images likewise by encoder cost, home = their sample's LLM node, a sample's images kept together where
-// balance allows (over the nodes as one bundle; on the node's ranks whole while a rank stays within the
-// node's mean load, else image by image), placed nearest their sample's LLM rank.
+// A data-parallel layout over ranks 0 .. world - 1 in groups of group_size consecutive ranks (1: plain
+// data parallelism; static's cp: its DP x CP layout, the replicas balanced), balanced node-wise: the samples
+// over the nodes (balance_over_nodes, LLM cost; over each node-spanning group when groups are larger than a
+// node), then over each node's groups (assign_samples), then refined over all groups (refine_assignment: a
+// sample leaves its node only when that shortens the slowest group); the bundles are then placed on the
+// node's groups nearest their loaders (place_bundles_near_loaders). Images likewise over the ranks by
+// encoder cost, home = their sample's LLM node, a sample's images kept together where balance allows (over
+// the nodes as one bundle; on the node's ranks whole while a rank stays within the node's mean load, else
+// image by image), placed nearest their sample's LLM group. group_size must divide world.
 struct NodeWiseLayout {
-  std::vector<std::vector<int>> samples;  // per rank
+  std::vector<RankRange> groups;          // the LLM groups, in rank order
+  std::vector<std::vector<int>> samples;  // per group
   std::vector<int> item_owner;            // per image, in sample order
 };
 NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
-                                 int world);
+                                 int world, int group_size = 1);
 
 // Bundles of items to ranks, by where the items' bytes are: bundles[r] is what rank r + first_rank runs
 // (ranks first_rank .. first_rank + bundles.size() - 1); (ranks first_rank .. first_rank + bundles.size() -

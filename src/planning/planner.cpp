@@ -130,21 +130,37 @@ class MegatronDcpPlanner : public PolicyBase {
   }
 };
 
-// OrchMLLM batch post-balancing: data parallel (groups of one rank); the LLM phase and the encoder phase
-// are balanced separately (LPT on each phase's own cost), so the two layouts differ; both node-wise
+// OrchMLLM batch post-balancing on the baseline's layout: the samples balanced over the data-parallel
+// replicas of static's DP x CP groups (parallel.cp consecutive ranks each; groups of one rank where cp does
+// not divide the ranks), so orch holds whatever static holds; the LLM phase and the encoder phase are
+// balanced separately (LPT on each phase's own cost), so the two layouts differ; both node-wise
 // (node_locality.hpp): over the nodes first, keeping samples on their loaders' nodes and items on their
-// samples' LLM nodes as far as balance allows, then over each node's ranks (a sample's items together
-// where balance allows).
+// samples' LLM nodes as far as balance allows, then over each node's groups or ranks (a sample's items
+// together where balance allows).
 class OrchPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
   const char* name() const override { return "orch"; }
   StepPlan plan(const GlobalBatch& batch, int world_size) const override {
     const BatchCosts costs = planning::batch_costs(batch, cost_);
-    planning::NodeWiseLayout layout = planning::node_wise_balance(batch, costs, cost_, world_size);
-    StepPlan plan = planning::assemble_groups("orch", Placement::colocated,
-                                              planning::place_groups({}, 0, world_size, cost_.ranks_per_node),
-                                              std::move(layout.samples), costs, cost_);
+    const bool on_static_layout = world_size % options_.cp == 0;
+    planning::NodeWiseLayout layout =
+        planning::node_wise_balance(batch, costs, cost_, world_size, on_static_layout ? options_.cp : 1);
+    // The micro-batches are static's bins (cp x the token budget; memory permitting), refilled: as many as
+    // static runs, so a pipeline's bubble is static's; off static's layout, the fewest that fit memory.
+    std::vector<std::vector<int>> micro_batch_ends;
+    if (on_static_layout) {
+      const int cp = options_.cp;
+      const double bin =
+          std::min(static_cast<double>(cp) *
+                       planning::token_budget(options_.tokens_per_rank, cp, costs.max_tokens, cost_),
+                   cost_.token_capacity(cp));
+      for (const std::vector<int>& samples : layout.samples)
+        micro_batch_ends.push_back(samples.empty() ? std::vector<int>{}
+                                                   : planning::pack_in_order(samples, costs.tokens, bin));
+    }
+    StepPlan plan = planning::assemble_groups("orch", Placement::colocated, layout.groups,
+                                              std::move(layout.samples), costs, cost_, micro_batch_ends);
     plan.encoder_ranks = consecutive_ranks(0, world_size);
     plan.item_owner = std::move(layout.item_owner);
     return at_least_static(std::move(plan), batch, costs, world_size);
