@@ -22,6 +22,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # compare: (run, policy) of the system against (run, policy) of its baseline, per GPU; differences:
 # why minimllm's model of the experiment differs from the paper's (shown where the projection is more than
 # 15% off the claim), beside what the script finds in the files itself.
+# The heterogeneous-parallelism experiments share their paper and their homogeneous baseline (simulated once).
+HETEROGENEOUS_PAPER = "NVIDIA, heterogeneous parallelism for MLLM training, arXiv 2605.27678"
+HOMOGENEOUS_27B = ("hetero_27b_homogeneous.yaml", 16, "dgx-h100.yaml", "static", ["--cp", "1"])
+
 EXPERIMENTS = [
     {
         "system": "DHP",
@@ -99,7 +103,7 @@ EXPERIMENTS = [
     },
     {
         "system": "Heterogeneous parallelism (colocated)",
-        "paper": "NVIDIA, heterogeneous parallelism for MLLM training, arXiv 2605.27678",
+        "paper": HETEROGENEOUS_PAPER,
         "experiment": "27B VLM, 16 GPUs, tp 4 pp 2 dp 2, one image per sample (the layout of the team's public "
                       "non-colocated benchmark; the paper's colocated setups were not readable)",
         "claim": "colocated: up to +49.3% TFLOPS per GPU over the best homogeneous layout",
@@ -107,7 +111,7 @@ EXPERIMENTS = [
         "claimed_mfu": None,
         "baseline": "homogeneous: the encoder sliced like the LLM (encoder_tp 4), tp 4, pp 2, dp 2",
         "runs": {
-            "homogeneous": ("hetero_27b_homogeneous.yaml", 16, "dgx-h100.yaml", "static", ["--cp", "1"]),
+            "homogeneous": HOMOGENEOUS_27B,
             "colocated": ("hetero_27b_colocated.yaml", 16, "dgx-h100.yaml", "static", ["--cp", "1"]),
         },
         "compare": (("colocated", "static"), ("homogeneous", "static")),
@@ -120,7 +124,7 @@ EXPERIMENTS = [
     },
     {
         "system": "Heterogeneous parallelism (non-colocated)",
-        "paper": "NVIDIA, heterogeneous parallelism for MLLM training, arXiv 2605.27678",
+        "paper": HETEROGENEOUS_PAPER,
         "experiment": "27B VLM, the encoder on GPUs of its own (the team's public benchmark: 16 + 1 GPUs)",
         "claim": "non-colocated: up to +9.6% TFLOPS per GPU, +13.0% aggregate tokens/s (the benchmark: +35.5% "
                  "tokens/s per GPU)",
@@ -128,7 +132,7 @@ EXPERIMENTS = [
         "claimed_mfu": None,
         "baseline": "homogeneous: tp 4, pp 2, dp 2 on 16 GPUs (per GPU)",
         "runs": {
-            "homogeneous": ("hetero_27b_homogeneous.yaml", 16, "dgx-h100.yaml", "static", ["--cp", "1"]),
+            "homogeneous": HOMOGENEOUS_27B,
             "noncolocated": ("hetero_27b_noncolocated.yaml", 24, "dgx-h100.yaml", "static", ["--cp", "1"]),
         },
         "compare": (("noncolocated", "static"), ("homogeneous", "static")),
