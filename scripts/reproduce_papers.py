@@ -9,12 +9,17 @@ presets and the script work, not figures to report) and writes the document into
 """
 import argparse
 import os
+import secrets
 import shlex
+import stat
 import subprocess
 import sys
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import h5tables  # noqa: E402 - reads /simulation/<policy> by field name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -145,8 +150,22 @@ EXPERIMENTS = [
 ]
 
 
-def run_simulate(minimllm, out_dir, deck, ranks, machine, policies, extra, steps):
-    """Runs one simulation (unless its file exists from this invocation) and returns (file, command)."""
+def simulation_of(path, deck):
+    """Whether path is a regular file (not a link) that `minimllm simulate` wrote for this preset."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        with h5py.File(path, "r") as f:
+            run = f["run"].attrs
+            return str(run.get("mode", "")) == "simulate" and \
+                str(run.get("deck_path", "")).endswith(os.path.join("inputs", "papers", deck))
+    except (OSError, KeyError):
+        return False
+
+
+def run_simulate(minimllm, out_dir, overwrite, deck, ranks, machine, policies, extra, steps):
+    """Runs one simulation and returns (file, command). An existing output is replaced only when it is a
+    simulation of the same preset, or with --overwrite (simulate refuses a link either way)."""
     name = os.path.splitext(deck)[0]
     out = os.path.join(out_dir, f"{name}-{ranks}-{policies.replace(',', '-')}.h5")
     command = [minimllm, "simulate", os.path.join("inputs", "papers", deck), "--ranks", str(ranks),
@@ -155,20 +174,25 @@ def run_simulate(minimllm, out_dir, deck, ranks, machine, policies, extra, steps
         command += ["--steps", str(steps)]
     shown = " ".join(shlex.quote(a) for a in [os.path.relpath(minimllm, ROOT)] + command[1:] +
                      ["--out", os.path.relpath(out, ROOT)])
-    command += ["--out", out, "--overwrite"]
+    command += ["--out", out]
+    if overwrite or simulation_of(out, deck):
+        command.append("--overwrite")
     print(f"reproduce-papers: {shown}", flush=True)
     result = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if result.returncode != 0:
-        sys.exit(f"reproduce-papers: error: `{shown}` exited {result.returncode}: {result.stderr.strip()}")
+        sys.exit(f"reproduce-papers: error: `{shown}` exited {result.returncode}: {result.stderr.strip()} "
+                 f"(--overwrite replaces what is there, --out-dir chooses another folder)")
     return out, shown
 
 
 def policy_figures(path, policy):
     """Mean projected and plan-only step (s), its parts, MFU and fit of one policy in a simulate file."""
     with h5py.File(path, "r") as f:
-        table = f["simulation"][policy]
-        rows = table[()]
+        table_name = f"/simulation/{policy}"
+        table = f[table_name]
         run = f["run"].attrs
+        rows = {field: h5tables.column(f, table_name, field) for field in
+                ("makespan_s", "exposed_planning_s", "comm_creation_s", "movement_s")}
         projected = rows["makespan_s"]
         dynamism = rows["exposed_planning_s"] + rows["comm_creation_s"] + rows["movement_s"]
         dirty = int(run.get("git_dirty", -1))
@@ -183,7 +207,7 @@ def policy_figures(path, policy):
             "fits": str(table.attrs["fits"]) == "true",
             "does_not_fit": str(table.attrs.get("does_not_fit", "")),
             "sources": str(run.get(f"plan_sources_{policy}", "")),
-            "steps": len(rows),
+            "steps": len(projected),
             "ranks": int(run["virtual_ranks"]),
             "static_cp": int(run["static_cp"]),
             "revision": str(run["git_revision"])[:12] + {0: "", 1: " with local changes"}.get(dirty, " (dirty unknown)"),
@@ -209,11 +233,40 @@ def pct(value):
     return f"{100 * value:.1f}%"
 
 
-def write_document(path, results, reduced):
+DOCUMENT_HEADER = ("# Reproducing the seed systems' headline experiments\n\n"
+                   "Written by `scripts/reproduce-papers.sh` (do not edit by hand; re-run it when a cost changes).")
+
+
+def check_document(path, overwrite):
+    """Exits unless path is free, or a regular file this script wrote (it starts with DOCUMENT_HEADER), or
+    any regular file with --overwrite: a link or other non-regular file there is refused."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        if not stat.S_ISREG(info.st_mode):
+            sys.exit(f"reproduce-papers: error: {path} is not a regular file (a link?); it is never written through")
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "r", errors="replace") as f:
+            ours = f.read(len(DOCUMENT_HEADER)) == DOCUMENT_HEADER
+        if not ours and not overwrite:
+            sys.exit(f"reproduce-papers: error: {path} exists and was not written by this script; pass "
+                     f"--overwrite to replace it, or --doc to write elsewhere")
+
+
+def replace_document(path, text, overwrite):
+    """Writes text to path through a temporary file created beside it (exclusively, never through a link),
+    then renamed over it, if check_document still allows it."""
+    check_document(path, overwrite)
+    temporary = f"{path}.tmp.{secrets.token_hex(6)}"
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as f:
+        f.write(text)
+    os.replace(temporary, path)
+
+
+def write_document(path, results, reduced, overwrite):
     lines = [
-        "# Reproducing the seed systems' headline experiments",
-        "",
-        "Written by `scripts/reproduce-papers.sh` (do not edit by hand; re-run it when a cost changes).",
+        DOCUMENT_HEADER,
         "Each seed system's headline experiment is a preset in `inputs/papers/` (its header says what the",
         "paper gives and what is assumed), projected by `minimllm simulate` on the paper's machine where it is",
         "known (FlexSP's A100 cluster, DHP's Ascend 910B), else on the DGX H100 preset.",
@@ -257,8 +310,7 @@ def write_document(path, results, reduced):
             lines.append("")
             lines += [f"- {n}" for n in observations(s, b) + e["differences"]]
             lines.append("")
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    replace_document(path, "\n".join(lines), overwrite)
 
 
 def main():
@@ -270,14 +322,19 @@ def main():
     parser.add_argument("--doc", help="the document to write (default: docs/REPRODUCTION.md; with "
                                       "--reduced: REPRODUCTION.md in --out-dir)")
     parser.add_argument("--reduced", action="store_true", help="2 steps per experiment: a check, not figures")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace outputs this script did not write (default: only its own)")
     args = parser.parse_args()
     minimllm = os.path.abspath(args.minimllm)
     if not os.access(minimllm, os.X_OK):
         sys.exit(f"reproduce-papers: error: no minimllm binary at {minimllm} (build it, or pass --minimllm)")
     args.out_dir = os.path.abspath(args.out_dir)  # simulate runs in the repository root
+    if os.path.islink(args.out_dir):
+        sys.exit(f"reproduce-papers: error: --out-dir {args.out_dir} is a link; give the folder itself")
     os.makedirs(args.out_dir, exist_ok=True)
     doc = args.doc or (os.path.join(args.out_dir, "REPRODUCTION.md") if args.reduced
                        else os.path.join(ROOT, "docs", "REPRODUCTION.md"))
+    check_document(doc, args.overwrite)  # before any simulation runs
     steps = 2 if args.reduced else None
     done = {}
     results = []
@@ -286,7 +343,7 @@ def main():
         for name, spec in e["runs"].items():
             key = repr(spec)  # the homogeneous baseline serves two experiments: simulated once
             if key not in done:
-                done[key] = run_simulate(minimllm, args.out_dir, *spec, steps)
+                done[key] = run_simulate(minimllm, args.out_dir, args.overwrite, *spec, steps)
             files[name], shown = done[key]
             commands.append(shown)
         (sys_run, sys_policy), (base_run, base_policy) = e["compare"]
@@ -298,7 +355,7 @@ def main():
             "projected": per_gpu * base["projected"] / system["projected"],
             "plan_only": per_gpu * base["plan_only"] / system["plan_only"],
         }))
-    write_document(doc, results, args.reduced)
+    write_document(doc, results, args.reduced, args.overwrite)
     print(f"reproduce-papers: wrote {os.path.relpath(doc, ROOT)}")
 
 
