@@ -764,23 +764,33 @@ TEST(NodeLocality, OrchEncodesMostSamplesImagesTogether) {
   EXPECT_LE(*std::max_element(encoder_load.begin(), encoder_load.end()), 1.03 * mean);
 }
 
-// orch on static's DP x CP layout: on long-tailed text whose longest samples fit only a group of cp = 4
-// ranks (not 2), orch balances the samples over static's replicas (the same groups of 4 consecutive ranks)
-// in micro-batches no larger than static's bins, so it plans its own layout every step, within memory, and
-// no slower than static. (On groups of one rank such a batch does not fit: it fell back to static's layout.)
-TEST(NodeLocality, OrchBalancesStaticReplicasWithinMemory) {
+// orch on static's DP x CP layout: on batches (long-tailed text; modality-incoherent, with images; two seeds
+// each) whose longest samples fit only a group of cp = 4 ranks (not 2), orch balances the samples over
+// static's replicas (the same groups of 4 consecutive ranks) in micro-batches no larger than static's bins,
+// so it plans its own layout every step, within memory, and no slower than static. (On groups of one rank
+// such a batch does not fit: it fell back to static's layout.)
+void orch_balances_static_replicas_within_memory(const RunConfig& config) {
   const int world = 64, cp = 4;
-  const RunConfig config = deck("text_longtail", 512, 3);
   CostModel cost = default_cost_model(config, kGflops, 8);
   cost.memory = memory_model(config.model, GemmPrecision::fp32);
   const Sampler sampler(config);
   std::vector<GlobalBatch> batches;
   int longest = 0;
+  double patches = 0.0, largest = 0.0;  // the most of a step, and the largest image
   for (int step = 0; step < 4; ++step) {
     batches.push_back(sampler.batch(step));
     longest = std::max(longest, planning::batch_costs(batches.back(), cost).max_tokens);
+    double step_patches = 0.0;
+    for (const SampleMeta& s : batches.back().samples)
+      for (const EncoderItem& im : s.items)
+        step_patches += im.rows, largest = std::max<double>(largest, im.rows);
+    patches = std::max(patches, step_patches);
   }
-  cost.capacity_bytes = cost.memory.state + cost.memory.fixed + longest / 3.0 * cost.memory.per_row;
+  // Twice a rank's share of the step's images beside the LLM's rows (the encoder's activations are held
+  // for the whole step), and a third of the longest sample's rows.
+  cost.encoder_reserve_bytes = 2.0 * cost.memory.per_encoder_row.at(0) * (patches / world + largest);
+  cost.capacity_bytes = cost.memory.state + cost.memory.fixed + cost.encoder_reserve_bytes +
+                        longest / 3.0 * cost.memory.per_row;
   ASSERT_LT(cost.token_capacity(2), longest);
   ASSERT_GE(cost.token_capacity(cp), longest);
   PlannerOptions options;
@@ -806,6 +816,14 @@ TEST(NodeLocality, OrchBalancesStaticReplicasWithinMemory) {
     EXPECT_LE(predict(plan, batch, cost, world).makespan,
               predict(baseline->plan(batch, world), batch, cost, world).makespan * (1 + 1e-12));
   }
+}
+
+TEST(NodeLocality, OrchBalancesStaticReplicasWithinMemory) {
+  for (const std::string name : {"text_longtail", "modality_incoherent"})
+    for (std::uint64_t seed : {3, 17}) {
+      SCOPED_TRACE(name + " seed " + std::to_string(seed));
+      orch_balances_static_replicas_within_memory(deck(name, 512, seed));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------
