@@ -201,6 +201,17 @@ std::vector<int> balance_over_nodes(const std::vector<double>& cost, const std::
   return node;
 }
 
+namespace {
+
+// Ranks 0 .. world - 1 cut into consecutive blocks of `block` (the last one shorter): each block's size.
+std::vector<int> block_sizes(int world, int block) {
+  std::vector<int> sizes((world + block - 1) / block);
+  for (size_t b = 0; b < sizes.size(); ++b) sizes[b] = std::min(block, world - static_cast<int>(b) * block);
+  return sizes;
+}
+
+}  // namespace
+
 NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& costs, const CostModel& cost,
                                  int world, int group_size) {
   const int n = static_cast<int>(batch.samples.size()), per_node = cost.ranks_per_node, g = group_size;
@@ -210,9 +221,8 @@ NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& cos
   // Domains of whole groups, balanced first: the nodes when groups fit in them, else each group that spans
   // nodes (a multiple of a node), else (groups straddling node boundaries) the whole world.
   const int domain = per_node % g == 0 ? per_node : (g % per_node == 0 ? g : world);
-  const int domains = (world + domain - 1) / domain;
-  std::vector<int> ranks_of_domain(domains);
-  for (int d = 0; d < domains; ++d) ranks_of_domain[d] = std::min(domain, world - d * domain);
+  const std::vector<int> ranks_of_domain = block_sizes(world, domain);
+  const int domains = static_cast<int>(ranks_of_domain.size());
   NodeWiseLayout out;
   out.groups.resize(world / g);
   for (int k = 0; k < world / g; ++k) out.groups[k] = {k * g, g};
@@ -251,13 +261,10 @@ NodeWiseLayout node_wise_balance(const GlobalBatch& batch, const BatchCosts& cos
   place_bundles_near_loaders(out.samples, 0, loader_group, bytes, domain / g);
 
   // Images over the ranks of the real nodes: home = their sample's LLM node (its group's first rank).
-  std::vector<int> ranks_of_node((world + per_node - 1) / per_node);
-  for (size_t node = 0; node < ranks_of_node.size(); ++node)
-    ranks_of_node[node] = std::min(per_node, world - static_cast<int>(node) * per_node);
   std::vector<int> llm_rank(n, 0);
   for (int k = 0; k < groups; ++k)
     for (int s : out.samples[k]) llm_rank[s] = out.groups[k].first;
-  out.item_owner = balance_images_node_wise(batch, cost, llm_rank, ranks_of_node);
+  out.item_owner = balance_images_node_wise(batch, cost, llm_rank, block_sizes(world, per_node));
   return out;
 }
 
