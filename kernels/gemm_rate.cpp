@@ -8,7 +8,11 @@
 namespace minimllm {
 
 double measure_gemm_gflops(GemmPrecision precision, int n, GemmBackend backend) {
-  t_mat a("gemm_rate::a", n, n), b("gemm_rate::b", n, n), c("gemm_rate::c", n, n);
+  return measure_gemm_gflops(n, n, n, precision, backend, 5);
+}
+
+double measure_gemm_gflops(int m, int n, int k, GemmPrecision precision, GemmBackend backend, int repeats) {
+  t_mat a("gemm_rate::a", m, k), b("gemm_rate::b", k, n), c("gemm_rate::c", m, n);
   Kokkos::deep_copy(a, 1.0f), Kokkos::deep_copy(b, 1.0f);
   Workspace workspace;  // bf16 rounds its operands into scratch: the arena fits them after the warm-up
   const auto call = [&] {
@@ -18,12 +22,12 @@ double measure_gemm_gflops(GemmPrecision precision, int n, GemmBackend backend) 
   };
   call();  // warm-up: handles, scratch
   double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
+  for (int rep = 0; rep < repeats; ++rep) {
     const double t0 = now_seconds();
     call();
     best = std::min(best, now_seconds() - t0);
   }
-  return 2.0 * n * n * n / best * 1e-9;
+  return 2.0 * m * n * k / best * 1e-9;
 }
 
 }  // namespace minimllm

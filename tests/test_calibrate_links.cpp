@@ -42,6 +42,17 @@ TEST(CalibrateLinks, MeasuresTheMessageAndTheTensorParallelAllReduce) {
   EXPECT_NE(c.machine_notes.front().find("cp_overlap ("), std::string::npos) << c.machine_notes.front();
   EXPECT_EQ(back.machine.cp_overlap, c.machine.cp_overlap);
   EXPECT_EQ(cost.cp_overlap, c.machine.cp_overlap);
+  // The GEMM rates at the layout's shapes: the LLM's QKV at tp 1 and sliced over the deck's tp 2.
+  ASSERT_FALSE(c.gemm_rates.empty());
+  const int w = config.model.llm.width;
+  const auto measured = [&](int n, int k) {
+    for (const GemmRatePoint& p : c.gemm_rates)
+      if (p.n == n && p.k == k) return p.gflops > 0.0;
+    return false;
+  };
+  EXPECT_TRUE(measured(3 * w, w));
+  EXPECT_TRUE(measured(3 * w / 2, w));
+  EXPECT_EQ(back.gemm_rates.size(), c.gemm_rates.size());
   // Every rank holds the same calibration (rank 0's measurements, broadcast).
   double values[2] = {c.point_to_point.link.bandwidth, c.machine.cp_overlap};
   MPI_Bcast(values, 2, MPI_DOUBLE, 0, world.comm);

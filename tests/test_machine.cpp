@@ -182,7 +182,7 @@ machine:
       error("machine: {memroy_gib: 8}"),
       "m.yaml: machine.memroy_gib = 8: unknown key (did you mean 'memory_gib'?); valid keys in machine: "
       "name, ranks_per_node, nvlink_domain, memory_gib, peak_gflops, intra_node, inter_node, "
-      "collective_algorithm, comm_creation_ms, activation_precision, cp_overlap");
+      "collective_algorithm, comm_creation_ms, activation_precision, cp_overlap, gemm");
   EXPECT_EQ(error("machine: {comm_creation_ms: 0}"),
             "m.yaml: machine.comm_creation_ms = 0: must be a number > 0");
   EXPECT_EQ(error("machine: {memory_gib: 0}"), "m.yaml: machine.memory_gib = 0: must be a number > 0");
@@ -630,7 +630,10 @@ TEST(ResolveCostModel, RunAndSimulateBuildTheSameModel) {
     config.machine = parse_machine_text(
         "machine:\n  ranks_per_node: 1\n  memory_gib: 6\n  peak_gflops: 40\n"
         "  intra_node: {bandwidth_gbs: 20, latency_us: 2}\n  inter_node: {bandwidth_gbs: 5, latency_us: 9}\n"
-        "  comm_creation_ms: 3\n",
+        "  comm_creation_ms: 3\n" +
+            std::string(distributed_optimizer ? "  gemm: {efficiency: 0.5, memory_gbs: 10, launch_us: 20, "
+                                                "tile: [16, 16, 16], units: 2}\n"
+                                              : ""),
         "machine.yaml");
     TrainResult result;
     const RunSetup run(config, World::of(MPI_COMM_SELF), {}, result);
@@ -640,6 +643,8 @@ TEST(ResolveCostModel, RunAndSimulateBuildTheSameModel) {
     expect_same_cost_model(run.cost.model, simulated.choice.model);
     EXPECT_EQ(run.cost.source, simulated.choice.source);
     EXPECT_EQ(machine_to_yaml(result.machine.machine), machine_to_yaml(simulated.machine.machine));
+    EXPECT_EQ(result.machine.gemm_shapes, simulated.machine.gemm_shapes);
+    EXPECT_EQ(result.machine.gemm_shapes.empty(), !distributed_optimizer) << result.machine.gemm_shapes;
   }
 }
 

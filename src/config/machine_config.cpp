@@ -28,6 +28,24 @@ LinkSpec read_link(const Section& parent, const std::string& key) {
   return link;
 }
 
+GemmSpec read_gemm(const Section& parent) {
+  GemmSpec gemm;
+  const Section s =
+      parent.section("gemm", {"efficiency", "memory_gbs", "launch_us", "tile", "units", "bytes_per_element"});
+  if (!parent.has("gemm") || parent.child("gemm").IsNull()) return gemm;
+  for (const char* key : {"efficiency", "memory_gbs", "launch_us", "tile", "units"}) s.require(key);
+  s.read_real("efficiency", gemm.efficiency, strict_yaml::Range{0.0, true, 1.0, false});
+  s.read_real("memory_gbs", gemm.memory_gbs, above(0.0));
+  s.read_real("launch_us", gemm.launch_us, at_least(0.0));
+  std::vector<int> tile;
+  s.read_int_list("tile", tile, 1, 1 << 16);
+  if (tile.size() != 3) s.fail_at("tile", "must be three sizes: [m, n, k], the output tile and its k-block");
+  gemm.tile_m = tile[0], gemm.tile_n = tile[1], gemm.tile_k = tile[2];
+  s.read_int("units", gemm.units, 1, 1 << 20);
+  s.read_int("bytes_per_element", gemm.bytes_per_element, 1, 8);
+  return gemm;
+}
+
 // Shortest text that reads back as the same double.
 std::string number(double v) { return fmt::format("{}", v); }
 
@@ -36,14 +54,22 @@ std::string number(double v) { return fmt::format("{}", v); }
 bool MachineConfig::empty() const {
   return name.empty() && ranks_per_node == 0 && nvlink_domain == 0 && memory_gib == 0.0 &&
          peak_gflops == 0.0 && !intra_node.given() && !inter_node.given() && collective_algorithm.empty() &&
-         comm_creation_ms == 0.0 && activation_precision.empty() && cp_overlap < 0.0;
+         comm_creation_ms == 0.0 && activation_precision.empty() && cp_overlap < 0.0 && !gemm.given();
 }
 
 const std::vector<std::string>& machine_keys() {
-  static const std::vector<std::string> keys = {
-      "name",       "ranks_per_node", "nvlink_domain",        "memory_gib",       "peak_gflops",
-      "intra_node", "inter_node",     "collective_algorithm", "comm_creation_ms", "activation_precision",
-      "cp_overlap"};
+  static const std::vector<std::string> keys = {"name",
+                                                "ranks_per_node",
+                                                "nvlink_domain",
+                                                "memory_gib",
+                                                "peak_gflops",
+                                                "intra_node",
+                                                "inter_node",
+                                                "collective_algorithm",
+                                                "comm_creation_ms",
+                                                "activation_precision",
+                                                "cp_overlap",
+                                                "gemm"};
   return keys;
 }
 
@@ -60,6 +86,7 @@ MachineConfig read_machine(const Section& s) {
   s.read_real("comm_creation_ms", m.comm_creation_ms, above(0.0));
   s.read_choice("activation_precision", m.activation_precision, {"fp32", "bf16"});
   s.read_real("cp_overlap", m.cp_overlap, strict_yaml::closed(0.0, 1.0));
+  m.gemm = read_gemm(s);
   // A domain holds whole nodes (an NVL72 rack of 18 nodes of 4 GPUs: nvlink_domain 72, ranks_per_node 4).
   if (m.nvlink_domain > 0 && m.ranks_per_node > 0 && m.nvlink_domain % m.ranks_per_node != 0)
     s.fail_at("nvlink_domain",
@@ -116,6 +143,12 @@ std::string machine_to_yaml(const MachineConfig& m) {
   if (!m.activation_precision.empty())
     o << fmt::format("  activation_precision: {}\n", m.activation_precision);
   if (m.cp_overlap >= 0.0) o << fmt::format("  cp_overlap: {}\n", number(m.cp_overlap));
+  if (m.gemm.given())
+    o << fmt::format(
+        "  gemm: {{efficiency: {}, memory_gbs: {}, launch_us: {}, tile: [{}, {}, {}], units: {}, "
+        "bytes_per_element: {}}}\n",
+        number(m.gemm.efficiency), number(m.gemm.memory_gbs), number(m.gemm.launch_us), m.gemm.tile_m,
+        m.gemm.tile_n, m.gemm.tile_k, m.gemm.units, m.gemm.bytes_per_element);
   return o.str();
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <numeric>
 #include <ostream>
+#include <tuple>
 
 #include "minimllm/config/input_error.hpp"
 #include "minimllm/config/strict_yaml.hpp"
@@ -19,9 +20,11 @@
 #include "minimllm/driver/memory_check.hpp"
 #include "minimllm/kernels/gemm.hpp"
 #include "minimllm/kernels/gemm_rate.hpp"
+#include "minimllm/layout/model_parallel.hpp"
 #include "minimllm/layout/step_plan.hpp"
 #include "minimllm/model/model.hpp"
 #include "minimllm/parallel/comm_pool.hpp"
+#include "minimllm/planning/gemm_shapes.hpp"
 #include "minimllm/step/optimizer.hpp"
 #include "minimllm/step/run_step.hpp"
 
@@ -423,6 +426,42 @@ void measure_machine(const RunConfig& config, const World& world, Model& model, 
                      "not measured: " + strict_yaml::join(missing)};
 }
 
+// The GEMM rates at the shapes the deck's layout gives a rank (planning/gemm_shapes.hpp): every linear at
+// tp 1 and at parallel.tp (the encoders' at 1 and encoder_tp), at a quarter of and at the layout's rows per
+// call, each the mean over ranks of every rank's best of `repeats` (all ranks measure at once, as they
+// compute in a run). Forward-shaped calls (no transposes) stand for all three of a linear's GEMMs.
+std::vector<GemmRatePoint> measure_gemm_rates(const RunConfig& config, const World& world, int repeats) {
+  const ModelParallel grid = model_parallel_of(config);
+  const ModelConfig& model = config.model;
+  const GemmRows rows = representative_gemm_rows(config, grid, grid.ranks_per_unit() * world.size);
+  std::vector<std::tuple<int, int, int>> shapes;
+  const auto add = [&](const std::vector<RankLinear>& linears, double m) {
+    for (double r : {std::max(1.0, m / 4.0), m})
+      for (const RankLinear& l : linears) {
+        const int ri = static_cast<int>(std::lround(r)), in = static_cast<int>(std::lround(l.in));
+        const int out = static_cast<int>(std::lround(l.out));
+        shapes.emplace_back(ri, out, in), shapes.emplace_back(in, out, ri);
+        if (l.input_gradient) shapes.emplace_back(ri, in, out);
+      }
+  };
+  for (int tp : {1, grid.tp}) add(llm_linears(model.llm, tp), rows.llm);
+  for (size_t m = 0; m < model.encoders.size(); ++m)
+    for (int tp : {1, grid.encoder_tp})
+      add(encoder_linears(model.encoders[m], model.llm.width, tp), rows.encoders[m]);
+  std::sort(shapes.begin(), shapes.end());
+  shapes.erase(std::unique(shapes.begin(), shapes.end()), shapes.end());
+  const GemmPrecision precision = gemm_precision_from_string(config.runtime.precision);
+  std::vector<double> gflops;
+  for (const auto& [m, n, k] : shapes)
+    gflops.push_back(measure_gemm_gflops(m, n, k, precision, default_gemm_backend(), repeats) / world.size);
+  MPI_Allreduce(MPI_IN_PLACE, gflops.data(), static_cast<int>(gflops.size()), MPI_DOUBLE, MPI_SUM,
+                world.comm);
+  std::vector<GemmRatePoint> points;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    points.push_back({std::get<0>(shapes[i]), std::get<1>(shapes[i]), std::get<2>(shapes[i]), gflops[i]});
+  return points;
+}
+
 std::string utc_now() {
   char stamp[32];
   const std::time_t t = std::time(nullptr);
@@ -580,6 +619,7 @@ Calibration calibrate(const RunConfig& config, const World& world, const Calibra
 
   measure_collectives(world, config.parallel.tp, cal);
   measure_machine(config, world, model, max_tokens, options.repeats, cal);
+  cal.gemm_rates = measure_gemm_rates(config, world, std::max(1, options.repeats));
   if (log) print_calibration(*log, cal);
   return cal;
 }
@@ -636,6 +676,13 @@ void print_calibration(std::ostream& out, const Calibration& c) {
     out << fmt::format("{:<22} not measured (the deck's parallel.tp is 1)\n", "tensor-parallel all-red.");
   else
     link(fmt::format("all-reduce (tp {})", c.tensor_parallel_ranks), c.tensor_parallel_all_reduce);
+  if (!c.gemm_rates.empty()) {
+    const auto [lo, hi] = std::minmax_element(
+        c.gemm_rates.begin(), c.gemm_rates.end(),
+        [](const GemmRatePoint& a, const GemmRatePoint& b) { return a.gflops < b.gflops; });
+    out << fmt::format("{:<22} {} shapes, {:.1f} GFLOP/s ({}x{}x{}) to {:.1f} ({}x{}x{})\n", "GEMM rates",
+                       c.gemm_rates.size(), lo->gflops, lo->m, lo->n, lo->k, hi->gflops, hi->m, hi->n, hi->k);
+  }
 }
 
 CostModelChoice choose_cost_model(const RunConfig& config, const World& world, double gflops,
@@ -657,6 +704,7 @@ CostModelChoice choose_cost_model(const RunConfig& config, const World& world, d
     choice.model = apply_calibration(choice.model, c, config.model, file);
     choice.intra_measured = c.all_gather.measured, choice.inter_measured = c.inter_all_gather.measured;
     choice.creation_measured = c.machine.comm_creation_ms > 0.0;
+    choice.gemm_rates = c.gemm_rates;
     choice.source = file;
   } else if (config.runtime.calibrate) {
     CalibrateOptions quick;
@@ -665,6 +713,7 @@ CostModelChoice choose_cost_model(const RunConfig& config, const World& world, d
     choice.model = apply_calibration(choice.model, c, config.model, "runtime.calibrate");
     choice.intra_measured = c.all_gather.measured, choice.inter_measured = c.inter_all_gather.measured;
     choice.creation_measured = c.machine.comm_creation_ms > 0.0;
+    choice.gemm_rates = c.gemm_rates;
     choice.source = "calibrated at start-up (runtime.calibrate)";
     choice.calibration_text = calibration_to_yaml(c);
   } else {
@@ -682,6 +731,7 @@ CostModelChoice restored_cost_model(const RunConfig& config, double gflops, int 
     choice.model = apply_calibration(choice.model, c, config.model, source);
     choice.intra_measured = c.all_gather.measured, choice.inter_measured = c.inter_all_gather.measured;
     choice.creation_measured = c.machine.comm_creation_ms > 0.0;
+    choice.gemm_rates = c.gemm_rates;
   }
   choice.source = source;
   choice.calibration_text = calibration_text;

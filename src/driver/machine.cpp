@@ -84,6 +84,7 @@ std::vector<RunAttribute> ResolvedMachine::attributes() const {
       {"machine_collective_algorithm", m.collective_algorithm},
       {"machine_comm_creation_ms", m.comm_creation_ms},
       {"machine_comm_creation_source", comm_creation_source},
+      {"machine_gemm_shapes", gemm_shapes.empty() ? "none: every GEMM at one rate" : gemm_shapes},
       {"machine", machine_to_yaml(m)},
   };
 }
@@ -103,6 +104,7 @@ std::string ResolvedMachine::describe() const {
       m.inter_node.latency_us, inter_node_source, m.collective_algorithm, algorithm_source);
   if (!comm_creation_source.empty())
     out += fmt::format("  communicator creation {:.3f} ms ({})\n", m.comm_creation_ms, comm_creation_source);
+  if (!gemm_shapes.empty()) out += fmt::format("  GEMM shapes: {}\n", gemm_shapes);
   return out;
 }
 

@@ -208,6 +208,19 @@ std::string calibration_to_yaml(const Calibration& c) {
   o << "# The all-reduce of the tensor-parallel groups (parallel.tp consecutive ranks of a node).\n";
   o << fmt::format("tensor_parallel:\n  ranks: {}\n", c.tensor_parallel_ranks);
   write_collective(o, "all_reduce", c.tensor_parallel_all_reduce);
+  if (!c.gemm_rates.empty()) {
+    o << "# GEMM rates at the layout's shapes, C[m x n] += A[m x k] B[k x n], one column per point.\n";
+    const auto column = [&](const char* key, auto field) {
+      std::vector<std::string> values;
+      for (const GemmRatePoint& p : c.gemm_rates) values.push_back(number(field(p)));
+      o << fmt::format("  {}: [{}]\n", key, fmt::join(values, ", "));
+    };
+    o << "gemm_rates:\n";
+    column("m", [](const GemmRatePoint& p) { return p.m; });
+    column("n", [](const GemmRatePoint& p) { return p.n; });
+    column("k", [](const GemmRatePoint& p) { return p.k; });
+    column("gflops", [](const GemmRatePoint& p) { return p.gflops; });
+  }
   if (!c.machine.empty()) {
     o << "# The machine as far as it was measured here; `minimllm simulate --machine <this file>` reads "
          "it.\n";
@@ -344,7 +357,7 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
   const std::vector<std::string> top_keys = {"format",      "provenance", "model",          "encoder",
                                              "llm",         "data",       "optimizer",      "grad_sync",
                                              "collectives", "inter_node", "point_to_point", "tensor_parallel",
-                                             "machine"};
+                                             "machine",     "gemm_rates"};
   if (documents.size() != 1 || !documents[0].IsMap())
     strict_yaml::fail(origin, "(top level)", documents.empty() ? "(empty)" : strict_yaml::show(documents[0]),
                       fmt::format("a calibration file is one YAML map with keys {} (see docs/INPUT.md)",
@@ -391,6 +404,21 @@ Calibration parse_calibration(const std::string& yaml_text, const std::string& o
     read_link(tp, "all_reduce", c.tensor_parallel_all_reduce);
   }
   c.machine = read_machine(top.section("machine", machine_keys()));
+  if (top.has("gemm_rates")) {
+    const Section rates = top.required_section("gemm_rates", {"m", "n", "k", "gflops"});
+    std::vector<int> m, n, k;
+    std::vector<double> gflops;
+    for (const char* key : {"m", "n", "k", "gflops"}) rates.require(key);
+    rates.read_int_list("m", m, 1, 1 << 30);
+    rates.read_int_list("n", n, 1, 1 << 30);
+    rates.read_int_list("k", k, 1, 1 << 30);
+    rates.read_real_list("gflops", gflops, above(0.0));
+    if (n.size() != m.size() || k.size() != m.size() || gflops.size() != m.size() || m.empty())
+      rates.fail_at("gflops", fmt::format("m, n, k and gflops must be lists of the same length, at least one "
+                                          "(here {}, {}, {}, {})",
+                                          m.size(), n.size(), k.size(), gflops.size()));
+    for (size_t i = 0; i < m.size(); ++i) c.gemm_rates.push_back({m[i], n[i], k[i], gflops[i]});
+  }
   return c;
 }
 

@@ -23,6 +23,24 @@ struct LinkSpec {
   bool given() const { return bandwidth_gbs > 0.0; }
 };
 
+// machine.gemm: how a GEMM's rate depends on its shape (C[m x n] += A[m x k] B[k x n] on one rank), a
+// roofline over the work of a tiled, stream-K kernel (planning/gemm_rates.hpp):
+//   time   = launch + max(compute, bytes / memory bandwidth)
+//   blocks = ceil(m / tile_m) ceil(n / tile_n) ceil(k / tile_k)      whole tiles' k-blocks
+//   compute = ceil(blocks / units) x units x 2 tile_m tile_n tile_k / (efficiency x peak)
+//   bytes  = bytes_per_element (m k + k n + m n)
+// Not given: every GEMM runs at the peak whatever its shape.
+struct GemmSpec {
+  double efficiency = 0.0;  // machine.gemm.efficiency in (0, 1]: what a GEMM that fills the machine reaches
+  double memory_gbs = 0.0;  // machine.gemm.memory_gbs: memory bandwidth per rank (GB/s)
+  double launch_us = 0.0;   // machine.gemm.launch_us: a call's fixed cost (launch, tail)
+  // machine.gemm.tile: [m, n, k], the output tile a unit computes and the k-block it computes at a time.
+  int tile_m = 1, tile_n = 1, tile_k = 1;
+  int units = 1;              // machine.gemm.units: k-blocks computed at once (SMs, cores)
+  int bytes_per_element = 2;  // machine.gemm.bytes_per_element: operands' size (2: bf16)
+  bool given() const { return efficiency > 0.0; }
+};
+
 struct MachineConfig {
   std::string name;          // machine.name: free text (e.g. "DGX H100 cluster"); empty: none
   int ranks_per_node = 0;    // machine.ranks_per_node; 0: detected (run) or 8 (simulate)
@@ -42,6 +60,7 @@ struct MachineConfig {
   // machine.cp_overlap: the share of a context-parallel ring's transfers hidden behind the attention of
   // the block before (1: all; parallel.cp_comm p2p); < 0: not given (then 0: nothing hidden).
   double cp_overlap = -1.0;
+  GemmSpec gemm;  // machine.gemm (above)
 
   bool empty() const;
 };

@@ -10,6 +10,7 @@
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/core/world.hpp"
 #include "minimllm/planning/calibration.hpp"
+#include "minimllm/planning/gemm_rates.hpp"
 
 namespace minimllm {
 
@@ -37,6 +38,9 @@ struct CostModelChoice {
   std::string calibration_text;  // the calibration's YAML; empty for the defaults
   bool intra_measured = false, inter_measured = false;  // the calibration replaced these links
   bool creation_measured = false;                       // ... and the communicator creation time
+  // The calibration's GEMM rates at the layout's shapes (its gemm_rates); empty: none measured, or the
+  // FLOP-based defaults (then machine.gemm, where given, prices the shapes).
+  std::vector<GemmRatePoint> gemm_rates;
 };
 CostModelChoice choose_cost_model(const RunConfig& config, const World& world, double gflops,
                                   int ranks_per_node, const std::string& path = "");

@@ -19,6 +19,9 @@ struct ResolvedMachine {
   std::string section;    // where the machine section came from: a deck or machine file, or "none"
   std::string ranks_per_node_source, nvlink_domain_source, memory_source, peak_source, intra_node_source,
       inter_node_source, algorithm_source, comm_creation_source;
+  // What the GEMM shapes did to the compute terms (planning/gemm_shapes.hpp); empty: every GEMM at the peak
+  // or at the calibration's measured rate, whatever its shape.
+  std::string gemm_shapes;
 
   double memory_bytes() const;
   std::vector<RunAttribute> attributes() const;  // machine_<field> and machine_<field>_source

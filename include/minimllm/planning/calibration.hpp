@@ -9,6 +9,7 @@
 
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/planning/cost_model.hpp"
+#include "minimllm/planning/gemm_rates.hpp"
 
 namespace minimllm {
 
@@ -88,6 +89,10 @@ struct Calibration {
   // and was not measured (written as comments above it; not read back).
   MachineConfig machine;
   std::vector<std::string> machine_notes;
+  // GEMM rates at the shapes the deck's layout gives a rank (its linears at tp 1 and at the deck's tp and
+  // encoder_tp, over a few row counts; planning/gemm_shapes.hpp), best of the repeats on rank 0; empty:
+  // not measured (a file from before they were).
+  std::vector<GemmRatePoint> gemm_rates;
 };
 
 // ---------------------------------------------------------------------------------------------------
