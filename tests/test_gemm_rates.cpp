@@ -56,16 +56,16 @@ TEST(GemmRates, RooflineByHand) {
 }
 
 TEST(GemmRates, MeasuredInterpolatesInLogRowsOfTheNearestClass) {
-  const GemmRates r = GemmRates::measured({{100, 64, 64, 10.0},
-                                           {1000, 64, 64, 20.0},
-                                           {100, 4096, 4096, 500.0},
-                                           {1000, 4096, 4096, 900.0}});
-  const auto gflops = [&](double m, double n, double k) { return GemmShape{m, n, k}.flops() / r.seconds({m, n, k}) * 1e-9; };
+  const GemmRates r = GemmRates::measured(
+      {{100, 64, 64, 10.0}, {1000, 64, 64, 20.0}, {100, 4096, 4096, 500.0}, {1000, 4096, 4096, 900.0}});
+  const auto gflops = [&](double m, double n, double k) {
+    return GemmShape{m, n, k}.flops() / r.seconds({m, n, k}) * 1e-9;
+  };
   EXPECT_NEAR(gflops(100, 64, 64), 10.0, 1e-9);
   EXPECT_NEAR(gflops(std::sqrt(100.0 * 1000.0), 64, 64), 15.0, 1e-9);  // the log midpoint
   EXPECT_NEAR(gflops(50, 64, 64), 10.0, 1e-9);                         // held beyond the ends
   EXPECT_NEAR(gflops(5000, 64, 64), 20.0, 1e-9);
-  EXPECT_NEAR(gflops(1000, 60, 70), 20.0, 1e-9);      // the nearest (n, k)
+  EXPECT_NEAR(gflops(1000, 60, 70), 20.0, 1e-9);  // the nearest (n, k)
   EXPECT_NEAR(gflops(1000, 3000, 5000), 900.0, 1e-9);
   EXPECT_THROW(GemmRates::measured({}), std::invalid_argument);
   EXPECT_THROW(GemmRates::measured({{10, 10, 10, 0.0}}), std::invalid_argument);
@@ -85,7 +85,8 @@ TEST(GemmShapes, LinearsCountTheCostModelsFlops) {
               flops.encoders[0].compute.a1, 1e-12 * flops.encoders[0].compute.a1);
   // Slicing keeps a rank's share of the FLOPs, but the replicated patch embedding.
   for (int tp : {2, 4})
-    EXPECT_NEAR(linear_seconds(peak, llm_linears(llm, tp), rows) * tp, linear_seconds(peak, llm_linears(llm, 1), rows),
+    EXPECT_NEAR(linear_seconds(peak, llm_linears(llm, tp), rows) * tp,
+                linear_seconds(peak, llm_linears(llm, 1), rows),
                 1e-9 * linear_seconds(peak, llm_linears(llm, 1), rows));
 }
 
@@ -117,8 +118,8 @@ TEST(GemmShapes, AtThePeakNothingChangesAndNarrowSlicesCostMoreOnARoofline) {
   };
   EXPECT_GE(per_flop(1, 1e6), 1.0 / gpu.efficiency);
   EXPECT_LT(per_flop(1, 1e6), 1.0 / gpu.efficiency * 1.02);  // a GEMM that fills the machine
-  EXPECT_GT(per_flop(4, 256), per_flop(1, 256));              // a slice of a short call
-  EXPECT_GT(per_flop(1, 256), per_flop(1, 4096));             // a short call
+  EXPECT_GT(per_flop(4, 256), per_flop(1, 256));             // a slice of a short call
+  EXPECT_GT(per_flop(1, 256), per_flop(1, 4096));            // a short call
   CostModel priced = base;
   const GemmShapeEffect effect = apply_gemm_shapes(priced, config, grid, 1024, roofline, peak);
   EXPECT_GT(effect.llm_factor, 1.0 / gpu.efficiency);
@@ -144,7 +145,8 @@ TEST(GemmShapes, MachineSectionIsReadStrictlyAndPresetsHaveOne) {
   const std::string good = "efficiency: 0.7, memory_gbs: 2000, launch_us: 3, units: 108";
   EXPECT_EQ(error("{" + good + ", tile: [128, 128, 32]}"), "(no error)");
   EXPECT_EQ(error("{" + good + ", tile: [128, 128]}"),
-            "m.yaml: machine.gemm.tile = [128, 128]: must be three sizes: [m, n, k], the output tile and its k-block");
+            "m.yaml: machine.gemm.tile = [128, 128]: must be three sizes: [m, n, k], the output tile and its "
+            "k-block");
   EXPECT_EQ(error("{efficiency: 1.5, memory_gbs: 2000, launch_us: 3, units: 108, tile: [1, 1, 1]}"),
             "m.yaml: machine.gemm.efficiency = 1.5: must be a number in (0, 1]");
   EXPECT_EQ(error("{efficiency: 0.5}"),

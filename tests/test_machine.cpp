@@ -411,6 +411,48 @@ TEST(Memory, LongSampleForcesAContextParallelGroup) {
   EXPECT_LE(peak(plan, batch, cost, 16), cost.capacity_bytes);
 }
 
+// disagg's encoder ranks hold every item of the step they encode (their activations wait for the
+// backward): where the count that balances the time leaves them too little memory, it takes as many as
+// their items need, and fits; on random batches of two image decks.
+TEST(Memory, DisaggSizesItsEncoderRanksByMemory) {
+  std::mt19937 random(5);
+  for (const char* name : {"modality_incoherent", "quickstart"}) {
+    for (int trial = 0; trial < 3; ++trial) {
+      SCOPED_TRACE(std::string(name) + " trial " + std::to_string(trial));
+      RunConfig config = deck(name);
+      config.seed = random();
+      config.data.global_batch = 96;
+      const int world = 16;
+      const GlobalBatch batch = Sampler(config).batch(trial);
+      int longest = 0;
+      double items = 0.0, largest = 0.0;
+      CostModel cost = bounded(config, 1.0, 4);
+      for (const SampleMeta& s : batch.samples) {
+        longest = std::max(longest, s.tokens());
+        for (const EncoderItem& item : s.items) {
+          items += cost.memory.item_bytes(item);
+          largest = std::max(largest, cost.memory.item_bytes(item));
+        }
+      }
+      ASSERT_GT(items, 0.0);
+      // Room for the longest sample's rows twice over, and for an eighth of the items beside the largest.
+      cost = bounded(config, 2.0 * longest, 4);
+      cost.capacity_bytes =
+          std::max(cost.capacity_bytes, cost.memory.state + cost.memory.fixed + largest + items / 8);
+      const double room = cost.capacity_bytes - cost.memory.state - cost.memory.fixed - largest;
+      const int needed = static_cast<int>(std::ceil(items / room));
+      CostModel unlimited = cost;
+      unlimited.capacity_bytes = 0.0;
+      const StepPlan by_time = make_planner("disagg", unlimited, {})->plan(batch, world);
+      const StepPlan plan = make_planner("disagg", cost, {})->plan(batch, world);
+      ASSERT_NO_THROW(validate_plan(plan, batch, world));
+      EXPECT_GE(static_cast<int>(plan.encoder_ranks.size()), std::min(needed, world - 1));
+      EXPECT_GE(plan.encoder_ranks.size(), by_time.encoder_ranks.size());
+      EXPECT_LE(peak(plan, batch, cost, world), cost.capacity_bytes * (1 + 1e-12));
+    }
+  }
+}
+
 // Every planner's plan fits, or the planner says it cannot (only the policies without context
 // parallelism may), on every deck, random batches and world sizes, with a capacity that binds.
 TEST(Memory, EveryPlannerStaysUnderTheCapacity) {

@@ -45,9 +45,11 @@ double GemmRates::seconds(const GemmShape& shape) const {
   if (kind_ == Kind::measured) return shape.flops() / (1e9 * measured_gflops(shape));
   const GemmSpec& s = spec_;
   // Stream-K: every whole tile's k-blocks spread evenly over the units; the last round as long as a full one.
-  const double blocks = std::ceil(shape.m / s.tile_m) * std::ceil(shape.n / s.tile_n) * std::ceil(shape.k / s.tile_k);
+  const double blocks =
+      std::ceil(shape.m / s.tile_m) * std::ceil(shape.n / s.tile_n) * std::ceil(shape.k / s.tile_k);
   const double rounds = std::ceil(blocks / s.units);
-  const double compute = rounds * s.units * 2.0 * s.tile_m * s.tile_n * s.tile_k / (s.efficiency * peak_flops_);
+  const double compute =
+      rounds * s.units * 2.0 * s.tile_m * s.tile_n * s.tile_k / (s.efficiency * peak_flops_);
   const double bytes = s.bytes_per_element * (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n);
   return 1e-6 * s.launch_us + std::max(compute, bytes / (1e9 * s.memory_gbs));
 }
@@ -77,7 +79,8 @@ std::string GemmRates::describe() const {
       return fmt::format("every GEMM at {:.1f} GFLOP/s", 1e-9 * peak_flops_);
     case Kind::roofline:
       return fmt::format(
-          "roofline (machine.gemm): {:.0f}% of {:.1f} GFLOP/s, tiles {}x{}x{} on {} units, {} GB/s, launch {} us",
+          "roofline (machine.gemm): {:.0f}% of {:.1f} GFLOP/s, tiles {}x{}x{} on {} units, {} GB/s, launch "
+          "{} us",
           100.0 * spec_.efficiency, 1e-9 * peak_flops_, spec_.tile_m, spec_.tile_n, spec_.tile_k, spec_.units,
           spec_.memory_gbs, spec_.launch_us);
     case Kind::measured:

@@ -24,9 +24,8 @@ double llm_gemm_share(const LlmConfig& m) {
   return gemm / (gemm + attention);
 }
 
-double shape_factor(const GemmRates& rates, const GemmRates& reference,
-                    const std::vector<RankLinear>& sliced, const std::vector<RankLinear>& whole, int tp,
-                    double rows) {
+double shape_factor(const GemmRates& rates, const GemmRates& reference, const std::vector<RankLinear>& sliced,
+                    const std::vector<RankLinear>& whole, int tp, double rows) {
   const double base = linear_seconds(reference, whole, rows);
   return base > 0.0 ? linear_seconds(rates, sliced, rows) * tp / base : 1.0;
 }
@@ -72,10 +71,11 @@ GemmRows representative_gemm_rows(const RunConfig& config, const ModelParallel& 
       for (const EncoderItem& item : s.items) module_rows.at(item.module) += item.rows;
     }
   GemmRows rows;
-  rows.llm = config.parallel.tokens_per_rank > 0 ? config.parallel.tokens_per_rank
-                                                  : tokens / std::max(samples, 1.0);
+  rows.llm =
+      config.parallel.tokens_per_rank > 0 ? config.parallel.tokens_per_rank : tokens / std::max(samples, 1.0);
   // The world's encoder groups: tp / encoder_tp of them in each unit of tp x stages ranks.
-  const double groups = std::max(1, ranks / grid.ranks_per_unit()) * static_cast<double>(grid.tp) / grid.encoder_tp;
+  const double groups =
+      std::max(1, ranks / grid.ranks_per_unit()) * static_cast<double>(grid.tp) / grid.encoder_tp;
   for (double r : module_rows) rows.encoders.push_back(std::max(1.0, r / steps / groups));
   rows.llm = std::max(1.0, rows.llm);
   return rows;
@@ -87,8 +87,8 @@ GemmShapeEffect apply_gemm_shapes(CostModel& rank, const RunConfig& config, cons
   effect.source = rates.describe();
   effect.rows = representative_gemm_rows(config, grid, ranks);
   const ModelConfig& model = config.model;
-  effect.llm_factor = shape_factor(rates, reference, llm_linears(model.llm, grid.tp), llm_linears(model.llm, 1),
-                                   grid.tp, effect.rows.llm);
+  effect.llm_factor = shape_factor(rates, reference, llm_linears(model.llm, grid.tp),
+                                   llm_linears(model.llm, 1), grid.tp, effect.rows.llm);
   const double share = llm_gemm_share(model.llm);
   rank.llm.a1 *= 1.0 + share * (effect.llm_factor - 1.0);
   for (size_t m = 0; m < rank.encoders.size(); ++m) {

@@ -276,8 +276,9 @@ class FlexspPlanner : public PolicyBase {
 // executor checks each stage's exchange). E: 1.15x or 1.5x the count that balances the two sides' work
 // (the encoder needs slack, as its backward ends the step), and the balance itself where that slack would
 // take every rank but one. Stage counts: the largest power of two the groups' sample counts reach, half of
-// it, and smaller powers of two while the estimate falls. Items are then balanced over the encoder ranks
-// stage by stage.
+// it, and smaller powers of two while the estimate falls. Under a memory capacity, E is at least the count
+// whose memory holds the step's items (encoder_ranks_for_memory). Items are then balanced over the encoder
+// ranks stage by stage.
 class DisaggPlanner : public PolicyBase {
  public:
   using PolicyBase::PolicyBase;
@@ -307,6 +308,12 @@ class DisaggPlanner : public PolicyBase {
       const int balanced = std::clamp(static_cast<int>(std::ceil(balance)), 1, world_size - 1);
       if (static_cast<int>(std::ceil(kSlacks[0] * balance)) > world_size - 1 && balanced < candidates.front())
         candidates.insert(candidates.begin(), balanced);
+    }
+    // As many encoder ranks as their memory needs for the step's items, at least.
+    const int for_memory = encoder_ranks_for_memory(batch, world_size);
+    if (options_.encoder_ranks == 0) {
+      for (int& e : candidates) e = std::max(e, for_memory);
+      candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
     }
     const double check = route_check_time(cost_, world_size);
     Layout best;
@@ -357,6 +364,23 @@ class DisaggPlanner : public PolicyBase {
     std::vector<LlmGroup> groups;
     double estimate = 0.0;
   };
+
+  // The fewest encoder ranks that hold the step's items beside the model state: an even share of the items'
+  // bytes each and one largest item more (an item is never split), as memory_fit.cpp checks them; 1
+  // without a capacity, world_size - 1 at most (then the plan does not fit, and says so).
+  int encoder_ranks_for_memory(const GlobalBatch& batch, int world_size) const {
+    if (!cost_.bounded()) return 1;
+    double total = 0.0, largest = 0.0;
+    for (const SampleMeta& sample : batch.samples)
+      for (const EncoderItem& item : sample.items) {
+        const double bytes = cost_.memory.item_bytes(item);
+        total += bytes, largest = std::max(largest, bytes);
+      }
+    const double room = cost_.capacity_bytes - cost_.memory.state - cost_.memory.fixed - largest;
+    if (total <= 0.0) return 1;
+    if (room <= 0.0) return world_size - 1;
+    return std::clamp(static_cast<int>(std::ceil(total / room)), 1, world_size - 1);
+  }
 
   // e encoder ranks spread over the nodes; the others one LLM rank each, samples by LPT.
   Layout llm_layout(int e, int world_size, const BatchCosts& costs) const {
