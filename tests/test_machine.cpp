@@ -118,6 +118,22 @@ TEST(Collectives, GrowWithTheGroupAndCostMoreAcrossNodes) {
   // all_gather: an all-gather forward and a reduce-scatter backward, 7 steps each.
   cost.cp_comm = CpComm::all_gather;
   EXPECT_DOUBLE_EQ(cost.llm_comm(0.0, 8, false), cost.cp_layers * 2 * 7 * cost.intra_node.latency);
+  // Recomputation repeats the forward's exchange: full in every mechanism (all_gather: one more
+  // all-gather; a2a: two more all-to-alls; the ring: 7 more forward steps), selective the ring's and a2a's
+  // output all-to-all (the all-gather keeps the group's K|V).
+  const auto with = [&](CpComm mode, Recompute recompute) {
+    CostModel c = cost;
+    c.cp_comm = mode, c.cp_recompute = recompute;
+    return c.llm_comm(0.0, 8, false);
+  };
+  const double step = cost.cp_layers * 7 * cost.intra_node.latency;
+  EXPECT_DOUBLE_EQ(with(CpComm::all_gather, Recompute::full), 3 * step);
+  EXPECT_DOUBLE_EQ(with(CpComm::all_gather, Recompute::selective), 2 * step);
+  EXPECT_DOUBLE_EQ(with(CpComm::a2a, Recompute::full), 6 * step);
+  EXPECT_DOUBLE_EQ(with(CpComm::a2a, Recompute::selective), 5 * step);
+  EXPECT_DOUBLE_EQ(with(CpComm::p2p, Recompute::full), 3 * step + cost.cp_layers * cost.intra_node.latency);
+  EXPECT_DOUBLE_EQ(with(CpComm::p2p, Recompute::selective), with(CpComm::p2p, Recompute::full));
+  EXPECT_DOUBLE_EQ(with(CpComm::p2p, Recompute::none), 2 * step + cost.cp_layers * cost.intra_node.latency);
   // The same group size inside a node and across two: the node boundary costs more.
   EXPECT_LT(cost.llm_time(2000, 4, 0), cost.llm_time(2000, 4, 6));
   EXPECT_LT(cost.grad_sync(8), cost.grad_sync(9));
@@ -635,6 +651,7 @@ void expect_same_cost_model(const CostModel& a, const CostModel& b) {
   EXPECT_EQ(a.ranks_per_node, b.ranks_per_node);
   EXPECT_EQ(a.kv_row_bytes, b.kv_row_bytes);
   EXPECT_EQ(a.cp_layers, b.cp_layers);
+  EXPECT_EQ(a.cp_recompute, b.cp_recompute);
   EXPECT_EQ(a.boundary_bytes_per_row, b.boundary_bytes_per_row);
   EXPECT_EQ(a.input_bytes_per_token, b.input_bytes_per_token);
   EXPECT_EQ(a.memory.state, b.memory.state);

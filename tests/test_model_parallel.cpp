@@ -86,6 +86,7 @@ TEST(ModelParallel, TensorAndPipelineParallelismDivideWorkAndMemory) {
   EXPECT_NEAR(traffic / s, per_token, 1e-9 * per_token);
   EXPECT_DOUBLE_EQ(unit.kv_row_bytes, rank.kv_row_bytes / 4);
   EXPECT_DOUBLE_EQ(unit.cp_layers, rank.cp_layers / 2);
+  EXPECT_EQ(unit.cp_recompute, grid.recompute);  // the forward exchanges recomputation repeats
   EXPECT_DOUBLE_EQ(unit.memory.per_row, rank.memory.per_row / 4);
   // The state: the larger stage's 16 layers and embedding (or head) / 4, the encoder whole, 16 bytes each.
   const ParameterSplit split = parameter_split(config.model);

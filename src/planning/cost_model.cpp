@@ -71,18 +71,29 @@ double CostModel::llm_comm(double s, int g, bool spans) const {
   const Network net = network();
   const double bytes = kv_row_bytes * s;
   const CpComm mode = cp_comm_for_group(cp_comm, g, cp_heads);
+  // The forward's exchange again where recomputation runs it again (recomputed_exchanges).
+  const double forwards = 1.0 + recomputed_exchanges(cp_recompute, mode);
   if (mode == CpComm::all_gather)
-    return cp_layers * (net.all_gather(span, bytes) + net.reduce_scatter(span, bytes));
+    return cp_layers * (forwards * net.all_gather(span, bytes) + net.reduce_scatter(span, bytes));
   const LinkCost& hop = point_to_point(span.nodes > 1);
   if (mode == CpComm::a2a) {
     // Two all-to-alls a pass (Q|K|V to the head shards and the output back; dO, then dQ|dK|dV), each
     // member sending (g - 1)/g of its s/g rows' 3 and 1 K-widths: on average a K|V row's bytes each.
-    return cp_layers * 4.0 * all_to_all_time(hop, g - 1, bytes / g * (g - 1.0) / g);
+    return cp_layers * (2.0 * forwards + 2.0) * all_to_all_time(hop, g - 1, bytes / g * (g - 1.0) / g);
   }
   const double block = bytes / g / hop.bandwidth, exposed = 1.0 - cp_overlap;
   const double forward = (g - 1) * (hop.latency + exposed * block);
   const double backward = (g - 1) * (hop.latency + exposed * 2.0 * block) + hop.latency + block;
-  return cp_layers * (forward + backward);
+  return cp_layers * (forwards * forward + backward);
+}
+
+double recomputed_exchanges(Recompute recompute, CpComm mode) {
+  if (recompute == Recompute::full) return 1.0;  // the whole block's forward again
+  if (recompute == Recompute::none) return 0.0;
+  // Selective, the attention core again from what the forward kept: the ring recirculates K|V; a2a returns
+  // its head shard's kept output to the rows' owners (the second of the forward's two all-to-alls); the
+  // all-gather keeps the group's K|V and exchanges nothing.
+  return mode == CpComm::p2p ? 1.0 : mode == CpComm::a2a ? 0.5 : 0.0;
 }
 
 double CostModel::llm_time(double s, int g, int first_rank) const {

@@ -104,9 +104,11 @@ CostModel unit_cost_model(const CostModel& rank, const RunConfig& config, const 
       module.compute.c += 2.0 * rank.point_to_point(spans).latency;
     }
   }
-  // Context parallelism: each rank's heads, its stage's layers; full recomputation gathers K|V again.
+  // Context parallelism: each rank's heads, its stage's layers; recomputation repeats the forward's
+  // exchange as its mechanism needs (CostModel::cp_recompute).
   unit.kv_row_bytes = rank.kv_row_bytes / tp;
-  unit.cp_layers = rank.cp_layers * stage_share * (full ? 1.5 : 1.0);
+  unit.cp_layers = rank.cp_layers * stage_share;
+  unit.cp_recompute = grid.recompute;
   unit.cp_heads = rank.cp_heads / tp;
   // The encoder's output rows reach the first stage's tp ranks, a share each.
   unit.boundary_bytes_per_row = rank.boundary_bytes_per_row / tp;

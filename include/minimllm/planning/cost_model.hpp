@@ -12,6 +12,8 @@
 //     a2a:        cp_layers x 4 all-to-alls (two a pass), each member sending (g - 1)/g of kv_row_bytes x
 //                 s / g, not overlapped; a group whose size does not divide cp_heads: p2p
 //                 (cp_comm_for_group).
+//   Recomputation (cp_recompute) repeats the forward's exchange (recomputed_exchanges): full, in every
+//   mechanism; selective, the ring's and a2a's output all-to-all.
 // An encoder module attends within each item (an image's patches), so its cost is per item, with the
 // coefficients of the item's module (a sample with several items costs the sum over its items); the LLM
 // cost is per sample (one fused causal sequence).
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "minimllm/config/machine_config.hpp"
+#include "minimllm/config/recompute.hpp"
 #include "minimllm/config/run_config.hpp"
 #include "minimllm/data/sampler.hpp"
 #include "minimllm/layout/memory_model.hpp"
@@ -130,8 +133,9 @@ struct CostModel {
   double cp_layers = 1.0;
   CpComm cp_comm = CpComm::p2p;  // parallel.cp_comm
   int cp_heads = 0;  // a2a: the LLM's heads per tensor-parallel rank (0: not given, every group shards)
-  double cp_overlap = 0.0;              // p2p: share of a ring step's transfer hidden (machine.cp_overlap)
-  double boundary_bytes_per_row = 0.0;  // encoder output row forward + its gradient backward
+  double cp_overlap = 0.0;  // p2p: share of a ring step's transfer hidden (machine.cp_overlap)
+  Recompute cp_recompute = Recompute::none;  // runtime.recompute: the forward exchanges it repeats
+  double boundary_bytes_per_row = 0.0;       // encoder output row forward + its gradient backward
   // A sample's raw inputs as its loader holds them: int32 token ids (plan_traffic.hpp); an item's,
   // EncoderCost::input_bytes_per_row.
   double input_bytes_per_token = 4.0;
@@ -190,6 +194,12 @@ struct CostModel {
   double token_capacity(int g) const;
   bool bounded() const { return capacity_bytes > 0.0; }
 };
+
+// The share of a layer's forward exchange a group running `mode` repeats under `recompute`: 1 for full
+// recomputation (the block's forward again); for selective, 1 under p2p (the ring recirculates K|V to
+// recompute the attention core), 0.5 under a2a (the kept output's all-to-all back to its rows' owners, one
+// of the forward's two), 0 under all_gather (the gathered K|V are kept).
+double recomputed_exchanges(Recompute recompute, CpComm mode);
 
 // The model's parameters by where a model-parallel grid puts them (layout/model_parallel.hpp).
 struct ParameterSplit {

@@ -20,7 +20,8 @@
 //               encoder_tp ranks, per row;
 //   CP traffic  each of a unit's ranks exchanges its heads' K|V (kv_row_bytes / tp) for its stage's
 //               layers (the fullest stage's); the collectives of a unit's tp ranks run side by side, each on
-//               its own link, so the links stay the per-rank ones;
+//               its own link, so the links stay the per-rank ones; recomputation repeats the forward's
+//               exchange where the mechanism needs it (CostModel::cp_recompute, recomputed_exchanges);
 //   pipeline    the bubble: a group running m micro-batches through pp stages takes (m + pp - 1) / m
 //               of its work (1F1B; CostModel::pipeline_stages, applied by predict); per token, a row's
 //               activation forward and its gradient back (width x 4 bytes each) on the point-to-point
