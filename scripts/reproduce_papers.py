@@ -100,9 +100,9 @@ EXPERIMENTS = [
         "compare": (("disagg", "disagg"), ("disagg", "static")),
         "differences": [
             "no generator: minimllm has nothing after the LLM",
-            "minimllm's disaggregated encoder ranks encode every image of the step at once and keep every patch's "
-            "activations (hundreds of GiB here: it does not fit), and the encoder and the LLM ranks share one "
-            "layout's degrees: DistTrain gives each module its own parallelism and pipelines them",
+            "minimllm's disaggregated encoder ranks keep every patch they encode until its backward, and every "
+            "rank holds the whole model's state: disagg takes as many encoder ranks as the step's patches need, "
+            "which leaves the LLM fewer; DistTrain gives each module its own parallelism and state",
             "the paper's model shapes, data and GPU type were not readable: all assumed",
         ],
     },
