@@ -148,7 +148,7 @@ TEST(GemmShapes, MachineSectionIsReadStrictlyAndPresetsHaveOne) {
             "m.yaml: machine.gemm.tile = [128, 128]: must be three sizes: [m, n, k], the output tile and its "
             "k-block");
   EXPECT_EQ(error("{efficiency: 1.5, memory_gbs: 2000, launch_us: 3, units: 108, tile: [1, 1, 1]}"),
-            "m.yaml: machine.gemm.efficiency = 1.5: must be a number in (0, 1]");
+            "m.yaml: machine.gemm.efficiency = 1.5: must be a number in [0.01, 1]");
   EXPECT_EQ(error("{efficiency: 0.5}"),
             "m.yaml: machine.gemm.memory_gbs = (missing): required key in machine.gemm");
 }

@@ -34,9 +34,10 @@ GemmSpec read_gemm(const Section& parent) {
       parent.section("gemm", {"efficiency", "memory_gbs", "launch_us", "tile", "units", "bytes_per_element"});
   if (!parent.has("gemm") || parent.child("gemm").IsNull()) return gemm;
   for (const char* key : {"efficiency", "memory_gbs", "launch_us", "tile", "units"}) s.require(key);
-  s.read_real("efficiency", gemm.efficiency, strict_yaml::Range{0.0, true, 1.0, false});
-  s.read_real("memory_gbs", gemm.memory_gbs, above(0.0));
-  s.read_real("launch_us", gemm.launch_us, at_least(0.0));
+  // Bounded away from 0: a GEMM's time stays finite for any shape the cost model asks about.
+  s.read_real("efficiency", gemm.efficiency, strict_yaml::closed(0.01, 1.0));
+  s.read_real("memory_gbs", gemm.memory_gbs, at_least(0.001));
+  s.read_real("launch_us", gemm.launch_us, strict_yaml::closed(0.0, 1e6));
   std::vector<int> tile;
   s.read_int_list("tile", tile, 1, 1 << 16);
   if (tile.size() != 3) s.fail_at("tile", "must be three sizes: [m, n, k], the output tile and its k-block");

@@ -31,7 +31,8 @@ struct LinkSpec {
 //   bytes  = bytes_per_element (m k + k n + m n)
 // Not given: every GEMM runs at the peak whatever its shape.
 struct GemmSpec {
-  double efficiency = 0.0;  // machine.gemm.efficiency in (0, 1]: what a GEMM that fills the machine reaches
+  double efficiency =
+      0.0;  // machine.gemm.efficiency in [0.01, 1]: what a GEMM that fills the machine reaches
   double memory_gbs = 0.0;  // machine.gemm.memory_gbs: memory bandwidth per rank (GB/s)
   double launch_us = 0.0;   // machine.gemm.launch_us: a call's fixed cost (launch, tail)
   // machine.gemm.tile: [m, n, k], the output tile a unit computes and the k-block it computes at a time.
