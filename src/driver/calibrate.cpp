@@ -437,12 +437,10 @@ std::vector<GemmRatePoint> measure_gemm_rates(const RunConfig& config, const Wor
   std::vector<std::tuple<int, int, int>> shapes;
   const auto add = [&](const std::vector<RankLinear>& linears, double m) {
     for (double r : {std::max(1.0, m / 4.0), m})
-      for (const RankLinear& l : linears) {
-        const int ri = static_cast<int>(std::lround(r)), in = static_cast<int>(std::lround(l.in));
-        const int out = static_cast<int>(std::lround(l.out));
-        shapes.emplace_back(ri, out, in), shapes.emplace_back(in, out, ri);
-        if (l.input_gradient) shapes.emplace_back(ri, in, out);
-      }
+      for (const RankLinear& l : linears)
+        for (const GemmShape& g : linear_gemm_shapes(l, r))
+          shapes.emplace_back(static_cast<int>(std::lround(g.m)), static_cast<int>(std::lround(g.n)),
+                              static_cast<int>(std::lround(g.k)));
   };
   for (int tp : {1, grid.tp}) add(llm_linears(model.llm, tp), rows.llm);
   for (size_t m = 0; m < model.encoders.size(); ++m)

@@ -17,7 +17,7 @@
 
 namespace minimllm {
 // The linear layers of one transformer block: QKV, attention output, MLP in, MLP out.
-static std::vector<LinearShape> block_linear_shapes(int width, int hidden) {
+std::vector<LinearShape> block_linear_shapes(int width, int hidden) {
   return {{width, 3 * width}, {width, width}, {width, hidden}, {hidden, width}};
 }
 

@@ -3,24 +3,27 @@
 #include <algorithm>
 
 #include "minimllm/data/sampler.hpp"
+#include "minimllm/model/model.hpp"
 
 namespace minimllm {
 namespace {
 
-// One transformer block's linears at tensor-parallel degree tp (QKV and MLP in: columns; attention output
-// and MLP out: rows).
-void append_block(std::vector<RankLinear>& out, double width, double hidden, double tp, double layers) {
-  out.push_back({width, 3.0 * width / tp, layers});
-  out.push_back({width / tp, width, layers});
-  out.push_back({width, hidden / tp, layers});
-  out.push_back({hidden / tp, width, layers});
+// One transformer block's linears (block_linear_shapes' order) at tensor-parallel degree tp: QKV and MLP in
+// cut by columns, attention output and MLP out by rows.
+void append_block(std::vector<RankLinear>& out, int width, int hidden, double tp, double layers) {
+  const std::vector<LinearShape> shapes = block_linear_shapes(width, hidden);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const bool columns = i % 2 == 0;
+    out.push_back(
+        {columns ? shapes[i].in : shapes[i].in / tp, columns ? shapes[i].out / tp : shapes[i].out, layers});
+  }
 }
 
-// Of a linear term's FLOPs per row, the GEMMs' share: the LLM's also holds its attention core.
+// Of a linear term's FLOPs per row, the GEMMs' share: the LLM's also holds its attention core (6 x width
+// FLOPs per row and layer, cost_model.cpp).
 double llm_gemm_share(const LlmConfig& m) {
-  const double w = m.width, h = static_cast<double>(m.mlp_ratio) * w;
-  const double gemm = m.layers * 6.0 * (3.0 * w * w + w * w + 2.0 * w * h) + 6.0 * w * m.vocab;
-  const double attention = 6.0 * w * m.layers;
+  const double gemm = linear_seconds(GemmRates::at_peak(1e-9), llm_linears(m, 1), 1.0);  // FLOPs per row
+  const double attention = 6.0 * m.width * m.layers;
   return gemm / (gemm + attention);
 }
 
@@ -34,9 +37,9 @@ double shape_factor(const GemmRates& rates, const GemmRates& reference, const st
 
 std::vector<RankLinear> llm_linears(const LlmConfig& llm, int tp) {
   std::vector<RankLinear> out;
-  const double w = llm.width;
-  append_block(out, w, static_cast<double>(llm.mlp_ratio) * w, tp, llm.layers);
-  out.push_back({w, static_cast<double>(llm.vocab) / tp});  // the LM head, vocabulary-parallel
+  append_block(out, llm.width, llm.mlp_ratio * llm.width, tp, llm.layers);
+  out.push_back(
+      {static_cast<double>(llm.width), static_cast<double>(llm.vocab) / tp});  // vocabulary-parallel
   return out;
 }
 
@@ -44,19 +47,22 @@ std::vector<RankLinear> encoder_linears(const EncoderConfig& e, int llm_width, i
   std::vector<RankLinear> out;
   const double w = e.width;
   out.push_back({e.input_width(), w, 1.0, /*input_gradient=*/false});  // replicated on the group
-  append_block(out, w, static_cast<double>(e.mlp_ratio) * w, tp, e.layers);
+  append_block(out, e.width, e.mlp_ratio * e.width, tp, e.layers);
   out.push_back({w, static_cast<double>(llm_width) / tp});  // projector in (columns)
   out.push_back({static_cast<double>(llm_width) / tp, static_cast<double>(llm_width)});  // out (rows)
   return out;
 }
 
+std::vector<GemmShape> linear_gemm_shapes(const RankLinear& l, double rows) {
+  std::vector<GemmShape> shapes = {{rows, l.out, l.in}, {l.in, l.out, rows}};  // forward, weight gradient
+  if (l.input_gradient) shapes.push_back({rows, l.in, l.out});
+  return shapes;
+}
+
 double linear_seconds(const GemmRates& rates, const std::vector<RankLinear>& linears, double rows) {
   double seconds = 0.0;
-  for (const RankLinear& l : linears) {
-    double one = rates.seconds({rows, l.out, l.in}) + rates.seconds({l.in, l.out, rows});
-    if (l.input_gradient) one += rates.seconds({rows, l.in, l.out});
-    seconds += l.count * one;
-  }
+  for (const RankLinear& l : linears)
+    for (const GemmShape& shape : linear_gemm_shapes(l, rows)) seconds += l.count * rates.seconds(shape);
   return seconds;
 }
 

@@ -70,6 +70,8 @@ struct LinearShape {
   int in = 0, out = 0;
 };
 
+// One transformer block's linear layers in the order it runs them: QKV, attention output, MLP in, MLP out.
+std::vector<LinearShape> block_linear_shapes(int width, int hidden);
 // The LLM's linear layers, one entry per weight, in the order Model runs them forward: per block QKV,
 // attention output, MLP in, MLP out; then the LM head. The FLOP counts below are built from it.
 std::vector<LinearShape> llm_linear_shapes(const LlmConfig& llm);

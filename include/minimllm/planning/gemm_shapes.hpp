@@ -32,6 +32,9 @@ struct RankLinear {
 std::vector<RankLinear> llm_linears(const LlmConfig& llm, int tp);
 std::vector<RankLinear> encoder_linears(const EncoderConfig& encoder, int llm_width, int tp);
 
+// A linear's GEMMs over `rows` rows: forward (rows x out x in), weight gradient (in x out x rows) and,
+// with input_gradient, data gradient (rows x in x out).
+std::vector<GemmShape> linear_gemm_shapes(const RankLinear& linear, double rows);
 // Seconds of the forward and backward GEMMs of `linears` over `rows` rows at `rates`.
 double linear_seconds(const GemmRates& rates, const std::vector<RankLinear>& linears, double rows);
 
