@@ -9,8 +9,8 @@
 # Default BUILD_DIR: build-sanitize. Not run, to keep CI short (sanitized code trains ~20x slower): the MPI
 # tests at 3 and 4 ranks (_np3, _np4: they oversubscribe the 2 cores; 2 ranks run every communication path,
 # in fewer group shapes), cli_contract's 30-step benchmark_valid (its shorter benchmark runs stay) and
-# fault_injection (its kills and stalls are timed against Release-speed steps; it runs on the Serial and
-# Kokkos 4.6 builds of scripts/test.sh). Any report fails its test: errors stop the program
+# fault_injection (its kills and stalls are timed against Release-speed steps; it runs on the Serial build
+# of scripts/test.sh). Any report fails its test: errors stop the program
 # (halt_on_error), leaks are reported at exit, and every report exits 86. Leaks inside third-party
 # libraries would be suppressed in tests/sanitizer/lsan.supp (none is needed today); minimllm's never are.
 # docs/PORTABILITY.md, "Sanitizers", says more.
