@@ -9,6 +9,7 @@
 
 #include "minimllm/config/input_error.hpp"
 #include "minimllm/config/machine_config.hpp"
+#include "minimllm/data/sampler.hpp"
 #include "minimllm/driver/calibrate.hpp"
 #include "minimllm/driver/cli.hpp"
 #include "minimllm/driver/resolve_cost_model.hpp"
@@ -126,6 +127,39 @@ TEST(GemmShapes, AtThePeakNothingChangesAndNarrowSlicesCostMoreOnARoofline) {
   EXPECT_GT(priced.llm.a1, base.llm.a1);
   EXPECT_EQ(priced.llm.a2, base.llm.a2);  // the attention core is not priced by shape
   EXPECT_NEAR(priced.encoders[0].compute.a1, base.encoders[0].compute.a1 * effect.encoder_factors[0], 1e-20);
+}
+
+// The encoder per micro-batch (parallel.encoder_schedule) runs shorter encoder calls: an LLM micro-batch's
+// share of the module's rows on each of a data rank's encoder groups, never more than the step's; on a
+// GPU-like roofline they cost more per FLOP. The LLM's calls do not change.
+TEST(GemmShapes, EncoderPerMicroBatchRunsShorterCalls) {
+  RunConfig config = load_run_config((kInputs / "llm_7b_multimodal_4d.yaml").string());
+  const ModelParallel grid = model_parallel_of(config);
+  const GemmRows per_step = representative_gemm_rows(config, grid, 1024);
+  config.parallel.encoder_schedule = "per_micro_batch";
+  const GemmRows per_micro_batch = representative_gemm_rows(config, grid, 1024);
+  EXPECT_EQ(per_micro_batch.llm, per_step.llm);
+  EXPECT_LT(per_micro_batch.encoders[0], per_step.encoders[0]);
+  // By hand: the deck's image share of its rows times the LLM's rows a call, over tp / encoder_tp groups.
+  const Sampler sampler(config);
+  double tokens = 0.0, image_rows = 0.0;
+  for (int step = 0; step < std::min(config.steps, 4); ++step) {
+    const GlobalBatch batch = sampler.batch(step);
+    for (const SampleMeta& s : batch.samples) tokens += s.tokens(), image_rows += s.encoder_rows();
+  }
+  EXPECT_NEAR(per_micro_batch.encoders[0], per_step.llm * image_rows / tokens * grid.encoder_tp / grid.tp,
+              1e-9 * per_micro_batch.encoders[0]);
+  GemmSpec gpu;
+  gpu.efficiency = 1.0, gpu.memory_gbs = 3000, gpu.launch_us = 4, gpu.units = 132;
+  gpu.tile_m = 128, gpu.tile_n = 256, gpu.tile_k = 64;
+  const GemmRates roofline = GemmRates::roofline(1000.0, gpu), peak = GemmRates::at_peak(1000.0);
+  CostModel once = default_cost_model(config, 1000.0, 8), staged = once;
+  config.parallel.encoder_schedule = "per_step";
+  const GemmShapeEffect step_effect = apply_gemm_shapes(once, config, grid, 1024, roofline, peak);
+  config.parallel.encoder_schedule = "per_micro_batch";
+  const GemmShapeEffect staged_effect = apply_gemm_shapes(staged, config, grid, 1024, roofline, peak);
+  EXPECT_GT(staged_effect.encoder_factors[0], step_effect.encoder_factors[0]);
+  EXPECT_EQ(staged_effect.llm_factor, step_effect.llm_factor);
 }
 
 TEST(GemmShapes, MachineSectionIsReadStrictlyAndPresetsHaveOne) {

@@ -65,7 +65,9 @@ Gradients run_step(const RunConfig& config, MPI_Comm comm,
   const StepPlan plan = plan_of(batch);
   validate_plan(plan, batch, world.size);
   const StepOutcome outcome =
-      minimllm::run_step(sampler, executor, pool, planned_step(batch, plan, world.rank, world.size));
+      minimllm::run_step(sampler, executor, pool,
+                         planned_step(batch, plan, world.rank, world.size,
+                                      encoder_schedule_from_string(config.parallel.encoder_schedule)));
   if (started_early) *started_early = executor.gradient_sync().started_early();
   auto grads = Kokkos::create_mirror_view_and_copy(HostSpace(), model.grads());
   return {outcome.loss_sum / batch.loss_targets(),
@@ -315,6 +317,47 @@ TEST(Layouts, EveryPlannerGivesTheSingleRankLossCurve) {
     RunConfig config = deck();
     config.steps = 3;
     config.parallel.policy = policy;
+    expect_same_curve(config);
+  }
+}
+
+// The encoder per micro-batch (parallel.encoder_schedule: per_micro_batch): each stage's items encoded
+// before its micro-batches and their backward after, on groups with different micro-batch counts (a
+// group's last micro-batch is the last stage), context-parallel groups of every mechanism, items owned away
+// from their samples, and groups without a micro-batch in a stage. Also whole runs under every planner.
+TEST(Layouts, EncoderPerMicroBatchGivesTheSingleRankGradients) {
+  const int ranks = world_size();
+  RunConfig per_micro_batch = deck("parallel: {encoder_schedule: per_micro_batch}\n");
+  per_micro_batch.data.global_batch = 9;
+  std::vector<std::pair<std::string, std::function<StepPlan(const GlobalBatch&)>>> layouts;
+  layouts.emplace_back("one group, 3 micro-batches", [ranks](const GlobalBatch& b) {
+    StepPlan plan = make_grouped_plan(b, {ranks});
+    plan.llm_groups[0].micro_batches = 3;
+    return plan;
+  });
+  layouts.emplace_back("groups of 4, 2, 1... micro-batches, items elsewhere", [ranks](const GlobalBatch& b) {
+    StepPlan plan =
+        make_grouped_plan(b, ranks >= 3 ? std::vector<int>{2, ranks - 2} : std::vector<int>(ranks, 1));
+    int parts = 4;
+    for (LlmGroup& g : plan.llm_groups) {
+      g.micro_batches = std::max(1, std::min<int>(parts, g.samples.size()));
+      parts = std::max(1, parts / 2);
+    }
+    for (size_t i = 0; i < plan.item_owner.size(); ++i) plan.item_owner[i] = (5 * i + 1) % ranks;
+    return plan;
+  });
+  for (const RunConfig& config : with_every_cp_comm(per_micro_batch))
+    for (const auto& [name, plan_of] : layouts) {
+      SCOPED_TRACE(config.parallel.cp_comm + ", " + name);
+      expect_matches_reference(config, plan_of);
+    }
+  if (ranks < 2) return;
+  for (const std::string& policy : planner_names()) {
+    SCOPED_TRACE(policy);
+    RunConfig config = per_micro_batch;
+    config.steps = 3;
+    config.parallel.policy = policy;
+    config.parallel.micro_batches = 3;
     expect_same_curve(config);
   }
 }

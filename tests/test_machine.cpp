@@ -351,6 +351,38 @@ double peak(const StepPlan& plan, const GlobalBatch& batch, const CostModel& cos
   return *std::max_element(bytes.begin(), bytes.end());
 }
 
+// The encoder per micro-batch (MemoryModel::encoder_per_stage): a rank holds its largest stage's items,
+// not the step's, by hand on a random batch with groups of different micro-batch counts.
+TEST(Memory, EncoderPerMicroBatchHoldsOneStagesItems) {
+  const RunConfig config = deck("many_images");
+  const GlobalBatch batch = Sampler(config).batch(0);
+  CostModel cost = bounded(config, 1e9);
+  StepPlan plan = make_grouped_plan(batch, {2, 1, 1});
+  for (size_t g = 0; g < plan.llm_groups.size(); ++g)
+    plan.llm_groups[g].micro_batches =
+        std::min<int>(3 - static_cast<int>(g), plan.llm_groups[g].samples.size());
+  const std::vector<double> whole = rank_peak_bytes(plan, batch, cost, 4);
+  cost.memory.encoder_per_stage = true;
+  const std::vector<double> staged = rank_peak_bytes(plan, batch, cost, 4);
+  const std::vector<int> stage = item_stages(plan, batch);
+  std::map<std::pair<int, int>, double> held;  // (rank, stage) -> bytes
+  int item = 0;
+  for (const SampleMeta& sample : batch.samples)
+    for (const EncoderItem& im : sample.items) {
+      held[{plan.item_owner[item], stage[item]}] += cost.memory.item_bytes(im);
+      ++item;
+    }
+  bool smaller = false;
+  for (int r = 0; r < 4; ++r) {
+    double largest = 0.0, all = 0.0;
+    for (const auto& [key, bytes] : held)
+      if (key.first == r) largest = std::max(largest, bytes), all += bytes;
+    EXPECT_NEAR(whole[r] - staged[r], all - largest, 1e-6 * whole[r]) << "rank " << r;
+    smaller |= staged[r] < whole[r];
+  }
+  EXPECT_TRUE(smaller) << "no rank held items of two stages: the check would be vacuous";
+}
+
 TEST(Memory, FitsOrNot) {
   const RunConfig config = deck("text_longtail");
   const CostModel cost = bounded(config, 1000.0, 8, CpComm::all_gather);

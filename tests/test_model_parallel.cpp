@@ -219,6 +219,9 @@ TEST(ModelParallel, InvalidGridsAreRejectedNamingTheKey) {
   grid.tp = 2, grid.encoder_tp = 2, grid.pp = 2;
   EXPECT_NO_THROW(require_runnable_grid(grid));
   EXPECT_THROW(require_runnable_grid(grid, true), InputError);
+  // Runs take the encoder per micro-batch without pipeline stages or an encoder stage only.
+  EXPECT_THROW(require_runnable_grid(grid, false, EncoderSchedule::per_micro_batch), InputError);
+  EXPECT_NO_THROW(require_runnable_grid(ModelParallel{}, false, EncoderSchedule::per_micro_batch));
   grid.pp = 1;
   EXPECT_NO_THROW(require_runnable_grid(grid, true));
   grid.encoder_stage = true;

@@ -88,6 +88,8 @@ TEST(PipelineParallel, StagesSplitTheLayersEvenlyOrAsListed) {
   EXPECT_NE(refusal("{pp: 2, pp_layers: [2]}").find("parallel.pp_layers"), std::string::npos);
   EXPECT_NE(refusal("{pp: 2, pp_layers: [1, 2]}").find("must sum to model.llm.layers"), std::string::npos);
   EXPECT_NE(refusal("{pp: 2, pp_layers: [2, 0]}").find("parallel.pp_layers"), std::string::npos);
+  EXPECT_EQ(refusal("{pp: 2, encoder_schedule: per_micro_batch}"), "(accepted)");  // simulate projects it
+  EXPECT_NE(refusal("{encoder_schedule: per_sample}").find("per_micro_batch"), std::string::npos);
 }
 
 // Four LLM layers: pp up to 4.

@@ -141,6 +141,7 @@ void read_parallel(const Section& s, ParallelConfig& c, MachineConfig& machine) 
   s.read_choice("placement", c.placement, {"colocated", "disaggregated"});
   s.read_int("encoder_ranks", c.encoder_ranks, 0, kMaxRanks);
   s.read_choice("encoder_layout", c.encoder_layout, {"follow", "round_robin"});
+  s.read_choice("encoder_schedule", c.encoder_schedule, {"per_step", "per_micro_batch"});
   s.read_int("comm_pool_capacity", c.comm_pool_capacity, 1, 100000);
   s.read_choice("comm_precreate", c.comm_precreate, {"none", "powers_of_two"});
   s.read_bool("distributed_optimizer", c.distributed_optimizer);
@@ -286,6 +287,12 @@ CpComm cp_comm_from_string(const std::string& name) {
                               "' is not one of: p2p, a2a, all_gather");
 }
 
+EncoderSchedule encoder_schedule_from_string(const std::string& name) {
+  if (name == "per_step") return EncoderSchedule::per_step;
+  if (name == "per_micro_batch") return EncoderSchedule::per_micro_batch;
+  throw std::invalid_argument("encoder schedule '" + name + "' is not one of: per_step, per_micro_batch");
+}
+
 const char* to_string(CpComm mode) {
   switch (mode) {
     case CpComm::p2p:
@@ -360,6 +367,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& orig
                                          "placement",
                                          "encoder_ranks",
                                          "encoder_layout",
+                                         "encoder_schedule",
                                          "comm_pool_capacity",
                                          "comm_precreate",
                                          "cost_model",

@@ -49,6 +49,8 @@ CostModel resolve_cost_model(const RunConfig& config, const CostModelChoice& cho
                              recompute_from_string(config.runtime.recompute),
                              optimizer_shards(config.parallel, ranks / grid.ranks_per_unit()),
                              cp_comm_from_string(config.parallel.cp_comm));
+  cost.memory.encoder_per_stage =
+      encoder_schedule_from_string(config.parallel.encoder_schedule) == EncoderSchedule::per_micro_batch;
   cost.capacity_bytes = machine.memory_bytes();
   cost.capacity_source = machine.memory_source;
   resolve_links(machine, cost, choice.intra_measured, choice.inter_measured, choice.source,

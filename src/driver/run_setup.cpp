@@ -28,8 +28,10 @@ RunSetup::RunSetup(const RunConfig& config, const World& world, const TrainOptio
   std::ostream* log = world.is_root() ? options.log : nullptr;
   grid = model_parallel_of(config);
   // Tensor, pipeline, data and context parallelism (pipeline stages with the colocated placement).
-  require_runnable_grid(grid, policy_row(config.parallel.policy).encoder_ranks() ||
-                                  config.parallel.placement == "disaggregated");
+  require_runnable_grid(
+      grid,
+      policy_row(config.parallel.policy).encoder_ranks() || config.parallel.placement == "disaggregated",
+      encoder_schedule_from_string(config.parallel.encoder_schedule));
   // This run's own memory peak, not an earlier run's in the same process (--policy all).
   own_peak = reset_peak_resident();
   start_resident_mib = resident_mib();

@@ -108,7 +108,8 @@ struct Dynamism {
   bool precreate = false;  // parallel.comm_precreate: powers_of_two, created at start-up (not in a step)
   bool plan_ahead = true;  // runtime.plan_ahead
   double planning = -1.0;  // SimulateOptions::planning_seconds (< 0: measured)
-  const std::vector<double>* batch_seconds = nullptr;  // drawing each step's batch (the sampler)
+  const std::vector<double>* batch_seconds = nullptr;            // drawing each step's batch (the sampler)
+  EncoderSchedule encoder_schedule = EncoderSchedule::per_step;  // parallel.encoder_schedule
 };
 
 // Planning on step t's critical path, as trainer.cpp pays it: the first kEstimateSteps steps are planned at
@@ -159,7 +160,7 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
     }
     // The real run's planning work (StepPlanner::plan) also draws the batch and derives each rank's work
     // (here rank 0's): timed alike. Its forecast (the predicted step and traffic) runs during the step.
-    const RankWork rank0_work = derive_rank_work(plan, batch, 0, ranks);
+    const RankWork rank0_work = derive_rank_work(plan, batch, 0, ranks, dynamism.encoder_schedule);
     (void)rank0_work;
     const size_t step_index = static_cast<size_t>(&batch - &batches.front());
     const double planning_work = dynamism.planning >= 0.0
@@ -241,8 +242,12 @@ Projection project(const std::string& policy, const PlannerOptions& planner_opti
 
 Dynamism dynamism_of(const RunConfig& config, const SimulateOptions& options,
                      const std::vector<double>& batch_seconds) {
-  return {config.parallel.comm_pool_capacity, config.parallel.comm_precreate == "powers_of_two",
-          config.runtime.plan_ahead, options.planning_seconds, &batch_seconds};
+  return {config.parallel.comm_pool_capacity,
+          config.parallel.comm_precreate == "powers_of_two",
+          config.runtime.plan_ahead,
+          options.planning_seconds,
+          &batch_seconds,
+          encoder_schedule_from_string(config.parallel.encoder_schedule)};
 }
 
 // The machine of the simulation (driver/machine.hpp): the command line > --machine FILE's section, else

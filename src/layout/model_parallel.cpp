@@ -47,7 +47,14 @@ void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per
         where(grid), grid.encoder_tp, grid.tp));
 }
 
-void require_runnable_grid(const ModelParallel& grid, bool disaggregated) {
+void require_runnable_grid(const ModelParallel& grid, bool disaggregated, EncoderSchedule schedule) {
+  if (schedule == EncoderSchedule::per_micro_batch && (grid.pp > 1 || grid.encoder_stage))
+    throw InputError(fmt::format(
+        "{}parallel.encoder_schedule = per_micro_batch: runs take it without pipeline stages only "
+        "(parallel.pp "
+        "= {}, parallel.encoder_stage = {}), whose schedules run the encoder once a step; simulate projects "
+        "it on any grid",
+        where(grid), grid.pp, grid.encoder_stage));
   if (!disaggregated) return;
   if (grid.pp > 1)
     throw InputError(fmt::format(

@@ -47,6 +47,28 @@ void for_each_chunk(const GlobalBatch& batch, const std::vector<int>& samples, i
 
 }  // namespace
 
+int stage_count(const StepPlan& plan) {
+  int stages = 1;
+  for (const LlmGroup& group : plan.llm_groups) stages = std::max(stages, group.micro_batches);
+  return stages;
+}
+
+std::vector<int> item_stages(const StepPlan& plan, const GlobalBatch& batch) {
+  const std::vector<int> first_item = first_item_of_samples(batch);
+  const int stages = stage_count(plan);
+  std::vector<int> stage_of_item(first_item.back(), 0);
+  for (const LlmGroup& group : plan.llm_groups) {
+    const int parts = group.micro_batches;
+    for (int m = 0; m < parts; ++m)
+      for (int i = micro_batch_begin(group, m); i < micro_batch_begin(group, m + 1); ++i) {
+        const int s = group.samples[i];
+        for (int item = first_item[s]; item < first_item[s + 1]; ++item)
+          stage_of_item[item] = pipeline_stage(m, parts, stages);
+      }
+  }
+  return stage_of_item;
+}
+
 std::vector<RowRange> load_balanced_chunks(int tokens, int ranks, int member) {
   if (ranks <= 1) return {{0, tokens}};
   const ChunkGrid grid{tokens, ranks};
@@ -80,7 +102,8 @@ RowRoute concatenated_route(const std::vector<std::vector<int>>& send,
 // The routes are built from pieces of items (an item's rows cut by the chunks of its sample), never row by
 // row: the work is O(items + pieces + this rank's rows) whatever the step's total rows, so every rank
 // derives its work in milliseconds at thousands of ranks.
-RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size) {
+RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size,
+                          EncoderSchedule schedule) {
   RankWork work;
   const std::vector<int> first_item = first_item_of_samples(batch);
   const int items = first_item.back();
@@ -93,21 +116,12 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
   for (int item = 0; item < items; ++item)
     if (plan.item_owner[item] == rank) work.items.push_back(item);
 
-  // Disaggregated plans run as a pipeline: the stage of every item is its sample's (pipeline_stage).
-  const bool pipelined = plan.placement == Placement::disaggregated;
-  int stages = 1;
-  for (const LlmGroup& group : plan.llm_groups) stages = std::max(stages, group.micro_batches);
-  std::vector<int> stage_of_item(items, 0);
-  if (pipelined)
-    for (const LlmGroup& group : plan.llm_groups) {
-      const int parts = group.micro_batches;
-      for (int m = 0; m < parts; ++m)
-        for (int i = micro_batch_begin(group, m); i < micro_batch_begin(group, m + 1); ++i) {
-          const int s = group.samples[i];
-          for (int item = first_item[s]; item < first_item[s + 1]; ++item)
-            stage_of_item[item] = pipeline_stage(m, parts, stages);
-        }
-    }
+  // Disaggregated plans run as a pipeline, and a colocated plan's encoder may run per micro-batch: the
+  // stage of every item is then its sample's (pipeline_stage).
+  const bool pipelined =
+      plan.placement == Placement::disaggregated || schedule == EncoderSchedule::per_micro_batch;
+  const int stages = stage_count(plan);
+  const std::vector<int> stage_of_item = pipelined ? item_stages(plan, batch) : std::vector<int>(items, 0);
 
   // Where every item's rows are consumed: the group members whose chunks hold them; received rows are
   // numbered per rank in (micro-batch, sample, row) order, which is how the LLM input is packed.

@@ -82,7 +82,16 @@ GemmRows representative_gemm_rows(const RunConfig& config, const ModelParallel& 
   // The world's encoder groups: tp / encoder_tp of them in each unit of tp x stages ranks.
   const double groups =
       std::max(1, ranks / grid.ranks_per_unit()) * static_cast<double>(grid.tp) / grid.encoder_tp;
-  for (double r : module_rows) rows.encoders.push_back(std::max(1.0, r / steps / groups));
+  // Per micro-batch, a call covers the items of one LLM micro-batch (rows.llm rows on a data rank, of which
+  // the module's share), over the data rank's tp / encoder_tp encoder groups.
+  const bool per_micro_batch =
+      encoder_schedule_from_string(config.parallel.encoder_schedule) == EncoderSchedule::per_micro_batch;
+  for (double r : module_rows) {
+    double call = r / steps / groups;
+    if (per_micro_batch)
+      call = std::min(call, rows.llm * (r / std::max(tokens, 1.0)) * grid.encoder_tp / grid.tp);
+    rows.encoders.push_back(std::max(1.0, call));
+  }
   rows.llm = std::max(1.0, rows.llm);
   return rows;
 }

@@ -5,6 +5,10 @@
 
 namespace minimllm {
 
+EncoderSchedule LayoutSource::encoder_schedule() const {
+  return encoder_schedule_from_string(config_.parallel.encoder_schedule);
+}
+
 LayoutSource::LayoutSource(const RunConfig& config, int world_size, CostModel cost)
     : config_(config), world_size_(world_size), cost_(std::move(cost)), policy_(config.parallel.policy) {
   if (policy_ != "deck") planner_ = make_planner(policy_, cost_, planner_options_of(config.parallel));

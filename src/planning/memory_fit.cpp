@@ -47,6 +47,31 @@ BatchSizes batch_sizes(const GlobalBatch& batch) {
   return sizes;
 }
 
+// The encoder per micro-batch: each rank's largest stage's items (its encoder activations live one stage at
+// a time), added to `encoder`.
+void add_largest_stage_bytes(const StepPlan& plan, const GlobalBatch& batch, const MemoryModel& mem,
+                             std::vector<double>& encoder) {
+  const std::vector<int> stage = item_stages(plan, batch);
+  const long long stages = stage_count(plan);
+  std::vector<std::pair<long long, double>> held;  // (owner x stages + stage, bytes) per item
+  held.reserve(stage.size());
+  int item = 0;
+  for (const SampleMeta& sample : batch.samples)
+    for (const EncoderItem& im : sample.items) {
+      held.emplace_back(plan.item_owner[item] * stages + stage[item], mem.item_bytes(im));
+      ++item;
+    }
+  std::sort(held.begin(), held.end());
+  for (size_t i = 0; i < held.size();) {
+    double sum = 0.0;
+    size_t j = i;
+    for (; j < held.size() && held[j].first == held[i].first; ++j) sum += held[j].second;
+    double& rank = encoder[static_cast<size_t>(held[i].first / stages)];
+    rank = std::max(rank, sum);
+    i = j;
+  }
+}
+
 RankBytes rank_bytes(const StepPlan& plan, const GlobalBatch& batch, const std::vector<int>& sample_tokens,
                      const CostModel& cost, int world_size) {
   const MemoryModel& mem = cost.memory;
@@ -62,6 +87,10 @@ RankBytes rank_bytes(const StepPlan& plan, const GlobalBatch& batch, const std::
       largest = std::max(largest, cost.micro_batch_bytes(tokens, g));
     }
     for (int r : group.ranks) bytes.llm[r] += largest;
+  }
+  if (mem.encoder_per_stage && plan.placement == Placement::colocated) {
+    add_largest_stage_bytes(plan, batch, mem, bytes.encoder);
+    return bytes;
   }
   int image = 0;
   for (const SampleMeta& sample : batch.samples)
@@ -166,7 +195,11 @@ class MemoryBoundPlanner : public Planner {
     if (planning.token_capacity(world_size) < longest) planning.encoder_reserve_bytes = 0.0;
     StepPlan plan = make_(planning)->plan(batch, world_size);
     RankBytes bytes = rank_bytes(plan, batch, tokens, cost_, world_size);
-    if (cost_.memory.encoder_rows_cost_memory()) move_items_to_fit(plan, batch, cost_, bytes);
+    // Moves count an item's bytes in full on both ranks; with the encoder per micro-batch a rank holds only
+    // its largest stage's, so the peaks are counted again after any move.
+    if (cost_.memory.encoder_rows_cost_memory() && move_items_to_fit(plan, batch, cost_, bytes) > 0 &&
+        cost_.memory.encoder_per_stage)
+      bytes = rank_bytes(plan, batch, tokens, cost_, world_size);
     for (int r = 0; r < world_size; ++r)
       if (bytes.peak(r) > cost_.capacity_bytes * (1.0 + 1e-12))
         throw DoesNotFit(fmt::format(

@@ -22,7 +22,8 @@ StepPlanner::StepPlanner(const Sampler& sampler, const LayoutSource& layouts, co
     : sampler_(sampler), layouts_(layouts), world_(units), agreement_(agreement) {}
 
 PlannedStep StepPlanner::with_plan(GlobalBatch batch, StepPlan plan) const {
-  return planned_step(std::move(batch), std::move(plan), world_.rank, world_.size);
+  return planned_step(std::move(batch), std::move(plan), world_.rank, world_.size,
+                      layouts_.encoder_schedule());
 }
 
 StepForecast StepPlanner::forecast(const PlannedStep& planned) const {

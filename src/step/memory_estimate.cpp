@@ -20,13 +20,20 @@ PeakWork peak_work(const std::vector<PlannedStep>& steps, CpComm cp_comm, MPI_Co
                                ? mb.sample_offsets.back()
                                : *std::max_element(mb.member_rows.begin(), mb.member_rows.end()));
     }
-    const GlobalBatch& batch = planned.batch;
-    std::int64_t patches = 0;
-    const std::vector<int> first_item = first_item_of_samples(batch);
-    for (size_t s = 0; s < batch.samples.size(); ++s)
-      for (size_t i = 0; i < batch.samples[s].items.size(); ++i)
-        if (std::binary_search(work.items.begin(), work.items.end(), first_item[s] + static_cast<int>(i)))
-          patches += batch.samples[s].items[i].rows;
+    std::vector<int> item_rows;  // every item's, in sample order
+    for (const SampleMeta& sample : planned.batch.samples)
+      for (const EncoderItem& item : sample.items) item_rows.push_back(item.rows);
+    const auto rows_of = [&](const std::vector<int>& items) {
+      std::int64_t rows = 0;
+      for (int item : items) rows += item_rows[item];
+      return rows;
+    };
+    // The patches held at once: the step's, or with the encoder per micro-batch its largest stage's.
+    std::int64_t patches = rows_of(work.items);
+    if (!work.stages.empty() && planned.plan.placement == Placement::colocated) {
+      patches = 0;
+      for (const EncoderStageWork& stage : work.stages) patches = std::max(patches, rows_of(stage.items));
+    }
     peak.patches = std::max(peak.patches, patches);
   }
   std::int64_t values[3] = {peak.llm_rows, peak.key_rows, peak.patches};

@@ -13,10 +13,11 @@
 
 namespace minimllm {
 
-PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_size) {
+PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_size,
+                         EncoderSchedule schedule) {
   PlannedStep planned;
   planned.step = batch.step;
-  planned.work = derive_rank_work(plan, batch, rank, world_size);
+  planned.work = derive_rank_work(plan, batch, rank, world_size, schedule);
   planned.batch = std::move(batch), planned.plan = std::move(plan);
   return planned;
 }

@@ -60,6 +60,8 @@ StepOutcome StepExecutor::run(const RankWork& work, StepInputs& inputs, Placemen
   }
   if (placement == Placement::disaggregated) {
     run_pipeline(work, inputs, out);
+  } else if (!work.stages.empty()) {
+    run_per_micro_batch(work, inputs, out);
   } else {
     run_phases(work, inputs, out);
   }
@@ -262,15 +264,7 @@ void StepExecutor::run_pipeline(const RankWork& work, StepInputs& inputs, StepOu
   PhaseClock clock(out.seconds, Phase::data);
   t_mat received("boundary::received", work.received_rows, width);
   t_mat d_received("boundary::d_received", work.received_rows, width);
-  std::vector<t_mat> d_embeddings;
-  for (int m = 0; m < stages; ++m) {
-    d_embeddings.emplace_back("boundary::d_embeddings",
-                              inputs.encoder_group_rows.empty() ? inputs.encoder[m].patches
-                                                                : total_rows(inputs.encoder_group_rows[m]),
-                              width);
-    exchanges[m]->post_forward_receives();
-    exchanges[m]->post_backward_receives();
-  }
+  std::vector<t_mat> d_embeddings = post_stage_receives(inputs);
 
   // Encoder side: every forward, sending each stage's rows at once.
   std::vector<EncoderActivations> encoder_acts(stages);
@@ -296,22 +290,83 @@ void StepExecutor::run_pipeline(const RankWork& work, StepInputs& inputs, StepOu
 
   // Encoder side: each stage's backward once its gradients are back, in stage order.
   for (int m = 0; m < stages; ++m) {
-    clock.enter(Phase::boundary);
-    exchanges[m]->finish_forward_receives(received);  // no-op unless a stage's rows came to no micro-batch
-    exchanges[m]->finish_backward_receives(d_embeddings[m]);
-    clock.enter(Phase::encoder);
-    encoder_backward(inputs, m, encoder_acts[m], d_embeddings[m], m + 1 == stages,
-                     listener_for(static_cast<size_t>(m), static_cast<size_t>(stages)));
+    stage_encoder_backward(inputs, m, encoder_acts[m], d_embeddings[m], received, out, clock);
     encoder_acts[m] = EncoderActivations();
-    out.flops += model_.encoder_flops(inputs.encoder[m]);
-    out.encoder_rows += inputs.encoder[m].patches;
   }
-  clock.enter(Phase::boundary);
+  finish_stage_sends(inputs, out, clock);
+}
+
+// Colocated plans with the encoder per micro-batch (EncoderSchedule::per_micro_batch): stage after stage,
+// every rank encodes the stage's items and sends their rows, runs its micro-batch of the stage as its rows
+// arrive and sends their gradients back, then runs the stage's encoder backward once its rows' gradients
+// are back. One stage's encoder activations live at a time, and each encoder GEMM covers one stage's
+// rows. No rank waits on a later stage of another: a stage's rows depend only on that stage's forwards,
+// which every rank runs before it waits on anything of the stage. The arithmetic is the per-step
+// schedule's, the encoder's weight gradients summed stage by stage.
+void StepExecutor::run_per_micro_batch(const RankWork& work, StepInputs& inputs, StepOutcome& out) {
+  const int width = model_.config().llm.width;
+  const int stages = static_cast<int>(work.stages.size());
+  const WorkspaceScope exchange_scope(exchange_workspace_);
+  PhaseClock clock(out.seconds, Phase::data);
+  t_mat received("boundary::received", work.received_rows, width);
+  t_mat d_received("boundary::d_received", work.received_rows, width);
+  std::vector<t_mat> d_embeddings = post_stage_receives(inputs);
+  report_llm_done_if_idle(inputs);
+  size_t j = 0;  // this rank's next micro-batch
   for (int m = 0; m < stages; ++m) {
-    exchanges[m]->finish_sends();
-    out.boundary_bytes += 2 * exchanges[m]->bytes_sent();
+    BoundaryExchange& exchange = *inputs.boundary[m];
+    EncoderActivations acts;
+    clock.enter(Phase::encoder);
+    model_.encoder_forward(inputs.encoder[m], acts);
+    clock.enter(Phase::boundary);
+    exchange.start_forward_sends(unit_embeddings(inputs, m, acts.embeddings), received);
+    for (; j < inputs.llm.size() && work.micro_batches[j].stage == m; ++j) {
+      exchange.finish_forward_receives(received);
+      clock.enter(Phase::llm);
+      run_micro_batch(inputs, j, received, d_received, out);
+      clock.enter(Phase::boundary);
+      exchange.start_backward_sends(d_received, d_embeddings[m]);
+    }
+    stage_encoder_backward(inputs, m, acts, d_embeddings[m], received, out, clock);
   }
-  exchanges.clear();  // their packed rows live in exchange_scope, which closes on return
+  finish_stage_sends(inputs, out, clock);
+}
+
+std::vector<t_mat> StepExecutor::post_stage_receives(StepInputs& inputs) const {
+  std::vector<t_mat> d_embeddings;
+  for (size_t m = 0; m < inputs.boundary.size(); ++m) {
+    d_embeddings.emplace_back("boundary::d_embeddings",
+                              inputs.encoder_group_rows.empty() ? inputs.encoder[m].patches
+                                                                : total_rows(inputs.encoder_group_rows[m]),
+                              model_.config().llm.width);
+    inputs.boundary[m]->post_forward_receives();
+    inputs.boundary[m]->post_backward_receives();
+  }
+  return d_embeddings;
+}
+
+void StepExecutor::stage_encoder_backward(StepInputs& inputs, int m, const EncoderActivations& acts,
+                                          const t_mat& d_embeddings, const t_mat& received, StepOutcome& out,
+                                          PhaseClock& clock) {
+  const auto stages = inputs.boundary.size();
+  BoundaryExchange& exchange = *inputs.boundary[m];
+  clock.enter(Phase::boundary);
+  exchange.finish_forward_receives(received);  // no-op unless a stage's rows came to no micro-batch
+  exchange.finish_backward_receives(d_embeddings);
+  clock.enter(Phase::encoder);
+  encoder_backward(inputs, m, acts, d_embeddings, m + 1 == static_cast<int>(stages),
+                   listener_for(static_cast<size_t>(m), stages));
+  out.flops += model_.encoder_flops(inputs.encoder[m]);
+  out.encoder_rows += inputs.encoder[m].patches;
+}
+
+void StepExecutor::finish_stage_sends(StepInputs& inputs, StepOutcome& out, PhaseClock& clock) {
+  clock.enter(Phase::boundary);
+  for (const std::unique_ptr<BoundaryExchange>& exchange : inputs.boundary) {
+    exchange->finish_sends();
+    out.boundary_bytes += 2 * exchange->bytes_sent();
+  }
+  inputs.boundary.clear();  // their packed rows live in the caller's exchange scope, which closes after
 }
 
 }  // namespace minimllm

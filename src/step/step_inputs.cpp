@@ -33,14 +33,15 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
                         encoder_group_images(batch, images, encoder_groups.rank, encoder_groups.size,
                                              in.encoder_group_rows.back()));
   };
-  if (planned.plan.placement == Placement::disaggregated) {
-    // Each stage's two directions have their own message tag.
+  if (!work.stages.empty()) {
+    // A staged plan (disaggregated, or the encoder per micro-batch): each stage's two directions have their
+    // own message tag.
     const long long stages = static_cast<long long>(work.stages.size());
     if (2 * stages - 1 > comms.world->max_tag())
-      throw std::invalid_argument(fmt::format(
-          "disaggregated pipeline: {} stages need more message tags than MPI_TAG_UB = {}; use fewer "
-          "micro-batches per LLM group",
-          stages, comms.world->max_tag()));
+      throw std::invalid_argument(
+          fmt::format("{} encoder stages need more message tags than MPI_TAG_UB = {}; use fewer "
+                      "micro-batches per LLM group",
+                      stages, comms.world->max_tag()));
     for (size_t m = 0; m < work.stages.size(); ++m) {
       in.encoder.push_back(encoder_input(work.stages[m].items));
       in.boundary.push_back(

@@ -132,6 +132,14 @@ const char* to_string(CpComm mode);
 // asked.
 CpComm cp_comm_for_group(CpComm mode, int group_size, int heads_per_rank);
 
+// When a colocated plan runs its encoders (parallel.encoder_schedule): per_step, once over all of the step's
+// items before the LLM's micro-batches (heterogeneous parallelism's colocated schedule); per_micro_batch,
+// each micro-batch's items right before its LLM pass and their backward right after it (Megatron-LM's
+// homogeneous baseline: shorter encoder GEMMs, one micro-batch's encoder activations at a time).
+// Disaggregated plans always run per micro-batch stage (their dataflow pipeline).
+enum class EncoderSchedule { per_step, per_micro_batch };
+EncoderSchedule encoder_schedule_from_string(const std::string& name);  // throws naming the choices
+
 // How each step's work is laid out over the ranks (the deck's own plan; planners come later).
 // Sizes that depend on the number of ranks are checked when the run starts (exit code 2 as well).
 struct ParallelConfig {
@@ -164,7 +172,8 @@ struct ParallelConfig {
   int encoder_ranks = 0;                  // parallel.encoder_ranks: disaggregated: the first N ranks encode
   std::string encoder_layout = "follow";  // parallel.encoder_layout: follow (a sample's images on its
                                           // group, round-robin) | round_robin (image i on rank i mod N)
-  int comm_pool_capacity = 64;            // parallel.comm_pool_capacity: most cached communicators
+  std::string encoder_schedule = "per_step";  // parallel.encoder_schedule: per_step | per_micro_batch
+  int comm_pool_capacity = 64;                // parallel.comm_pool_capacity: most cached communicators
   // parallel.comm_precreate: none | powers_of_two, the pool's groups created at start-up
   // (layout/comm_ledger.hpp: power_of_two_blocks), for a planner policy.
   std::string comm_precreate = "powers_of_two";

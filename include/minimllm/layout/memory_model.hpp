@@ -32,6 +32,9 @@ struct MemoryModel {
   // not its LLM ranks, so a rank's peak is the larger of state + fixed + its micro-batch and state + fixed +
   // its items' rows, not their sum (state: the fuller stage's, an upper bound for the other).
   bool encoder_apart = false;
+  // The encoder per micro-batch (parallel.encoder_schedule: per_micro_batch) in colocated plans: a rank
+  // holds one stage's items' rows at a time, the most of any stage, not the step's.
+  bool encoder_per_stage = false;
 
   // Bytes per row of a module's items (0 for a module without a term: a model that leaves the encoder out),
   // and those an encoder rank holds for one item until its backward.

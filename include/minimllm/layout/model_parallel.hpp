@@ -46,7 +46,9 @@ void validate_model_parallel(const ModelParallel& grid, int ranks, int ranks_per
 // Runs (minimllm run) have tensor, pipeline, data and context parallelism and the encoder as its own
 // stage: an InputError naming the key when the deck asks for pipeline stages or an encoder stage under the
 // disaggregated placement (`disaggregated`: policy disagg or parallel.placement: disaggregated), which
-// places the encoder on ranks of its own already.
-void require_runnable_grid(const ModelParallel& grid, bool disaggregated = false);
+// places the encoder on ranks of its own already, or the encoder per micro-batch (`schedule`) with pipeline
+// stages or the encoder's own stage, whose schedules run it once a step (simulate projects it on any grid).
+void require_runnable_grid(const ModelParallel& grid, bool disaggregated = false,
+                           EncoderSchedule schedule = EncoderSchedule::per_step);
 
 }  // namespace minimllm

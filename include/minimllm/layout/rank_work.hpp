@@ -34,11 +34,15 @@ inline int micro_batch_begin(const LlmGroup& group, int m) {
   return m == 0 ? 0 : group.micro_batch_ends[m - 1];
 }
 
-// Disaggregated plans run as a pipeline over `stages` = the most micro-batches of any LLM group
-// (step_executor.cpp). Micro-batch m of a group of `parts` is stage m, except its last, which is always
-// the last stage: the stage whose gradients come back last (a group's last micro-batch ends with the
-// group's work), so encoder ranks run it backward last.
+// Disaggregated plans, and colocated ones whose encoder runs per micro-batch (EncoderSchedule), run in
+// `stages` = the most micro-batches of any LLM group (step_executor.cpp). Micro-batch m of a group of `parts`
+// is stage m, except its last, which is always the last stage: the stage whose gradients come back last (a
+// group's last micro-batch ends with the group's work), so encoder ranks run it backward last.
 inline int pipeline_stage(int m, int parts, int stages) { return m + 1 == parts ? stages - 1 : m; }
+// The stage count of a staged plan (the most micro-batches of any group) and the stage of every item (its
+// sample's micro-batch's, pipeline_stage), items numbered in sample order.
+int stage_count(const StepPlan& plan);
+std::vector<int> item_stages(const StepPlan& plan, const GlobalBatch& batch);
 // Encoder ranks run the forward of the last stage first (groups of one micro-batch start at once), then
 // stages 0, 1, ..., stages - 2; the backward in stage order.
 inline int forward_stage(int position, int stages) { return position == 0 ? stages - 1 : position - 1; }
@@ -62,10 +66,10 @@ struct MicroBatchWork {
   // the ring attention's per-member key segments follow.
   std::vector<std::vector<SequenceChunk>> member_chunks;
   int received_offset = 0;  // first row of this micro-batch's encoder rows in the received buffer
-  int stage = 0;            // disaggregated plans: its pipeline stage (pipeline_stage)
+  int stage = 0;            // staged plans (RankWork::stages): its stage (pipeline_stage)
 };
 
-// Disaggregated plans: what this rank does in one pipeline stage on the encoder side.
+// Staged plans: what this rank does in one stage on the encoder side.
 struct EncoderStageWork {
   std::vector<int> items;  // global item numbers this rank encodes in the stage, in order
   RowRoute route;          // the stage's rows: send rows numbered within the stage's encoder output,
@@ -79,11 +83,12 @@ struct RankWork {
   std::vector<int> items;  // global item numbers this rank encodes, in order
   RowRoute item_route;     // encoder output rows -> received encoder rows
   int received_rows = 0;   // encoder rows this rank's LLM chunks need
-  // Disaggregated plans only (empty otherwise): one per pipeline stage, stages = the most micro-batches
-  // of any group.
+  // Staged plans only (disaggregated, or colocated with EncoderSchedule::per_micro_batch; empty otherwise):
+  // one per stage, stages = the most micro-batches of any group.
   std::vector<EncoderStageWork> stages;
 };
 
-RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size);
+RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int rank, int world_size,
+                          EncoderSchedule schedule = EncoderSchedule::per_step);
 
 }  // namespace minimllm

@@ -8,8 +8,10 @@
 // layer and the projector output row-wise (in / tp), the LM head by the vocabulary (out / tp); the patch
 // embedding is replicated on an encoder group's ranks. `rows` is the M of a call: a micro-batch's rows on a
 // rank for the LLM (parallel.tokens_per_rank, else the deck's mean sample), the rows an encoder group
-// encodes in one call for an encoder module (the step's mean rows of that module over the world's encoder
-// groups: the encoder runs once per step over every item its group holds).
+// encodes in one call for an encoder module: under parallel.encoder_schedule per_step the step's mean rows of
+// that module over the world's encoder groups (the encoder runs once per step over every item its group
+// holds); per_micro_batch one LLM micro-batch's (the module's share of the LLM's rows a call, over a data
+// rank's tp / encoder_tp encoder groups), at most the step's.
 #pragma once
 
 #include <string>

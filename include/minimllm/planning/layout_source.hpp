@@ -23,6 +23,8 @@ class LayoutSource {
   // Whether plan() gives every rank the same plan on its own (else one rank plans and broadcasts).
   bool deterministic() const { return !planner_ || planner_->deterministic(); }
   const CostModel& cost() const { return cost_; }
+  // When a colocated plan's encoder runs (parallel.encoder_schedule): what each rank's work follows.
+  EncoderSchedule encoder_schedule() const;
 
  private:
   const RunConfig& config_;

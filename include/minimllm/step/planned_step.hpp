@@ -34,8 +34,9 @@ struct PlannedStep {
   bool agreed = false;  // StepPlanner::agree has run on it (every rank alike): a second call is a no-op
 };
 
-// A step with a given plan (tests, benchmarks, calibration): this rank's work derived from it, no
-// prediction.
-PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_size);
+// A step with a given plan (tests, benchmarks, calibration): this rank's work derived from it under the
+// encoder's schedule, no prediction.
+PlannedStep planned_step(GlobalBatch batch, StepPlan plan, int rank, int world_size,
+                         EncoderSchedule schedule = EncoderSchedule::per_step);
 
 }  // namespace minimllm

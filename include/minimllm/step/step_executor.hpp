@@ -71,6 +71,15 @@ class StepExecutor {
   void run_phases(const RankWork& work, StepInputs& inputs, StepOutcome& out);
   void run_pipeline(const RankWork& work, StepInputs& inputs, StepOutcome& out);
   void run_encoder_stage(const RankWork& work, StepInputs& inputs, StepOutcome& out);
+  void run_per_micro_batch(const RankWork& work, StepInputs& inputs, StepOutcome& out);
+  // Staged plans (run_pipeline, run_per_micro_batch): each stage's embedding gradients allocated and its
+  // exchange's receives posted; a stage's encoder backward once its rows' gradients are back (its FLOPs
+  // and rows counted); every exchange's sends finished and its bytes counted.
+  std::vector<t_mat> post_stage_receives(StepInputs& inputs) const;
+  void stage_encoder_backward(StepInputs& inputs, int m, const EncoderActivations& acts,
+                              const t_mat& d_embeddings, const t_mat& received, StepOutcome& out,
+                              PhaseClock& clock);
+  void finish_stage_sends(StepInputs& inputs, StepOutcome& out, PhaseClock& clock);
   // The encoder's forward and the boundary exchange (colocated plans): the unit's image rows in
   // `received` (clock: in Phase::encoder, left in Phase::boundary); and back, from their gradients, to the
   // encoder's backward (the boundary exchange's bytes, the encoder's FLOPs and rows into out).
