@@ -54,7 +54,7 @@ Split split(const std::vector<int>& lengths, int members, int me) {
       }
   }
   s.mb.chunks = s.mb.member_chunks[me];
-  s.mb.kv_order.resize(s.mb.sample_offsets.back());
+  std::vector<int> order(s.mb.sample_offsets.back());  // what key_order must give
   int next = 0;  // rank-major: member by member, each in its own row order
   for (int p = 0; p < members; ++p)
     for (const SequenceChunk& c : s.mb.member_chunks[p]) {
@@ -64,8 +64,9 @@ Split split(const std::vector<int>& lengths, int members, int me) {
                        c.begin);
         for (int row = c.begin; row < c.end; ++row) s.local_to_global.push_back(first + row);
       }
-      for (int row = c.begin; row < c.end; ++row) s.mb.kv_order[first + row] = next++;
+      for (int row = c.begin; row < c.end; ++row) order[first + row] = next++;
     }
+  EXPECT_EQ(key_order(s.mb), order);
   return s;
 }
 

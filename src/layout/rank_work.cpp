@@ -47,6 +47,19 @@ void for_each_chunk(const GlobalBatch& batch, const std::vector<int>& samples, i
 
 }  // namespace
 
+std::vector<int> key_order(const MicroBatchWork& mb) {
+  std::vector<int> order(mb.sample_offsets.empty() ? 0 : mb.sample_offsets.back());
+  int next = 0;  // rank-major: member by member, each in its chunk order
+  for (const std::vector<SequenceChunk>& chunks : mb.member_chunks) {
+    size_t j = 0;
+    for (const SequenceChunk& c : chunks) {
+      while (mb.samples[j] != c.sample) ++j;
+      for (int row = c.begin; row < c.end; ++row) order[mb.sample_offsets[j] + row] = next++;
+    }
+  }
+  return order;
+}
+
 int stage_count(const StepPlan& plan) {
   int stages = 1;
   for (const LlmGroup& group : plan.llm_groups) stages = std::max(stages, group.micro_batches);
@@ -84,15 +97,22 @@ struct ItemPiece {
   int offset = 0, count = 0, rank = 0, received = 0;
 };
 
+using PeerRuns = std::vector<std::vector<RowRun>>;  // per peer, its rows' runs in order
+
+int rows_of(const std::vector<RowRun>& runs) {
+  int rows = 0;
+  for (const RowRun& run : runs) rows += run.count;
+  return rows;
+}
+
 // This rank's side of a route from the rows it sends and receives, listed per peer.
-RowRoute concatenated_route(const std::vector<std::vector<int>>& send,
-                            const std::vector<std::vector<int>>& recv) {
-  RowRoute route;
+RunRoute concatenated_route(const PeerRuns& send, const PeerRuns& recv) {
+  RunRoute route;
   for (size_t peer = 0; peer < send.size(); ++peer) {
-    route.send_counts.push_back(static_cast<int>(send[peer].size()));
-    route.recv_counts.push_back(static_cast<int>(recv[peer].size()));
-    route.send_rows.insert(route.send_rows.end(), send[peer].begin(), send[peer].end());
-    route.recv_rows.insert(route.recv_rows.end(), recv[peer].begin(), recv[peer].end());
+    route.send_counts.push_back(rows_of(send[peer]));
+    route.recv_counts.push_back(rows_of(recv[peer]));
+    route.send_runs.insert(route.send_runs.end(), send[peer].begin(), send[peer].end());
+    route.recv_runs.insert(route.recv_runs.end(), recv[peer].begin(), recv[peer].end());
   }
   return route;
 }
@@ -160,18 +180,11 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
         mb.member_rows[p] += end - begin;
         if (group.ranks[p] == rank) mb.chunks.push_back({s, begin, end});
       });
-      // Gathered keys: rank-major (member by member, each in its own chunk order) -> sample-major.
       mb.sample_offsets.assign(1, 0);
       for (int s : mb.samples)
         mb.sample_offsets.push_back(mb.sample_offsets.back() + batch.samples[s].tokens());
-      mb.kv_order.resize(mb.sample_offsets.back());
-      std::vector<int> member_next(members, 0);
-      for (int p = 1; p < members; ++p) member_next[p] = member_next[p - 1] + mb.member_rows[p - 1];
-      int j = 0;
       mb.member_chunks.assign(members, {});
       for_each_chunk(batch, mb.samples, members, [&](int p, int s, int begin, int end) {
-        while (mb.samples[j] != s) ++j;
-        for (int row = begin; row < end; ++row) mb.kv_order[mb.sample_offsets[j] + row] = member_next[p]++;
         mb.member_chunks[p].push_back({s, begin, end});
       });
       work.micro_batches.push_back(std::move(mb));
@@ -193,26 +206,22 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
 
   // Both sides of a route list rows in global row order (item by item, each item's pieces in row order);
   // an encoder rank numbers its output rows over its items in that order, for a stage's route within the
-  // stage.
-  using PeerRows = std::vector<std::vector<int>>;
-  PeerRows send(world_size), recv(world_size);
-  std::vector<PeerRows> stage_send(pipelined ? stages : 0, PeerRows(world_size)), stage_recv = stage_send;
+  // stage. A piece is a run of rows on both sides: O(pieces), whatever the rows.
+  PeerRuns send(world_size), recv(world_size);
+  std::vector<PeerRuns> stage_send(pipelined ? stages : 0, PeerRuns(world_size)), stage_recv = stage_send;
   int sent_rows = 0;                                       // this rank's output rows before the item
   std::vector<int> stage_sent(pipelined ? stages : 0, 0);  // the same within each stage
   for (int item = 0; item < items; ++item) {
     const int owner = plan.item_owner[item], m = stage_of_item[item];
     for (int i = first_piece[item]; i < first_piece[item + 1]; ++i) {
       const ItemPiece& piece = pieces[i];
-      if (owner != rank && piece.rank != rank) continue;  // rows of other ranks: no row-by-row work
-      for (int r = 0; r < piece.count; ++r) {
-        if (owner == rank) {
-          send[piece.rank].push_back(sent_rows + piece.offset + r);
-          if (pipelined) stage_send[m][piece.rank].push_back(stage_sent[m] + piece.offset + r);
-        }
-        if (piece.rank == rank) {
-          recv[owner].push_back(piece.received + r);
-          if (pipelined) stage_recv[m][owner].push_back(piece.received + r);
-        }
+      if (owner == rank) {
+        append_run(send[piece.rank], sent_rows + piece.offset, piece.count);
+        if (pipelined) append_run(stage_send[m][piece.rank], stage_sent[m] + piece.offset, piece.count);
+      }
+      if (piece.rank == rank) {
+        append_run(recv[owner], piece.received, piece.count);
+        if (pipelined) append_run(stage_recv[m][owner], piece.received, piece.count);
       }
     }
     if (owner != rank) continue;

@@ -9,10 +9,10 @@ GatheredAttention::GatheredAttention(std::shared_ptr<Communicator> group, const 
                                      int attention_width)
     : group_(std::move(group)),
       width_(2 * attention_width),
-      full_rows_(static_cast<int>(mb.kv_order.size())),
+      full_rows_(mb.sample_offsets.empty() ? 0 : mb.sample_offsets.back()),
       local_rows_(mb.member_rows.at(group_->rank())) {
   for (int rows : mb.member_rows) member_floats_.push_back(static_cast<std::size_t>(rows) * width_);
-  kv_order_ = to_device(mb.kv_order, "kv::order");
+  kv_order_ = to_device(key_order(mb), "kv::order");
   identity_ = row_numbers(full_rows_, "kv::identity");
 }
 

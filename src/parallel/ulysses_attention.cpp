@@ -15,7 +15,7 @@ UlyssesAttention::UlyssesAttention(std::shared_ptr<Communicator> group, const Mi
     : group_(std::move(group)),
       members_(group_->size()),
       local_rows_(mb.member_rows.at(group_->rank())),
-      full_rows_(static_cast<int>(mb.kv_order.size())),
+      full_rows_(mb.sample_offsets.empty() ? 0 : mb.sample_offsets.back()),
       member_rows_(mb.member_rows),
       own_rows_(members_, local_rows_) {
   if (shape.heads % members_ != 0)
@@ -24,7 +24,7 @@ UlyssesAttention::UlyssesAttention(std::shared_ptr<Communicator> group, const Mi
                     "group of {} (the group's size must divide them)",
                     shape.heads, members_));
   shard_ = {shape.heads / members_, shape.head_dim};
-  kv_order_ = to_device(mb.kv_order, "a2a::order");
+  kv_order_ = to_device(key_order(mb), "a2a::order");
   identity_ = row_numbers(full_rows_, "a2a::identity");
   std::vector<int> lengths;
   for (size_t s = 0; s + 1 < mb.sample_offsets.size(); ++s)

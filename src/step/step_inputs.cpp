@@ -44,12 +44,12 @@ StepInputs upload_step_inputs(const Sampler& sampler, const PlannedStep& planned
                       stages, comms.world->max_tag()));
     for (size_t m = 0; m < work.stages.size(); ++m) {
       in.encoder.push_back(encoder_input(work.stages[m].items));
-      in.boundary.push_back(
-          std::make_unique<BoundaryExchange>(comms.world, work.stages[m].route, width, static_cast<int>(m)));
+      in.boundary.push_back(std::make_unique<BoundaryExchange>(comms.world, expand(work.stages[m].route),
+                                                               width, static_cast<int>(m)));
     }
   } else {
     in.encoder.push_back(encoder_input(work.items));
-    in.boundary.push_back(std::make_unique<BoundaryExchange>(comms.world, work.item_route, width));
+    in.boundary.push_back(std::make_unique<BoundaryExchange>(comms.world, expand(work.item_route), width));
   }
   in.kv.resize(work.micro_batches.size());
   if (work.group_ranks.size() > 1) {

@@ -58,21 +58,24 @@ struct MicroBatchWork {
   // sample, each sample's in row order; any may be empty.
   std::vector<SequenceChunk> chunks;
   std::vector<int> sample_offsets;  // first row of each sample in the gathered keys (size samples+1)
-  // Context parallelism: kv_order[i] is where sample-major key row i sits in the rank-major result of an
-  // all-gather of every member's local rows; member_rows[r] = local rows of group member r.
-  std::vector<int> kv_order;
+  // Context parallelism: member_rows[r] = local rows of group member r; member_chunks[p]: group member p's
+  // chunks, as `chunks` is this rank's (its rows in that order), which the ring attention's per-member key
+  // segments and key_order follow.
   std::vector<int> member_rows;
-  // member_chunks[p]: group member p's chunks, as `chunks` is this rank's (its rows in that order), which
-  // the ring attention's per-member key segments follow.
   std::vector<std::vector<SequenceChunk>> member_chunks;
   int received_offset = 0;  // first row of this micro-batch's encoder rows in the received buffer
   int stage = 0;            // staged plans (RankWork::stages): its stage (pipeline_stage)
 };
 
+// Context parallelism's gathered keys (all_gather, a2a): element i is where sample-major key row i of the
+// micro-batch sits in the rank-major result of an all-gather of every member's local rows. O(the
+// micro-batch's rows): computed by the mechanisms that need it when the step builds them, not by the plan.
+std::vector<int> key_order(const MicroBatchWork& mb);
+
 // Staged plans: what this rank does in one stage on the encoder side.
 struct EncoderStageWork {
   std::vector<int> items;  // global item numbers this rank encodes in the stage, in order
-  RowRoute route;          // the stage's rows: send rows numbered within the stage's encoder output,
+  RunRoute route;          // the stage's rows: send rows numbered within the stage's encoder output,
                            // received rows as in RankWork::item_route (the whole step's buffer)
 };
 
@@ -81,7 +84,7 @@ struct RankWork {
   std::vector<int> group_ranks;
   std::vector<MicroBatchWork> micro_batches;
   std::vector<int> items;  // global item numbers this rank encodes, in order
-  RowRoute item_route;     // encoder output rows -> received encoder rows
+  RunRoute item_route;     // encoder output rows -> received encoder rows
   int received_rows = 0;   // encoder rows this rank's LLM chunks need
   // Staged plans only (disaggregated, or colocated with EncoderSchedule::per_micro_batch; empty otherwise):
   // one per stage, stages = the most micro-batches of any group.
