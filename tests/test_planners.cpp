@@ -452,6 +452,34 @@ TEST(Planners, DhpUsesGroupsOfThreeWhenTheyHelp) {
   EXPECT_LT(p_dhp.makespan, 1.05 * p_dhp.lower_bound);
 }
 
+// A dynamic plan pays for the communicators it creates (groups neither pooled from start-up nor static's):
+// dhp's groups of three win while creation is cheap; when one creation costs more than they save, every
+// dynamic policy keeps static's layout, whose groups are pooled, and says so.
+TEST(Planners, NewGroupsMustSaveMoreThanTheirCreation) {
+  const RunConfig config = text_longtail(2, 1);
+  CostModel cost = default_cost_model(config, kGflops, 8);
+  const GlobalBatch batch = batch_of_lengths({2000, 2000});
+  const int world = 6;
+  const StepPlan cheap = make_planner("dhp", cost, {})->plan(batch, world);
+  ASSERT_NE(cheap.origin.source, "static_layout");
+  const StepPlan baseline = make_planner("static", cost, {})->plan(batch, world);
+  const double saved =
+      predict(baseline, batch, cost, world).makespan - predict(cheap, batch, cost, world).makespan;
+  ASSERT_GT(saved, 0.0);
+  cost.step.comm_creation = 0.5 * saved;  // cheaper than what the groups of three save: kept
+  EXPECT_NE(make_planner("dhp", cost, {})->plan(batch, world).origin.source, "static_layout");
+  cost.step.comm_creation = 2.0 * saved;  // dearer: static's pooled layout
+  for (const char* policy : {"dhp", "dhp_search", "flexsp", "orch"}) {
+    SCOPED_TRACE(policy);
+    const StepPlan plan = make_planner(policy, cost, {})->plan(batch, world);
+    ASSERT_NO_THROW(validate_plan(plan, batch, world));
+    for (const LlmGroup& g : plan.llm_groups)
+      EXPECT_TRUE(g.ranks.size() == 1 || (g.ranks.size() & (g.ranks.size() - 1)) == 0)
+          << "a group of " << g.ranks.size() << " ranks is created for this step";
+  }
+  EXPECT_EQ(make_planner("dhp", cost, {})->plan(batch, world).origin.source, "static_layout");
+}
+
 // One very long sample among short ones: both DHP and FlexSP give it a context-parallel group.
 TEST(Planners, LongSampleGetsAGroup) {
   const CostModel cost = default_cost_model(text_longtail(2, 1), kGflops, kRanksPerNode);

@@ -52,9 +52,35 @@ class PolicyBase : public Planner {
                                    batch, costs, cost_, options_.locality_tolerance);
   }
 
-  // The dynamic colocated policies keep the static layout (parallel.cp, packed bins) when it predicts a
-  // faster step and fits memory, the way FlexSP warm-starts from the homogeneous layout: no policy is
-  // predicted slower than that baseline.
+  // Whether a step's group of `ranks` (sorted) is in the pool whatever came before: a rank alone (no
+  // communicator), one of static's replicas (cp consecutive ranks from a multiple of cp: created at its first
+  // step and used every step) or an aligned power-of-two block the pool created at start-up
+  // (power_of_two_blocks: sizes 2, 4, ... up to capacity - 1 of them).
+  bool pooled(const std::vector<int>& ranks) const {
+    const int n = static_cast<int>(ranks.size()), first = ranks.front();
+    if (n == 1) return true;
+    if (ranks.back() - first + 1 != n) return false;  // not consecutive ranks
+    if (n == options_.cp && first % n == 0) return true;
+    if (!options_.precreated_powers_of_two || (n & (n - 1)) != 0 || first % n != 0) return false;
+    int sizes_below = 0;  // precreated sizes smaller than n
+    for (int size = 2; size < n; size *= 2) ++sizes_below;
+    return sizes_below < options_.pool_capacity - 1;
+  }
+
+  // What creating the plan's groups adds to its step, as simulate charges it: one creation's time (the
+  // step's groups are disjoint, each created on its members at once) when any group is not pooled. Counted
+  // for every step a group outside the pool appears in (a planner holds no pool state: plans stay a
+  // function of the batch, on every rank and after a restart), so it errs towards the pooled layout.
+  double creation_seconds(const StepPlan& plan) const {
+    for (const LlmGroup& group : plan.llm_groups)
+      if (!pooled(group.ranks)) return cost_.step.comm_creation;
+    return 0.0;
+  }
+
+  // The dynamic colocated policies keep the static layout (parallel.cp, packed bins, its groups pooled)
+  // when it predicts a faster step, the plan's new communicators' creation included, and fits memory, the
+  // way FlexSP warm-starts from the homogeneous layout: no policy is predicted slower than that baseline,
+  // and none regroups for less than the regrouping costs.
   StepPlan at_least_static(StepPlan plan, const GlobalBatch& batch, const BatchCosts& costs,
                            int world_size) const {
     const int cp = options_.cp;
@@ -70,8 +96,9 @@ class PolicyBase : public Planner {
     constexpr double kRounding = 1.0 - 1e-9;  // the bound's sums associate differently from predict's
     const double static_bound =
         kRounding * planning::static_makespan_lower_bound(groups, costs, costs.encoder);
-    if (predict_upper_bound(plan, batch, cost_, world_size).makespan <= static_bound) return plan;
-    const double planned = predict(plan, batch, cost_, world_size).makespan;
+    const double creation = creation_seconds(plan);
+    if (predict_upper_bound(plan, batch, cost_, world_size).makespan + creation <= static_bound) return plan;
+    const double planned = predict(plan, batch, cost_, world_size).makespan + creation;
     if (planned <= static_bound) return plan;
     StepPlan baseline = planning::static_plan_of(std::move(groups), batch, world_size);
     if (predict(baseline, batch, cost_, world_size).makespan >= planned) return plan;
@@ -493,6 +520,8 @@ PlannerOptions planner_options_of(const ParallelConfig& parallel) {
   options.tokens_per_rank = parallel.tokens_per_rank;
   options.flexsp_time_limit = parallel.flexsp_time_limit;
   options.encoder_ranks = parallel.encoder_ranks;
+  options.precreated_powers_of_two = parallel.comm_precreate == "powers_of_two";
+  options.pool_capacity = parallel.comm_pool_capacity;
   return options;
 }
 

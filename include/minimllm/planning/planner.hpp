@@ -28,6 +28,11 @@ struct PlannerOptions {
   // its sample's LLM node unless that rank carries more than this fraction of the mean encoder load
   // above the least-loaded rank overall (node-aware tie-breaking; 0 = plain LPT).
   double locality_tolerance = 0.02;
+  // The dynamic policies' communicators (at_least_static in planner.cpp): whether the pool holds the aligned
+  // power-of-two blocks from start-up (parallel.comm_precreate: powers_of_two) and its capacity
+  // (parallel.comm_pool_capacity), so that a plan's other groups are known to be created for it.
+  bool precreated_powers_of_two = true;
+  int pool_capacity = 64;
 };
 
 class Planner {
