@@ -156,11 +156,11 @@ std::map<std::string, std::vector<double>> simulation_fields(const std::string& 
 
 // The quickstart deck with creation at 250 ms a communicator, and a small virtual cluster (4 ranks per
 // node, 50 GFLOP/s a rank) writing its projection to a file of the test's own.
-RunConfig creation_deck(int steps, int global_batch) {
+RunConfig creation_deck(int steps, int global_batch, double creation_ms = 250.0) {
   RunConfig config = parse_run_config(embedded_quickstart_deck(), "quickstart");
   config.steps = steps;
   config.data.global_batch = global_batch;
-  config.machine.comm_creation_ms = 250.0;
+  config.machine.comm_creation_ms = creation_ms;
   return config;
 }
 
@@ -175,8 +175,10 @@ SimulateOptions small_cluster(int ranks, int cp, const std::string& test) {
   return options;
 }
 
+// A creation of 1 us, far below what dhp's groups save on this deck's millisecond steps: dhp creates groups.
 TEST(Simulator, ChargesExposedPlanningCommunicatorsAndMovement) {
-  RunConfig config = creation_deck(kEstimateSteps + 4, 96);
+  constexpr double kCreation = 1e-6;
+  RunConfig config = creation_deck(kEstimateSteps + 4, 96, 1e3 * kCreation);
   SimulateOptions options = small_cluster(24, 1, "dynamism");
   options.policies = {"static", "dhp"};
   for (const double planning : {0.0, 0.004, 2.0}) {
@@ -201,7 +203,7 @@ TEST(Simulator, ChargesExposedPlanningCommunicatorsAndMovement) {
                                       ? planning
                                       : std::max(0.0, planning - window);
           EXPECT_NEAR(exposed[t], expected, 1e-12);
-          EXPECT_EQ(creation[t], f["comm_creations"][t] > 0 ? 0.25 : 0.0);
+          EXPECT_EQ(creation[t], f["comm_creations"][t] > 0 ? kCreation : 0.0);
           EXPECT_GE(f["movement_s"][t], 0.0);
           creations += f["comm_creations"][t];
         }
@@ -220,6 +222,21 @@ TEST(Simulator, ChargesExposedPlanningCommunicatorsAndMovement) {
       }
     }
   }
+  unlink(options.out_path.c_str());
+}
+
+// The planners weigh a group's creation against what it saves (at_least_static): at 250 ms a creation,
+// against steps of milliseconds, dhp keeps static's pooled layout and no step of it creates a group.
+TEST(Simulator, DynamicPlansDoNotCreateGroupsThatCostMoreThanTheySave) {
+  const RunConfig config = creation_deck(6, 96);
+  SimulateOptions options = small_cluster(24, 1, "dear-creation");
+  options.planning_seconds = 0.0;
+  options.policies = {"static", "dhp"};
+  const std::vector<PolicySummary> result = simulate(config, options);
+  const auto f = simulation_fields(options.out_path, "dhp", {"comm_creations", "makespan_s"});
+  for (double c : f.at("comm_creations")) EXPECT_EQ(c, 0.0);
+  EXPECT_EQ(result[1].policy, "dhp");
+  EXPECT_EQ(result[1].comm_creation_seconds, 0.0);
   unlink(options.out_path.c_str());
 }
 
