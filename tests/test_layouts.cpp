@@ -109,6 +109,15 @@ std::function<StepPlan(const GlobalBatch&)> grouped(std::vector<int> sizes) {
   return [sizes](const GlobalBatch& b) { return make_grouped_plan(b, sizes); };
 }
 
+// One group of every rank, its samples in `parts` micro-batches.
+std::function<StepPlan(const GlobalBatch&)> one_group_of_all(int parts) {
+  return [parts](const GlobalBatch& b) {
+    StepPlan plan = make_grouped_plan(b, {world_size()});
+    plan.llm_groups[0].micro_batches = parts;
+    return plan;
+  };
+}
+
 // The deck with each context-parallel mechanism (parallel.cp_comm). a2a with 4 heads: groups of 2 and 4
 // shard them, a group of 3 runs the ring (cp_comm_for_group), in the same step where both occur.
 std::vector<RunConfig> with_every_cp_comm(const RunConfig& config) {
@@ -140,13 +149,7 @@ TEST(Layouts, AnyGroupSizesOnThreeRanks) {
     }
 }
 
-TEST(Layouts, OneGroupOfAllRanksWithMicroBatches) {
-  expect_matches_reference(deck(), [](const GlobalBatch& b) {
-    StepPlan plan = make_grouped_plan(b, {world_size()});
-    plan.llm_groups[0].micro_batches = 3;
-    return plan;
-  });
-}
+TEST(Layouts, OneGroupOfAllRanksWithMicroBatches) { expect_matches_reference(deck(), one_group_of_all(3)); }
 
 TEST(Layouts, EncoderLayoutIndependentOfLlmLayout) {
   // Images scattered over ranks with no relation to where their samples' LLM rows live.
@@ -211,11 +214,7 @@ TEST(Layouts, DisaggregatedPipelineOverMicroBatches) {
 TEST(Layouts, OverlappedGradientSyncEqualsTheSerialOne) {
   const int ranks = world_size();
   std::vector<std::pair<std::string, std::function<StepPlan(const GlobalBatch&)>>> layouts;
-  layouts.emplace_back("one group, 3 micro-batches", [ranks](const GlobalBatch& b) {
-    StepPlan plan = make_grouped_plan(b, {ranks});
-    plan.llm_groups[0].micro_batches = 3;
-    return plan;
-  });
+  layouts.emplace_back("one group, 3 micro-batches", one_group_of_all(3));
   layouts.emplace_back("data parallel, images elsewhere, 2 micro-batches", [ranks](const GlobalBatch& b) {
     StepPlan plan = make_grouped_plan(b, std::vector<int>(ranks, 1));
     for (LlmGroup& g : plan.llm_groups) g.micro_batches = std::max(1, std::min<int>(2, g.samples.size()));
@@ -330,11 +329,7 @@ TEST(Layouts, EncoderPerMicroBatchGivesTheSingleRankGradients) {
   RunConfig per_micro_batch = deck("parallel: {encoder_schedule: per_micro_batch}\n");
   per_micro_batch.data.global_batch = 9;
   std::vector<std::pair<std::string, std::function<StepPlan(const GlobalBatch&)>>> layouts;
-  layouts.emplace_back("one group, 3 micro-batches", [ranks](const GlobalBatch& b) {
-    StepPlan plan = make_grouped_plan(b, {ranks});
-    plan.llm_groups[0].micro_batches = 3;
-    return plan;
-  });
+  layouts.emplace_back("one group, 3 micro-batches", one_group_of_all(3));
   layouts.emplace_back("groups of 4, 2, 1... micro-batches, items elsewhere", [ranks](const GlobalBatch& b) {
     StepPlan plan =
         make_grouped_plan(b, ranks >= 3 ? std::vector<int>{2, ranks - 2} : std::vector<int>(ranks, 1));
