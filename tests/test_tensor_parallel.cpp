@@ -121,6 +121,7 @@ struct TrainingCase {
   const char* recompute;
   int encoder_tp;  // 1: the unit's two encoder groups share its images; 2: one group, split like the LLM
   const char* cp_comm = "p2p";  // static's CP 2 over two units: its 2 heads per rank suit a2a too
+  const char* encoder_schedule = "per_step";
 };
 
 // Training under tp = 2 against training without tensor parallelism on the same ranks: static (with
@@ -128,12 +129,17 @@ struct TrainingCase {
 // under fixed TP 2 for 10 steps, and (with two units) the disaggregated placement. With one unit (2 ranks)
 // every combination of the distributed optimizer and recomputation; with two (4 ranks, oversubscribed on
 // small machines: each of the group's all-reduces waits for a time slice) fewer. Each with the encoder
-// split over both ranks (encoder_tp 2) and shared by two groups of one (encoder_tp 1).
+// split over both ranks (encoder_tp 2) and shared by two groups of one (encoder_tp 1), and with the encoder
+// run per micro-batch (parallel.encoder_schedule).
 TEST(TensorParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
   if (world_size() % 2 != 0) GTEST_SKIP() << "tp = 2 needs an even number of ranks";
   const World world = World::of(MPI_COMM_WORLD);
   const int units = world_size() / 2;
-  std::vector<TrainingCase> cases = {{false, "none", 1}, {true, "none", 2}, {true, "full", 1}};
+  std::vector<TrainingCase> cases = {{false, "none", 1},
+                                     {true, "none", 2},
+                                     {true, "full", 1},
+                                     {false, "full", 2, "p2p", "per_micro_batch"},
+                                     {true, "none", 1, "p2p", "per_micro_batch"}};
   if (units == 1)
     cases.insert(cases.end(), {{false, "selective", 2}, {false, "full", 2}, {true, "selective", 1}});
   else
@@ -145,13 +151,15 @@ TEST(TensorParallel, TrainingGivesTheLossesOfTrainingWithoutIt) {
     const TrainResult reference = train(quickstart(policy, 1, cp), world, {});
     for (const TrainingCase& c : cases) {
       SCOPED_TRACE(std::string(policy) + (c.zero ? ", ZeRO-1" : "") + ", recompute " + c.recompute +
-                   ", encoder_tp " + std::to_string(c.encoder_tp) + ", cp_comm " + c.cp_comm);
+                   ", encoder_tp " + std::to_string(c.encoder_tp) + ", cp_comm " + c.cp_comm + ", encoder " +
+                   c.encoder_schedule);
       if (std::string(policy) == "disagg" && (c.zero || c.encoder_tp == 2)) continue;  // time: one case
       RunConfig config = quickstart(policy, 2, cp);
       config.parallel.encoder_tp = c.encoder_tp;
       config.parallel.distributed_optimizer = c.zero;
       config.runtime.recompute = c.recompute;
       config.parallel.cp_comm = c.cp_comm;
+      config.parallel.encoder_schedule = c.encoder_schedule;
       const TrainResult result = train(config, world, {});
       expect_same_losses(result, reference);
       // MFU counts the whole model's FLOPs once over every rank.
