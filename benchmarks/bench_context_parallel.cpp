@@ -1,9 +1,9 @@
 // Context parallelism on one long sequence: the LLM phase (forward+backward) of one step on all ranks
 // of the world as one group, against the same step on one rank, in the same run, for each mechanism
 // (parallel.cp_comm: 0 = p2p, the ring; 1 = all_gather; 2 = a2a, Ulysses, whose 4 heads a group of 3 cannot
-// share: it runs the ring, cp_comm_for_group, and the label says so). Reports the speed-up, the share of the
-// parallel LLM phase spent communicating (the ring's posting and waiting, or the collectives) and the
-// activation memory per rank the model's accounting gives. Run with mpiexec -n 2 (or 3).
+// share: it runs the ring, cp_comm_for_group, and the label says so). Reports the speed-up, the time per
+// layer, the share of the parallel LLM phase spent communicating (the ring's posting and waiting, or the
+// collectives) and the activation memory per rank the model's accounting gives. Run with mpiexec -n 2 (or 3).
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
@@ -84,6 +84,7 @@ void BM_ContextParallelLongSequence(benchmark::State& state) {
   state.counters["ranks"] = ranks;
   state.counters["t_1rank_ms"] = 1e3 * one.llm;
   state.counters["t_group_ms"] = 1e3 * all.llm;
+  state.counters["ms_per_layer"] = 1e3 * all.llm / config.model.llm.layers;  // forward and backward
   state.counters["speedup"] = one.llm / all.llm;
   state.counters["kv_share"] = all.kv / all.llm;
   state.counters["act_MiB"] = all.activation_bytes / 1048576.0;
