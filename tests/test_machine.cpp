@@ -364,7 +364,7 @@ TEST(Memory, EncoderPerMicroBatchHoldsOneStagesItems) {
   const std::vector<double> whole = rank_peak_bytes(plan, batch, cost, 4);
   cost.memory.encoder_per_stage = true;
   const std::vector<double> staged = rank_peak_bytes(plan, batch, cost, 4);
-  const std::vector<int> stage = item_stages(plan, batch);
+  const std::vector<int> stage = item_stages(plan, first_item_of_samples(batch));
   std::map<std::pair<int, int>, double> held;  // (rank, stage) -> bytes
   int item = 0;
   for (const SampleMeta& sample : batch.samples)

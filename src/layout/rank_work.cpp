@@ -66,8 +66,7 @@ int stage_count(const StepPlan& plan) {
   return stages;
 }
 
-std::vector<int> item_stages(const StepPlan& plan, const GlobalBatch& batch) {
-  const std::vector<int> first_item = first_item_of_samples(batch);
+std::vector<int> item_stages(const StepPlan& plan, const std::vector<int>& first_item) {
   const int stages = stage_count(plan);
   std::vector<int> stage_of_item(first_item.back(), 0);
   for (const LlmGroup& group : plan.llm_groups) {
@@ -141,7 +140,8 @@ RankWork derive_rank_work(const StepPlan& plan, const GlobalBatch& batch, int ra
   const bool pipelined =
       plan.placement == Placement::disaggregated || schedule == EncoderSchedule::per_micro_batch;
   const int stages = stage_count(plan);
-  const std::vector<int> stage_of_item = pipelined ? item_stages(plan, batch) : std::vector<int>(items, 0);
+  const std::vector<int> stage_of_item =
+      pipelined ? item_stages(plan, first_item) : std::vector<int>(items, 0);
 
   // Where every item's rows are consumed: the group members whose chunks hold them; received rows are
   // numbered per rank in (micro-batch, sample, row) order, which is how the LLM input is packed.

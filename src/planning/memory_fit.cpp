@@ -51,7 +51,7 @@ BatchSizes batch_sizes(const GlobalBatch& batch) {
 // a time), added to `encoder`.
 void add_largest_stage_bytes(const StepPlan& plan, const GlobalBatch& batch, const MemoryModel& mem,
                              std::vector<double>& encoder) {
-  const std::vector<int> stage = item_stages(plan, batch);
+  const std::vector<int> stage = item_stages(plan, first_item_of_samples(batch));
   const long long stages = stage_count(plan);
   std::vector<std::pair<long long, double>> held;  // (owner x stages + stage, bytes) per item
   held.reserve(stage.size());

@@ -40,9 +40,10 @@ inline int micro_batch_begin(const LlmGroup& group, int m) {
 // group's last micro-batch ends with the group's work), so encoder ranks run it backward last.
 inline int pipeline_stage(int m, int parts, int stages) { return m + 1 == parts ? stages - 1 : m; }
 // The stage count of a staged plan (the most micro-batches of any group) and the stage of every item (its
-// sample's micro-batch's, pipeline_stage), items numbered in sample order.
+// sample's micro-batch's, pipeline_stage), items numbered in sample order (first_item: the batch's
+// first_item_of_samples).
 int stage_count(const StepPlan& plan);
-std::vector<int> item_stages(const StepPlan& plan, const GlobalBatch& batch);
+std::vector<int> item_stages(const StepPlan& plan, const std::vector<int>& first_item);
 // Encoder ranks run the forward of the last stage first (groups of one micro-batch start at once), then
 // stages 0, 1, ..., stages - 2; the backward in stage order.
 inline int forward_stage(int position, int stages) { return position == 0 ? stages - 1 : position - 1; }
